@@ -1,0 +1,165 @@
+// attnscope-cli: validate | plan | run | invariance | devices.
+// Exit codes: 0 ok, 1 a comparison or replay failed, 2 bad case or bad arguments.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "../core/case_json.h"
+#include "../core/environment.h"
+#include "../core/invariance.h"
+#include "../core/report_json.h"
+#include "../core/session.h"
+#include "cli_args.h"
+#include "text_report.h"
+
+using namespace attnscope;
+using namespace attnscope::cli;
+
+namespace {
+
+const char* kUsage = R"(attnscope-cli: attention kernels on configurable batches, headless
+
+usage: attnscope-cli COMMAND [options] CASE.json
+
+commands:
+  validate CASE            check a case; prints a one-line summary or the error
+  plan CASE [--json]       page table, virtual batches, split plan with its reasoning, block map
+  run CASE [options]       run the backends and comparisons of the case
+      --backends a,b,...   run these backends instead of the case's list
+      --sample-rows N      references on N sampled query rows per request
+      --report FILE        write the JSON report to FILE
+      --export FILE        write a repro case (case + environment + recorded digests)
+      --json               print the JSON report instead of the table
+  invariance CASE [options]  each request alone vs inside the batch, per planner
+      --backend ID         backend to check (default cpu.tiled)
+      --planners a,b,...   planner models (default flashinfer,flash_attn,fixed,off)
+      --fixed-split-size N pages per chunk for `fixed` (default: the case's, else 2048 tokens)
+      --fixed-tile-q N     query tile for `fixed` (default: the case's, else 128)
+      --json
+  devices [--json]         CUDA devices visible to this build
+
+exit codes: 0 ok, 1 a comparison or replay check failed, 2 bad case or arguments
+)";
+
+int cmd_validate(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  std::cout << "ok: " << case_summary(f.spec) << "\n";
+  return 0;
+}
+
+int cmd_plan(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  const Plan p = make_plan(f.spec);
+  if (a.flag("json")) std::cout << plan_to_json(f.spec, p).dump(2) << "\n";
+  else print_plan(std::cout, f.spec, p);
+  return 0;
+}
+
+int cmd_run(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  SessionOptions opt;
+  if (a.value("backends")) {
+    auto ids = a.list_value("backends");
+    for (const auto& id : ids)
+      if (!is_known_backend(id)) throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+    opt.backends = ids;
+  }
+  opt.sample_rows = a.int_value("sample-rows", 1, 1 << 22);
+  const bool tty = isatty(2);
+  if (tty && !a.flag("json"))
+    opt.progress = [](const std::string& stage, double x) { std::cerr << "\r  " << stage << " " << static_cast<int>(100 * x) << "%   " << std::flush; };
+  auto s = run_session(f, opt);
+  if (tty && !a.flag("json")) std::cerr << "\r" << std::string(40, ' ') << "\r";
+  if (a.flag("json")) std::cout << session_to_json(*s).dump(2) << "\n";
+  else print_session(std::cout, *s);
+  if (auto path = a.value("report")) write_text_file(*path, session_to_json(*s).dump(2) + "\n");
+  if (auto path = a.value("export")) {
+    write_text_file(*path, case_file_to_json(make_repro(*s)).dump(2) + "\n");
+    if (!a.flag("json")) std::cout << "repro written to " << *path << "\n";
+  }
+  return s->failed() ? 1 : 0;
+}
+
+Planner parse_planner(const std::string& n) {
+  if (n == "flashinfer") return Planner::kFlashInfer;
+  if (n == "flash_attn") return Planner::kFlashAttn;
+  if (n == "fixed") return Planner::kFixed;
+  if (n == "off") return Planner::kOff;
+  throw UsageError("--planners: \"" + n + "\" is not a planner, must be one of flashinfer, flash_attn, fixed, off");
+}
+
+int cmd_invariance(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  InvarianceOptions opt;
+  if (auto b = a.value("backend")) {
+    if (!is_known_backend(*b)) throw UsageError("--backend: \"" + *b + "\" is not a backend, must be one of " + known_backends_text());
+    opt.backend = *b;
+  }
+  if (a.value("planners")) {
+    opt.planners.clear();
+    for (const auto& n : a.list_value("planners")) opt.planners.push_back(parse_planner(n));
+  }
+  opt.fixed_split_size = a.int_value("fixed-split-size", 1, 1 << 22);
+  opt.fixed_tile_q = a.int_value("fixed-tile-q", 16, 128);
+  if (opt.fixed_tile_q && *opt.fixed_tile_q != 16 && *opt.fixed_tile_q != 64 && *opt.fixed_tile_q != 128)
+    throw UsageError("--fixed-tile-q: must be 16, 64 or 128");
+  const auto rep = check_invariance(f.spec, opt);
+  if (a.flag("json")) {
+    nlohmann::ordered_json j;
+    j["backend"] = rep.backend;
+    j["case"] = rep.case_name;
+    j["num_requests"] = rep.num_requests;
+    nlohmann::ordered_json ps = nlohmann::ordered_json::array();
+    for (const auto& p : rep.planners)
+      ps.push_back({{"planner", planner_name(p.planner)}, {"note", p.note}, {"error", p.error}, {"batch_tile", p.batch_tile},
+                    {"batch_chunk_pages", p.batch_chunk_pages}, {"alone_tile", p.alone_tile}, {"alone_chunk_pages", p.alone_chunk_pages},
+                    {"differing_values", p.differing_values}, {"identical_requests", p.identical_requests()}});
+    j["planners"] = ps;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    print_invariance(std::cout, rep);
+  }
+  return 0;
+}
+
+int cmd_devices(const Args& a) {
+  std::string why;
+  const auto devs = list_devices(&why);
+  if (a.flag("json")) {
+    std::cout << environment_to_json(capture_environment()).dump(2) << "\n";
+    return 0;
+  }
+  if (devs.empty()) std::cout << "no CUDA devices: " << why << "\n";
+  for (const auto& d : devs)
+    std::cout << d.index << ": " << d.name << ", " << d.sm_count << " SMs, compute capability " << d.cc_major << "." << d.cc_minor << ", "
+              << static_cast<int>(d.memory_gib) << " GiB\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
+    if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {}));
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, {"json"}, {"backends", "sample-rows", "report", "export"}));
+    if (cmd == "invariance")
+      return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
+    if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
+    throw UsageError("unknown command \"" + cmd + "\" (commands: validate, plan, run, invariance, devices; see --help)");
+  } catch (const CaseError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,200 @@
+// Text output of attnscope-cli.
+#include "text_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "attnscope/compare.h"
+
+namespace attnscope::cli {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string sci(double v) { return fmt("%.2e", v); }
+
+std::string pad(std::string s, size_t w) {
+  if (s.size() < w) s.append(w - s.size(), ' ');
+  return s;
+}
+
+std::string list(const std::vector<int>& v, size_t max_items = 16) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > max_items) s += ", ... (" + std::to_string(v.size()) + " in all)";
+  return s + "]";
+}
+
+std::string mask_text(const CaseSpec& c) {
+  const auto& a = c.attention;
+  std::string s = a.causal ? "causal" : "non-causal";
+  if (a.window) s += ", window " + std::to_string(*a.window);
+  if (a.local_chunk) s += ", local chunk " + std::to_string(*a.local_chunk);
+  if (a.prefix_lm) s += ", prefix-LM";
+  bool docs = false, pads = false;
+  for (const auto& r : c.requests) {
+    docs |= !r.doc_starts.empty();
+    pads |= r.pad_start.has_value();
+  }
+  if (docs) s += ", documents";
+  if (pads) s += ", padding";
+  if (a.soft_cap) s += ", soft-cap " + fmt("%g", *a.soft_cap);
+  if (a.alibi) s += ", ALiBi";
+  return s;
+}
+
+}  // namespace
+
+std::string case_summary(const CaseSpec& c) {
+  std::ostringstream o;
+  o << (c.name.empty() ? "(unnamed)" : c.name) << ": " << c.requests.size() << " request" << (c.requests.size() == 1 ? "" : "s")
+    << ", " << c.total_q() << " query / " << c.total_kv() << " kv tokens, heads " << c.num_qo_heads << "/" << c.num_kv_heads
+    << ", head_dim " << c.head_dim_qk << (c.head_dim_vo != c.head_dim_qk ? "/" + std::to_string(c.head_dim_vo) : "") << ", "
+    << dtype_name(c.dtype) << ", " << storage_name(c.kv_cache.storage);
+  if (c.kv_cache.storage == KvStorage::kPaged)
+    o << " (page " << c.kv_cache.page_size << ", " << layout_name(c.kv_cache.layout) << ", " << alloc_name(c.kv_cache.allocation)
+      << (c.kv_cache.poison_unused ? ", poisoned" : "") << ")";
+  o << ", " << mask_text(c);
+  return o.str();
+}
+
+void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
+  o << "case  " << case_summary(c) << "\n";
+  o << "mask  native spellings: ";
+  if (c.attention.window) {
+    const int w = *c.attention.window;
+    o << "W = " << w << " (cuDNN / vLLM sliding_window " << w << ", FlashInfer window_left " << w - 1 << ", FlashAttention window_size ("
+      << w - 1 << ", 0))";
+  } else {
+    o << "no sliding window (FlashInfer window_left -1, FlashAttention window_size (-1, -1))";
+  }
+  o << "; sm_scale " << fmt("%.6g", c.sm_scale_or_default()) << "\n\n";
+
+  const auto& pt = p.pages;
+  o << "PAGE TABLE  page_size " << pt.page_size << ", " << pt.num_pages << " physical pages";
+  int unused = 0;
+  for (int ow : pt.owner) unused += ow == kPageUnused;
+  o << " (" << unused << " unused" << (c.kv_cache.null_page && c.kv_cache.storage == KvStorage::kPaged ? ", page 0 null" : "") << ")\n";
+  o << "  kv_indptr        " << list(pt.indptr) << "\n";
+  o << "  kv_last_page_len " << list(pt.last_page_len) << "\n";
+  for (size_t r = 0; r < c.requests.size() && r < 8; ++r) {
+    std::vector<int> pages(pt.indices.begin() + pt.indptr[r], pt.indices.begin() + pt.indptr[r + 1]);
+    o << "  request " << pad(std::to_string(r), 3) << " pages " << list(pages, 12) << "\n";
+  }
+  if (c.requests.size() > 8) o << "  ... " << c.requests.size() - 8 << " more requests\n";
+
+  if (!p.local.batches.empty()) {
+    o << "\nVIRTUAL BATCHES  chunked local attention, chunk " << p.local.chunk << " (vLLM make_local_attention_virtual_batches)\n";
+    o << "  vb   request  q_begin  q_len  chunk_start  kv_len  block_table\n";
+    for (size_t i = 0; i < p.local.batches.size() && i < 32; ++i) {
+      const auto& b = p.local.batches[i];
+      o << "  " << pad(std::to_string(i), 5) << pad(std::to_string(b.request), 9) << pad(std::to_string(b.q_begin), 9)
+        << pad(std::to_string(b.q_len), 7) << pad(std::to_string(b.kv_begin), 13) << pad(std::to_string(b.kv_len), 8) << list(b.block_table, 8) << "\n";
+    }
+    if (p.local.batches.size() > 32) o << "  ... " << p.local.batches.size() - 32 << " more\n";
+    o << "  cu_q " << list(p.local.cu_q, 24) << "\n";
+  }
+
+  const auto& s = p.split;
+  o << "\nSPLIT PLAN  planner " << planner_name(s.planner) << ": tile " << s.cta_tile_q << " packed rows, chunk " << s.chunk_pages
+    << " pages (" << s.chunk_tokens << " keys), split_kv " << (s.split_kv ? "yes" : "no") << ", " << s.num_items << " items"
+    << (s.padded_items != s.num_items ? " (grid " + std::to_string(s.padded_items) + ")" : "") << "\n";
+  for (const auto& line : s.reasoning) o << "  - " << line << "\n";
+  o << "  per unit: q-tiles x kv-chunks (item ids)\n";
+  int item = 0;
+  for (size_t u = 0; u < p.units.size(); ++u) {
+    const int tiles = s.unit_tiles[u], chunks = s.unit_chunks[u];
+    if (u < 8) {
+      const auto& un = p.units[u];
+      o << "  unit " << u << " (request " << un.request << ", q " << un.q_len << ", kv " << un.kv_len << "): " << tiles << " x " << chunks;
+      if (tiles * chunks <= 24) {
+        o << "  items";
+        for (int t = 0; t < tiles; ++t) {
+          o << " [";
+          for (int k = 0; k < chunks; ++k) o << (k ? " " : "") << item + t * chunks + k;
+          o << "]";
+        }
+      } else {
+        o << "  items " << item << ".." << item + tiles * chunks - 1;
+      }
+      o << "  merge fan-in " << chunks << "\n";
+    }
+    item += tiles * chunks;
+  }
+  if (p.units.size() > 8) o << "  ... " << p.units.size() - 8 << " more units\n";
+
+  o << "\nBLOCK MAP  ";
+  o << block_map_text(p.blocks);
+  o << "\nplanned in " << fmt("%.1f", p.plan_us) << " us\n";
+}
+
+void print_session(std::ostream& o, const Session& s) {
+  const CaseSpec& c = s.spec();
+  const auto& sp = s.plan.split;
+  o << "case    " << case_summary(c) << "\n";
+  o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
+    << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
+  if (s.sample_rows) o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
+  o << "\n" << pad("backend", 16) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";
+  for (const auto& r : s.results) {
+    o << pad(r.backend, 16) << pad(status_name(r.status), 14) << pad(fmt("%.1f", r.timing.host_ms), 10)
+      << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
+  }
+  if (!s.diffs.empty()) {
+    o << "\n" << pad("comparison", 34) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
+      << pad("bit-eq", 8) << pad("ac 1e-2", 8) << pad("ac 1e-3", 8) << "verdict\n";
+    for (const auto& d : s.diffs) {
+      const std::string name = d.backend + " vs " + d.baseline;
+      if (!d.available) {
+        o << pad(name, 34) << (d.verdict.skipped ? "SKIP  " : "FAIL  ") << d.verdict.detail << "\n";
+        continue;
+      }
+      const double bit = d.o.count ? 100.0 * d.o.bit_identical / d.o.count : 0;
+      o << pad(name, 34) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
+        << pad(std::to_string(d.o.max_ulp), 9) << pad(fmt("%.0f%%", bit), 8) << pad(d.o.allclose_loose ? "yes" : "no", 8)
+        << pad(d.o.allclose_tight ? "yes" : "no", 8) << (d.verdict.pass ? "PASS" : "FAIL") << "\n";
+      o << "    " << d.verdict.rule << ": " << d.verdict.detail;
+      o << "; LSE max abs " << sci(d.lse.max_abs);
+      if (d.o.nan_a || d.o.inf_a) o << "; " << d.o.nan_a << " NaN, " << d.o.inf_a << " Inf in " << d.backend;
+      o << "\n";
+    }
+  }
+  for (const auto& r : s.replay)
+    o << "replay  " << pad(r.backend, 16) << (r.match ? "bit-identical to the recorded digest " + r.recorded
+                                                       : "DIFFERS: recorded " + r.recorded + ", now " + r.now) << "\n";
+  o << "\n" << (s.failed() ? "FAILED" : "ok") << "\n";
+}
+
+void print_invariance(std::ostream& o, const InvarianceReport& r) {
+  o << "batch invariance of " << r.backend << " on " << (r.case_name.empty() ? "(unnamed)" : r.case_name) << ": each of "
+    << r.num_requests << " requests alone vs inside the batch, bitwise on O and LSE\n\n";
+  o << pad("planner", 12) << pad("batch tile/chunk", 18) << pad("identical", 11) << pad("differ", 8) << "detail\n";
+  for (const auto& p : r.planners) {
+    const std::string tc = std::to_string(p.batch_tile) + " / " + std::to_string(p.batch_chunk_pages);
+    if (!p.error.empty()) {
+      o << pad(planner_name(p.planner), 12) << pad(tc, 18) << pad("-", 11) << pad("-", 8) << p.error << "\n";
+      continue;
+    }
+    const int same = p.identical_requests();
+    std::string detail = p.note;
+    std::vector<std::string> bad;
+    for (size_t i = 0; i < p.differing_values.size(); ++i) {
+      if (p.differing_values[i] == 0) continue;
+      std::string b = "request " + std::to_string(i) + ": " + std::to_string(p.differing_values[i]) + " values (alone: tile " +
+                      std::to_string(p.alone_tile[i]) + ", chunk " + std::to_string(p.alone_chunk_pages[i]) + ")";
+      bad.push_back(b);
+    }
+    o << pad(planner_name(p.planner), 12) << pad(tc, 18) << pad(std::to_string(same) + "/" + std::to_string(r.num_requests), 11)
+      << pad(std::to_string(r.num_requests - same), 8) << detail << "\n";
+    for (size_t i = 0; i < bad.size() && i < 6; ++i) o << "      " << bad[i] << "\n";
+    if (bad.size() > 6) o << "      ... " << bad.size() - 6 << " more\n";
+  }
+}
+
+}  // namespace attnscope::cli

@@ -1,0 +1,19 @@
+// Human-readable text of cases, plans, sessions and invariance reports (attnscope-cli output).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "attnscope/plan.h"
+#include "../core/invariance.h"
+#include "../core/session.h"
+
+namespace attnscope::cli {
+
+std::string case_summary(const CaseSpec& c);
+void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p);
+void print_session(std::ostream& o, const Session& s);
+void print_invariance(std::ostream& o, const InvarianceReport& r);
+
+}  // namespace attnscope::cli

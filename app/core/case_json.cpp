@@ -1,0 +1,362 @@
+// Strict reader and canonical writer of the case format.
+#include "case_json.h"
+
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace attnscope {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string show(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+std::string kind_of(const json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
+}
+
+// One JSON object being read: knows its path and which keys it allows.
+class Obj {
+ public:
+  Obj(const json& j, std::string path, std::initializer_list<const char*> keys) : j_(j), path_(std::move(path)) {
+    if (!j.is_object()) throw CaseError(where(), "must be an object, got " + kind_of(j));
+    std::set<std::string> known(keys.begin(), keys.end());
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!known.count(it.key())) {
+        std::string list;
+        for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
+        throw CaseError(path_ + "/" + it.key(), "unknown key, allowed here: " + list);
+      }
+    }
+  }
+  std::string where() const { return path_.empty() ? "/" : path_; }
+  std::string at(const char* k) const { return path_ + "/" + k; }
+  bool has(const char* k) const { return j_.contains(k) && !j_[k].is_null(); }
+  const json& raw(const char* k) const { return j_[k]; }
+  void require(const char* k) const {
+    if (!has(k)) throw CaseError(at(k), "missing, it is required");
+  }
+
+  static int64_t integer(const json& v, const std::string& path, int64_t lo, int64_t hi) {
+    if (!v.is_number_integer()) throw CaseError(path, "must be an integer, got " + kind_of(v) + " " + show(v));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi) throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+  }
+  int get_int(const char* k, int def, int64_t lo = std::numeric_limits<int>::min(), int64_t hi = std::numeric_limits<int>::max()) const {
+    return has(k) ? static_cast<int>(integer(j_[k], at(k), lo, hi)) : def;
+  }
+  std::optional<int> opt_int(const char* k, int64_t lo = std::numeric_limits<int>::min(), int64_t hi = std::numeric_limits<int>::max()) const {
+    if (!has(k)) return std::nullopt;
+    return static_cast<int>(integer(j_[k], at(k), lo, hi));
+  }
+  std::optional<uint64_t> opt_u64(const char* k) const {
+    if (!has(k)) return std::nullopt;
+    const json& v = j_[k];
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
+      throw CaseError(at(k), "must be a non-negative integer (a seed), got " + kind_of(v) + " " + show(v));
+    return v.get<uint64_t>();
+  }
+  bool get_bool(const char* k, bool def) const {
+    if (!has(k)) return def;
+    if (!j_[k].is_boolean()) throw CaseError(at(k), "must be true or false, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    return j_[k].get<bool>();
+  }
+  std::optional<double> opt_num(const char* k) const {
+    if (!has(k)) return std::nullopt;
+    if (!j_[k].is_number()) throw CaseError(at(k), "must be a number, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    return j_[k].get<double>();
+  }
+  double get_num(const char* k, double def) const { return opt_num(k).value_or(def); }
+  std::string get_str(const char* k, const std::string& def) const {
+    if (!has(k)) return def;
+    if (!j_[k].is_string()) throw CaseError(at(k), "must be a string, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    return j_[k].get<std::string>();
+  }
+  template <class E>
+  E get_enum(const char* k, E def, std::initializer_list<std::pair<const char*, E>> names) const {
+    if (!has(k)) return def;
+    const std::string s = get_str(k, "");
+    std::string list;
+    for (const auto& [n, e] : names) {
+      if (s == n) return e;
+      list += (list.empty() ? "\"" : ", \"") + std::string(n) + "\"";
+    }
+    throw CaseError(at(k), "\"" + s + "\" is not allowed, must be one of " + list);
+  }
+  const json& array(const char* k) const {
+    if (!j_[k].is_array()) throw CaseError(at(k), "must be an array, got " + kind_of(j_[k]));
+    return j_[k];
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+const std::initializer_list<std::pair<const char*, DType>> kDtypes = {{"fp32", DType::kFp32}, {"fp16", DType::kFp16}, {"bf16", DType::kBf16}};
+
+RequestSpec parse_request(const json& j, const std::string& path) {
+  Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed"});
+  o.require("q_len");
+  o.require("kv_len");
+  RequestSpec r;
+  r.q_len = o.get_int("q_len", 0);
+  r.kv_len = o.get_int("kv_len", 0);
+  r.prefix_len = o.opt_int("prefix_len");
+  r.pad_start = o.opt_int("pad_start");
+  r.seed = o.opt_u64("seed");
+  if (o.has("doc_starts")) {
+    const json& a = o.array("doc_starts");
+    if (a.empty()) throw CaseError(o.at("doc_starts"), "is empty, list at least the start 0 (or leave the key out)");
+    for (size_t i = 0; i < a.size(); ++i)
+      r.doc_starts.push_back(static_cast<int>(Obj::integer(a[i], o.at("doc_starts") + "/" + std::to_string(i), 0, std::numeric_limits<int>::max())));
+  }
+  return r;
+}
+
+}  // namespace
+
+CaseFile parse_case(const json& j) {
+  Obj top(j, "", {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention",
+                  "split", "data", "backends", "comparisons", "reference", "environment", "recorded"});
+  top.require("schema");
+  const std::string schema = top.get_str("schema", "");
+  if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
+
+  CaseFile f;
+  CaseSpec& c = f.spec;
+  c.name = top.get_str("name", "");
+  c.description = top.get_str("description", "");
+
+  top.require("requests");
+  const json& reqs = top.array("requests");
+  for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
+
+  top.require("heads");
+  {
+    Obj h(top.raw("heads"), "/heads", {"qo", "kv"});
+    h.require("qo");
+    h.require("kv");
+    c.num_qo_heads = h.get_int("qo", 0);
+    c.num_kv_heads = h.get_int("kv", 0);
+  }
+  top.require("head_dim");
+  {
+    const json& hd = top.raw("head_dim");
+    if (hd.is_number_integer()) {  // a single number sets qk and vo alike
+      c.head_dim_qk = c.head_dim_vo = static_cast<int>(Obj::integer(hd, "/head_dim", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+    } else {
+      Obj h(hd, "/head_dim", {"qk", "vo"});
+      h.require("qk");
+      c.head_dim_qk = h.get_int("qk", 0);
+      c.head_dim_vo = h.get_int("vo", c.head_dim_qk);
+    }
+  }
+  top.require("dtype");
+  c.dtype = top.get_enum("dtype", DType::kBf16, kDtypes);
+
+  if (top.has("kv_cache")) {
+    Obj k(top.raw("kv_cache"), "/kv_cache", {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused"});
+    auto& kc = c.kv_cache;
+    kc.storage = k.get_enum("storage", KvStorage::kPaged, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}});
+    const bool ragged = kc.storage == KvStorage::kRagged;
+    kc.page_size = k.get_int("page_size", ragged ? 1 : 16);
+    kc.layout = k.get_enum("layout", KvLayout::kNHD, {{"NHD", KvLayout::kNHD}, {"HND", KvLayout::kHND}});
+    kc.allocation = k.get_enum("allocation", PageAlloc::kContiguous,
+                               {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
+    kc.allocation_seed = k.opt_u64("allocation_seed").value_or(0);
+    kc.null_page = k.get_bool("null_page", !ragged);
+    kc.poison_unused = k.get_bool("poison_unused", false);
+  }
+  if (top.has("attention")) {
+    Obj a(top.raw("attention"), "/attention", {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi"});
+    auto& at = c.attention;
+    at.causal = a.get_bool("causal", true);
+    at.window = a.opt_int("window");
+    at.local_chunk = a.opt_int("local_chunk");
+    at.prefix_lm = a.get_bool("prefix_lm", false);
+    at.soft_cap = a.opt_num("soft_cap");
+    at.sm_scale = a.opt_num("sm_scale");
+    at.alibi = a.get_bool("alibi", false);
+  }
+  if (top.has("split")) {
+    Obj s(top.raw("split"), "/split", {"planner", "fixed_split_size", "fixed_tile_q", "num_sms", "cuda_graph", "partials"});
+    auto& sp = c.split;
+    sp.planner = s.get_enum("planner", Planner::kFlashInfer,
+                            {{"flashinfer", Planner::kFlashInfer}, {"flash_attn", Planner::kFlashAttn}, {"fixed", Planner::kFixed}, {"off", Planner::kOff}});
+    sp.fixed_split_size = s.opt_int("fixed_split_size");
+    sp.fixed_tile_q = s.opt_int("fixed_tile_q");
+    sp.num_sms = s.get_int("num_sms", 132);
+    sp.cuda_graph = s.get_bool("cuda_graph", false);
+    sp.partials = s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
+  }
+  if (top.has("data")) {
+    Obj d(top.raw("data"), "/data", {"seed", "mean", "std", "outliers"});
+    c.data.seed = d.opt_u64("seed").value_or(1);
+    c.data.mean = d.get_num("mean", 0.0);
+    c.data.std = d.get_num("std", 1.0);
+    if (d.has("outliers")) {
+      Obj ol(d.raw("outliers"), "/data/outliers", {"channels", "scale"});
+      ol.require("channels");
+      ol.require("scale");
+      const json& ch = ol.array("channels");
+      for (size_t i = 0; i < ch.size(); ++i)
+        c.data.outlier_channels.push_back(static_cast<int>(Obj::integer(ch[i], "/data/outliers/channels/" + std::to_string(i), std::numeric_limits<int>::min(), std::numeric_limits<int>::max())));
+      c.data.outlier_scale = ol.get_num("scale", 1.0);
+    }
+  }
+  if (top.has("backends")) {
+    const json& b = top.array("backends");
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (!b[i].is_string()) throw CaseError("/backends/" + std::to_string(i), "must be a string (a backend id), got " + kind_of(b[i]));
+      c.backends.push_back(b[i].get<std::string>());
+    }
+  } else {
+    c.backends = {"cpu.reference", "cpu.lowp", "cpu.tiled"};
+  }
+  if (top.has("comparisons")) {
+    const json& cs = top.array("comparisons");
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const std::string p = "/comparisons/" + std::to_string(i);
+      Obj k(cs[i], p, {"backend", "baseline", "rule", "rtol", "atol", "lowp"});
+      k.require("backend");
+      k.require("baseline");
+      ComparisonSpec cmp;
+      cmp.backend = k.get_str("backend", "");
+      cmp.baseline = k.get_str("baseline", "");
+      cmp.rule = k.get_enum("rule", CompareRule::kAllclose,
+                            {{"allclose", CompareRule::kAllclose}, {"twice_lowp", CompareRule::kTwiceLowp}, {"bitwise", CompareRule::kBitwise}, {"max_abs", CompareRule::kMaxAbs}});
+      // defaults: allclose at vLLM's looser tolerance; twice_lowp's floor is a rounding allowance
+      cmp.rtol = k.get_num("rtol", 1e-2);
+      cmp.atol = k.get_num("atol", cmp.rule == CompareRule::kTwiceLowp ? 1e-5 : 1e-3);
+      cmp.lowp = k.get_str("lowp", "cpu.lowp");
+      c.comparisons.push_back(cmp);
+    }
+  }
+  if (top.has("reference")) {
+    Obj r(top.raw("reference"), "/reference", {"sample_rows"});
+    c.sample_rows = r.opt_int("sample_rows");
+  }
+  if (top.has("environment")) {
+    if (!top.raw("environment").is_object()) throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
+    f.environment = top.raw("environment");
+  }
+  if (top.has("recorded")) {
+    if (!top.raw("recorded").is_object()) throw CaseError("/recorded", "must be an object, got " + kind_of(top.raw("recorded")));
+    f.recorded = top.raw("recorded");
+  }
+  validate_case(c);
+  return f;
+}
+
+CaseFile parse_case_text(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // byte offset -> line and column
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string msg = e.what();
+    const auto pos = msg.find("syntax error");
+    if (pos != std::string::npos) msg = msg.substr(pos);
+    throw CaseError("/", "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + msg);
+  }
+  return parse_case(j);
+}
+
+CaseFile read_case_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CaseError("/", "cannot open case file \"" + path + "\"");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_case_text(ss.str());
+}
+
+ordered_json case_to_json(const CaseSpec& c) {
+  auto opt = [](const auto& v) -> ordered_json { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  ordered_json j;
+  j["schema"] = kCaseSchema;
+  j["name"] = c.name;
+  j["description"] = c.description;
+  ordered_json reqs = ordered_json::array();
+  for (const auto& r : c.requests) {
+    ordered_json q;
+    q["q_len"] = r.q_len;
+    q["kv_len"] = r.kv_len;
+    if (r.prefix_len) q["prefix_len"] = *r.prefix_len;
+    if (!r.doc_starts.empty()) q["doc_starts"] = r.doc_starts;
+    if (r.pad_start) q["pad_start"] = *r.pad_start;
+    if (r.seed) q["seed"] = *r.seed;
+    reqs.push_back(q);
+  }
+  j["requests"] = reqs;
+  j["heads"] = {{"qo", c.num_qo_heads}, {"kv", c.num_kv_heads}};
+  j["head_dim"] = {{"qk", c.head_dim_qk}, {"vo", c.head_dim_vo}};
+  j["dtype"] = dtype_name(c.dtype);
+  const auto& k = c.kv_cache;
+  j["kv_cache"] = {{"storage", storage_name(k.storage)}, {"page_size", k.page_size}, {"layout", layout_name(k.layout)},
+                   {"allocation", alloc_name(k.allocation)}, {"allocation_seed", k.allocation_seed},
+                   {"null_page", k.null_page}, {"poison_unused", k.poison_unused}};
+  const auto& a = c.attention;
+  j["attention"] = {{"causal", a.causal}, {"window", opt(a.window)}, {"local_chunk", opt(a.local_chunk)}, {"prefix_lm", a.prefix_lm},
+                    {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)}, {"alibi", a.alibi}};
+  const auto& s = c.split;
+  j["split"] = {{"planner", planner_name(s.planner)}, {"fixed_split_size", opt(s.fixed_split_size)}, {"fixed_tile_q", opt(s.fixed_tile_q)},
+                {"num_sms", s.num_sms}, {"cuda_graph", s.cuda_graph}, {"partials", partials_name(s.partials)}};
+  ordered_json d;
+  d["seed"] = c.data.seed;
+  d["mean"] = c.data.mean;
+  d["std"] = c.data.std;
+  if (!c.data.outlier_channels.empty()) d["outliers"] = {{"channels", c.data.outlier_channels}, {"scale", c.data.outlier_scale}};
+  j["data"] = d;
+  j["backends"] = c.backends;
+  ordered_json cmps = ordered_json::array();
+  for (const auto& m : c.comparisons) {
+    ordered_json x;
+    x["backend"] = m.backend;
+    x["baseline"] = m.baseline;
+    x["rule"] = rule_name(m.rule);
+    x["rtol"] = m.rtol;
+    x["atol"] = m.atol;
+    if (m.rule == CompareRule::kTwiceLowp) x["lowp"] = m.lowp;
+    cmps.push_back(x);
+  }
+  j["comparisons"] = cmps;
+  j["reference"] = {{"sample_rows", opt(c.sample_rows)}};
+  return j;
+}
+
+ordered_json case_file_to_json(const CaseFile& f) {
+  ordered_json j = case_to_json(f.spec);
+  if (!f.environment.is_null()) j["environment"] = ordered_json::parse(f.environment.dump());
+  if (!f.recorded.is_null()) j["recorded"] = ordered_json::parse(f.recorded.dump());
+  return j;
+}
+
+std::string case_to_text(const CaseSpec& c) { return case_to_json(c).dump(2) + "\n"; }
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write \"" + path + "\"");
+  out << text;
+  if (!out) throw std::runtime_error("writing \"" + path + "\" failed");
+}
+
+}  // namespace attnscope

@@ -1,0 +1,87 @@
+// Batch-invariance check: the batch, then every request alone, compared bit for bit.
+#include "invariance.h"
+
+#include "attnscope/plan.h"
+#include "session.h"
+
+namespace attnscope {
+
+int PlannerInvariance::identical_requests() const {
+  int n = 0;
+  for (int d : differing_values) n += d == 0;
+  return n;
+}
+
+InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions& opt) {
+  validate_case(base);
+  InvarianceReport rep;
+  rep.backend = opt.backend;
+  rep.case_name = base.name;
+  const int R = static_cast<int>(base.requests.size());
+  rep.num_requests = R;
+  const int Hq = base.num_qo_heads, Dv = base.head_dim_vo;
+
+  for (Planner pl : opt.planners) {
+    PlannerInvariance pi;
+    pi.planner = pl;
+    CaseSpec c = base;
+    c.backends = {opt.backend};
+    c.comparisons.clear();
+    c.sample_rows.reset();
+    // keep each request's data when it runs alone
+    for (int r = 0; r < R; ++r) c.requests[r].seed = base.request_seed(r);
+    c.split.planner = pl;
+    if (pl == Planner::kFixed) {
+      const int ps = c.effective_page_size();
+      c.split.fixed_split_size = opt.fixed_split_size ? opt.fixed_split_size
+                                 : base.split.fixed_split_size ? base.split.fixed_split_size
+                                                               : std::optional<int>(std::max(1, 2048 / ps));
+      c.split.fixed_tile_q = opt.fixed_tile_q ? opt.fixed_tile_q
+                             : base.split.fixed_tile_q ? base.split.fixed_tile_q
+                                                       : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
+      pi.note = "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
+    } else {
+      c.split.fixed_split_size.reset();
+      if (pl == Planner::kFlashAttn || pl == Planner::kOff) c.split.cuda_graph = false;
+      pi.note = c.split.fixed_tile_q ? "tile fixed at " + std::to_string(*c.split.fixed_tile_q) : "auto tile";
+    }
+    if (opt.progress) opt.progress(std::string(planner_name(pl)) + ": batch");
+    CaseFile f;
+    f.spec = c;
+    auto batch = run_session(f);
+    const Result& br = batch->results.at(0);
+    pi.batch_tile = batch->plan.split.cta_tile_q;
+    pi.batch_chunk_pages = batch->plan.split.chunk_pages;
+    if (!br.ok()) {
+      pi.error = br.backend + " " + status_name(br.status) + ": " + br.message;
+      rep.planners.push_back(pi);
+      continue;
+    }
+    int64_t tok = 0;
+    for (int r = 0; r < R; ++r) {
+      if (opt.progress) opt.progress(std::string(planner_name(pl)) + ": request " + std::to_string(r) + " alone");
+      CaseFile fr;
+      fr.spec = sub_case(c, {r});
+      auto alone = run_session(fr);
+      const Result& ar = alone->results.at(0);
+      pi.alone_tile.push_back(alone->plan.split.cta_tile_q);
+      pi.alone_chunk_pages.push_back(alone->plan.split.chunk_pages);
+      const int q_len = c.requests[r].q_len;
+      int diff = 0;
+      if (!ar.ok()) {
+        diff = -1;
+      } else {
+        for (int64_t i = 0; i < static_cast<int64_t>(q_len) * Hq * Dv; ++i)
+          diff += f32_bits(ar.o[i]) != f32_bits(br.o[tok * Hq * Dv + i]);
+        for (int64_t i = 0; i < static_cast<int64_t>(q_len) * Hq; ++i)
+          diff += f32_bits(ar.lse[i]) != f32_bits(br.lse[tok * Hq + i]);
+      }
+      pi.differing_values.push_back(diff);
+      tok += q_len;
+    }
+    rep.planners.push_back(pi);
+  }
+  return rep;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,134 @@
+// Running a case: plan, workload, backends, comparisons, replay check.
+#include "session.h"
+
+#include "attnscope/compare.h"
+
+namespace attnscope {
+
+namespace {
+constexpr int64_t kMaxHostWorkloadBytes = int64_t{12} << 30;  // refuse CPU runs past 12 GiB of inputs
+}
+
+const Result* Session::result(const std::string& id) const {
+  for (const auto& r : results)
+    if (r.backend == id) return &r;
+  return nullptr;
+}
+
+bool Session::failed() const {
+  for (const auto& r : results)
+    if (r.status == Status::kError) return true;
+  for (const auto& d : diffs)
+    if (!d.verdict.pass && !d.verdict.skipped) return true;
+  for (const auto& rp : replay)
+    if (!rp.match) return true;
+  return false;
+}
+
+Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro) {
+  auto b = make_backend(id);
+  if (!b) {
+    Result r;
+    r.backend = id;
+    r.status = Status::kError;
+    r.message = "unknown backend";
+    return r;
+  }
+  return run_backend(*b, c, p, w, ro);
+}
+
+std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt) {
+  auto s = std::make_shared<Session>();
+  s->file = f;
+  const CaseSpec& c = s->file.spec;
+  s->plan = make_plan(c);
+  s->env = capture_environment();
+  s->sample_rows = opt.sample_rows ? opt.sample_rows : c.sample_rows;
+  const std::vector<std::string> ids = opt.backends ? *opt.backends : c.backends;
+  auto progress = [&](const std::string& stage, double x) {
+    if (opt.progress) opt.progress(stage, x);
+  };
+
+  bool need_host = false;
+  for (const auto& id : ids) need_host |= id.rfind("cpu.", 0) == 0;
+  const int64_t bytes = workload_bytes(c, s->plan.pages);
+  const bool host_ok = bytes <= kMaxHostWorkloadBytes;
+  Workload w;
+  if (need_host && host_ok) {
+    progress("inputs", 0);
+    w = make_workload(c, s->plan.pages);
+  }
+  for (const auto& id : ids) {
+    if (opt.cancel && opt.cancel->load()) break;
+    if (id.rfind("cpu.", 0) == 0 && !host_ok) {
+      Result r;
+      r.backend = id;
+      r.status = Status::kUnsupported;
+      r.message = "host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
+                  std::to_string(kMaxHostWorkloadBytes >> 20) + " MiB CPU limit; use a GPU backend or fewer tokens";
+      s->results.push_back(r);
+      continue;
+    }
+    RunOptions ro;
+    ro.cancel = opt.cancel;
+    ro.sample_rows = s->sample_rows;
+    ro.bench_reps = opt.bench_reps;
+    ro.progress = [&, id](double x) { progress(id, x); };
+    progress(id, 0);
+    s->results.push_back(run_one(id, c, s->plan, w, ro));
+  }
+
+  for (const auto& k : c.comparisons) {
+    const Result* a = s->result(k.backend);
+    const Result* b = s->result(k.baseline);
+    const Result* l = s->result(k.lowp);
+    if (!a || !b) {
+      DiffReport d;
+      d.backend = k.backend;
+      d.baseline = k.baseline;
+      d.verdict.rule = rule_name(k.rule);
+      d.verdict.skipped = true;
+      d.verdict.detail = "not compared: " + std::string(!a ? k.backend : k.baseline) + " was not run";
+      s->diffs.push_back(d);
+      continue;
+    }
+    s->diffs.push_back(compare_results(c, *a, *b, k, l));
+  }
+
+  if (s->file.recorded.is_object() && s->file.recorded.contains("digests") && s->file.recorded["digests"].is_object()) {
+    const auto& dig = s->file.recorded["digests"];
+    for (const auto& r : s->results) {
+      if (!r.ok() || !dig.contains(r.backend) || !dig[r.backend].is_string()) continue;
+      ReplayCheck rc;
+      rc.backend = r.backend;
+      rc.recorded = dig[r.backend].get<std::string>();
+      rc.now = result_digest(r);
+      rc.match = rc.recorded == rc.now;
+      s->replay.push_back(rc);
+    }
+  }
+  return s;
+}
+
+CaseFile make_repro(const Session& s) {
+  CaseFile f;
+  f.spec = s.spec();
+  if (s.sample_rows) f.spec.sample_rows = s.sample_rows;
+  f.environment = nlohmann::json::parse(environment_to_json(s.env).dump());
+  nlohmann::json rec;
+  nlohmann::json dig = nlohmann::json::object();
+  for (const auto& r : s.results)
+    if (r.ok()) dig[r.backend] = result_digest(r);
+  rec["digests"] = dig;
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& d : s.diffs)
+    verdicts.push_back({{"backend", d.backend}, {"baseline", d.baseline}, {"rule", d.verdict.rule},
+                        {"pass", d.verdict.pass}, {"skipped", d.verdict.skipped}, {"detail", d.verdict.detail}});
+  rec["verdicts"] = verdicts;
+  rec["plan"] = {{"cta_tile_q", s.plan.split.cta_tile_q}, {"chunk_pages", s.plan.split.chunk_pages},
+                 {"num_items", s.plan.split.num_items}, {"split_kv", s.plan.split.split_kv}};
+  f.recorded = rec;
+  return f;
+}
+
+}  // namespace attnscope

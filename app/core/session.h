@@ -1,0 +1,60 @@
+// A session: one case, its plan, the results of its backends and their comparisons. The CLI runs
+// one synchronously; the GUI's runner builds one in stages on a worker thread and publishes each
+// stage as an immutable snapshot.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnscope/backend.h"
+#include "attnscope/compare.h"
+#include "attnscope/plan.h"
+#include "case_json.h"
+#include "environment.h"
+
+namespace attnscope {
+
+// Replay of a repro case: does a backend reproduce the digest recorded with the case?
+struct ReplayCheck {
+  std::string backend;
+  std::string recorded, now;   // digests
+  bool match = false;
+};
+
+struct Session {
+  CaseFile file;               // spec + what the file recorded
+  Plan plan;
+  std::vector<Result> results; // in the order of the case's backends
+  std::vector<DiffReport> diffs;  // in the order of the case's comparisons
+  std::vector<ReplayCheck> replay;
+  Environment env;
+  std::optional<int> sample_rows;  // what the references were limited to
+
+  const CaseSpec& spec() const { return file.spec; }
+  const Result* result(const std::string& id) const;
+  bool failed() const;         // a comparison failed, a backend errored, or a replay did not match
+};
+
+struct SessionOptions {
+  std::optional<std::vector<std::string>> backends;  // overrides the case's list
+  std::optional<int> sample_rows;                    // overrides the case's reference.sample_rows
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(const std::string& stage, double fraction)> progress;
+  int bench_reps = 0;
+};
+
+// Plans, generates the workload, runs every backend, compares, checks recorded digests.
+// Throws CaseError for an invalid case; backend failures are recorded in the results.
+std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt = {});
+
+// Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
+Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
+
+// The exported repro: the case with environment and recorded digests/verdicts of this session.
+CaseFile make_repro(const Session& s);
+
+}  // namespace attnscope

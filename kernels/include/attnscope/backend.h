@@ -1,0 +1,79 @@
+// Backend interface, results and the registry. A backend gets the same CaseSpec, Plan and
+// Workload as every other and returns a Result; it never aborts: unsupported configurations and
+// errors are statuses with a reason.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+#include "attnscope/plan.h"
+#include "attnscope/workload.h"
+
+namespace attnscope {
+
+enum class Status { kOk, kUnsupported, kNotCompiled, kError, kCancelled };
+const char* status_name(Status s);
+
+struct Timing {
+  double host_ms = 0;          // wall time of run() on the host
+  double device_ms = 0;        // median kernel time with CUDA events (GPU backends), else 0
+  double device_ms_min = 0, device_ms_max = 0;
+  int reps = 0;
+};
+
+struct Result {
+  std::string backend;
+  Status status = Status::kOk;
+  std::string message;         // reason when not ok; notes otherwise (e.g. "sampled 8 rows/request")
+  std::vector<float> o;        // [total_q, qo_heads, head_dim_vo], values in the case dtype
+  std::vector<float> lse;      // [total_q, qo_heads], natural log; -inf for a fully masked row
+  std::vector<uint8_t> row_valid;  // [total_q], 1 = computed; empty = every row computed
+  Timing timing;
+  bool ok() const { return status == Status::kOk; }
+  bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
+};
+
+struct RunOptions {
+  std::optional<int> sample_rows;          // references: N sampled query rows per request
+  const std::atomic<bool>* cancel = nullptr;  // set by the caller to stop early
+  std::function<void(double)> progress;    // fraction done in [0, 1], from any thread
+  int bench_reps = 0;                      // GPU backends: timed repetitions (0 = one run)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string id() const = 0;
+  virtual std::string describe() const = 0;
+  // Empty when the configuration is supported, else the reason.
+  virtual std::string check(const CaseSpec& c) const = 0;
+  virtual Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) = 0;
+};
+
+// Every backend id the case format accepts, in a stable order.
+const std::vector<std::string>& known_backends();
+bool is_known_backend(const std::string& id);
+std::string known_backends_text();
+// nullptr only for an unknown id. GPU ids always exist (stubs report "not compiled").
+std::unique_ptr<Backend> make_backend(const std::string& id);
+// check(), then run() with every exception turned into a status (never throws).
+Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt);
+
+// Query rows of a request computed under sampling: n evenly spaced rows, first and last included.
+std::vector<int> sampled_rows(int q_len, int n);
+// [total_q] row mask for a case under sampling (all ones without sampling).
+std::vector<uint8_t> row_selection(const CaseSpec& c, std::optional<int> sample_rows);
+
+// Factories, one per backend family (cpu/, cuda/ or cuda_stub/).
+std::unique_ptr<Backend> make_cpu_reference();
+std::unique_ptr<Backend> make_cpu_lowp();
+std::unique_ptr<Backend> make_cpu_tiled();
+std::unique_ptr<Backend> make_cuda_backend(const std::string& id);  // cuda.reference / naive / flash
+bool cuda_compiled();
+
+}  // namespace attnscope

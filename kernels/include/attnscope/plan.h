@@ -1,0 +1,35 @@
+// The plan is a value: everything about how attention is computed for a batch, from pure host
+// functions. Kernels, cpu.tiled, the GUI and the repro export all use this one struct.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "attnscope/block_map.h"
+#include "attnscope/case_spec.h"
+#include "attnscope/local_batches.h"
+#include "attnscope/mask.h"
+#include "attnscope/paging.h"
+#include "attnscope/split_plan.h"
+
+namespace attnscope {
+
+struct Plan {
+  PageTable pages;
+  VirtualBatches local;              // empty unless attention.local_chunk is set
+  std::vector<WorkUnit> units;       // requests, or the virtual batches
+  std::vector<RowMask> masks;        // [num_requests]; doc_starts point into doc_store
+  std::shared_ptr<const std::vector<std::vector<int>>> doc_store;  // [num_requests] document starts,
+                                     // shared so that a copied Plan's masks stay valid
+  SplitPlan split;
+  BlockMap blocks;
+  double plan_us = 0;                // host time to build this plan
+};
+
+// Pure: the same CaseSpec gives the same Plan. Throws CaseError if the case is invalid.
+Plan make_plan(const CaseSpec& c);
+
+// Mask parameters of request r (doc_starts point into c).
+RowMask row_mask(const CaseSpec& c, int r);
+
+}  // namespace attnscope

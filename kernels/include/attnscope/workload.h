@@ -1,0 +1,86 @@
+// Workload: the tensors of a case. Values come from a counter-based generator of
+// (request seed, tensor, index) written with exactly rounded integer and IEEE operations only, so
+// the host and a GPU produce the same bits. K/V live in the paged pool described by the PageTable.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+#include "attnscope/paging.h"
+#include "attnscope/types.h"
+
+#if defined(__CUDA_ARCH__)
+#define AS_DMUL(a, b) __dmul_rn((a), (b))
+#define AS_DADD(a, b) __dadd_rn((a), (b))
+#define AS_FMUL(a, b) __fmul_rn((a), (b))
+#else
+// The host build uses -ffp-contract=off, so these are single, correctly rounded operations.
+#define AS_DMUL(a, b) ((a) * (b))
+#define AS_DADD(a, b) ((a) + (b))
+#define AS_FMUL(a, b) ((a) * (b))
+#endif
+
+namespace attnscope {
+
+enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3 };
+
+AS_HD inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Approximately standard normal: the centred sum of four 24-bit uniforms (Irwin-Hall, bounded at
+// about +-3.46 sd). The sum is an exact integer; its conversion and the one scaling multiply are
+// correctly rounded on host and device alike, which makes the value bit-reproducible.
+AS_HD inline float gen_standard(uint64_t seed, TensorId t, uint64_t index) {
+  const uint64_t base = seed * 0x9e3779b97f4a7c15ull + (static_cast<uint64_t>(t) << 58);
+  const uint64_t h1 = mix64(base + 2 * index + 1);
+  const uint64_t h2 = mix64(base + 2 * index + 2 + 0x632be59bd9b4e019ull);
+  const int64_t s = static_cast<int64_t>(h1 & 0xffffff) + static_cast<int64_t>((h1 >> 32) & 0xffffff) +
+                    static_cast<int64_t>(h2 & 0xffffff) + static_cast<int64_t>((h2 >> 32) & 0xffffff);
+  const int64_t v = 2 * s - 4 * (int64_t{0xffffff});  // symmetric about 0, |v| < 2^26
+  // sd of v is 2^26 / sqrt(12); sqrt(12) / 2^26 = sqrt(3) / 2^25
+  return AS_FMUL(static_cast<float>(v), 5.1619136e-08f);
+}
+
+// One input element: mean + std * z (times the outlier scale), rounded to the case dtype.
+AS_HD inline float gen_value(uint64_t seed, TensorId t, uint64_t index, double mean, double std, double scale, DType dt) {
+  const double z = static_cast<double>(gen_standard(seed, t, index));
+  const double x = AS_DMUL(AS_DADD(mean, AS_DMUL(std, z)), scale);
+  return round_to(dt, static_cast<float>(x));
+}
+
+// Where a (request, key, head, dim) element of K or V sits in the paged pool.
+AS_HD inline int64_t kv_offset(KvLayout layout, int page, int slot, int head, int dim, int page_size, int heads, int head_dim) {
+  if (layout == KvLayout::kNHD) return ((static_cast<int64_t>(page) * page_size + slot) * heads + head) * head_dim + dim;
+  return ((static_cast<int64_t>(page) * heads + head) * page_size + slot) * head_dim + dim;
+}
+
+struct Workload {
+  std::vector<int64_t> q_indptr;  // [num_requests + 1], token offsets of each request's queries
+  std::vector<float> q;           // [total_q, qo_heads, head_dim_qk], values exactly representable in dtype
+  std::vector<float> k_pool;      // paged pool [num_pages, page_size, kv_heads, head_dim_qk] (NHD) or HND
+  std::vector<float> v_pool;      // the same with head_dim_vo
+  const float* q_row(int64_t token, int head, const CaseSpec& c) const {
+    return q.data() + (token * c.num_qo_heads + head) * c.head_dim_qk;
+  }
+};
+
+// Index of an element in the generator's stream (independent of paging and layout).
+inline uint64_t q_index(const CaseSpec& c, int q, int h, int d) {
+  return (static_cast<uint64_t>(q) * c.num_qo_heads + h) * c.head_dim_qk + d;
+}
+inline uint64_t kv_index(int k, int h, int d, int heads, int dim) {
+  return (static_cast<uint64_t>(k) * heads + h) * dim + d;
+}
+
+// Host tensors of the case. Unused pages and last-page slots hold NaN when kv_cache.poison_unused,
+// else 0 (never read by a correct backend either way).
+Workload make_workload(const CaseSpec& c, const PageTable& pt);
+
+// Bytes the host workload needs (to refuse over-large cases before allocating).
+int64_t workload_bytes(const CaseSpec& c, const PageTable& pt);
+
+}  // namespace attnscope

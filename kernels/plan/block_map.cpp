@@ -1,0 +1,73 @@
+// Block map: classification of (query tile x KV tile) blocks and its text form.
+#include "attnscope/block_map.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace attnscope {
+
+double BlockMap::sparsity() const {
+  const int64_t all = full + partial + empty;
+  return all ? static_cast<double>(empty) / static_cast<double>(all) : 0.0;
+}
+
+BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int G, int T) {
+  BlockMap bm;
+  bm.q_tile_rows = T;
+  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
+    const auto& un = units[u];
+    const RowMask& m = masks[un.request];
+    UnitBlocks ub;
+    ub.unit = u;
+    const int64_t rows = static_cast<int64_t>(un.q_len) * G;
+    ub.q_tiles = static_cast<int>((rows + T - 1) / T);
+    ub.kv_tiles = (un.kv_len + kKvTile - 1) / kKvTile;
+    ub.cls.resize(static_cast<size_t>(ub.q_tiles) * ub.kv_tiles);
+    for (int t = 0; t < ub.q_tiles; ++t) {
+      const int row_begin = t * T;
+      const int row_end = static_cast<int>(std::min<int64_t>(row_begin + T, rows));
+      const int qa0 = q_abs_of(m, un.q_begin + row_begin / G);
+      const int qa1 = q_abs_of(m, un.q_begin + (row_end - 1) / G) + 1;
+      for (int j = 0; j < ub.kv_tiles; ++j) {
+        const int k0 = un.kv_begin + j * kKvTile;
+        const int k1 = std::min(k0 + kKvTile, un.kv_begin + un.kv_len);
+        const TileClass tc = classify_tile(m, qa0, qa1, k0, k1);
+        ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j] = tc;
+        (tc == TileClass::kFull ? ub.full : tc == TileClass::kPartial ? ub.partial : ub.empty)++;
+      }
+    }
+    bm.full += ub.full;
+    bm.partial += ub.partial;
+    bm.empty += ub.empty;
+    bm.units.push_back(std::move(ub));
+  }
+  return bm;
+}
+
+std::string block_map_text(const BlockMap& bm, int max_units, int max_cols) {
+  std::ostringstream o;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "BlockMask(q_tile=%d packed rows, kv_tile=%d keys, sparsity=%.2f%%, full=%lld, partial=%lld, empty=%lld)\n",
+                bm.q_tile_rows, bm.kv_tile, 100.0 * bm.sparsity(), static_cast<long long>(bm.full),
+                static_cast<long long>(bm.partial), static_cast<long long>(bm.empty));
+  o << buf;
+  const int nu = static_cast<int>(bm.units.size());
+  for (int u = 0; u < std::min(nu, max_units); ++u) {
+    const auto& ub = bm.units[u];
+    o << "(unit " << u << ": " << ub.q_tiles << " x " << ub.kv_tiles << ")\n";
+    const int cols = std::min(ub.kv_tiles, max_cols);
+    for (int t = 0; t < ub.q_tiles; ++t) {
+      for (int j = 0; j < cols; ++j) {
+        const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
+        o << (tc == TileClass::kFull ? "██" : tc == TileClass::kPartial ? "░░" : "  ");
+      }
+      if (cols < ub.kv_tiles) o << " ... (" << ub.kv_tiles - cols << " more tiles)";
+      o << "\n";
+    }
+  }
+  if (nu > max_units) o << "... " << nu - max_units << " more units\n";
+  return o.str();
+}
+
+}  // namespace attnscope

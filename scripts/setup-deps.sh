@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs attnscope's system dependencies from Debian packages. Idempotent: packages already
+# present are left alone, and apt-get runs only when something is missing.
+# The CUDA toolkit is not a Debian package here; when nvcc is on PATH (or in /usr/local/cuda/bin)
+# the GPU backends are built, otherwise they are stubs that report "not compiled".
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config git
+  nlohmann-json3-dev libgtest-dev
+  # GUI: GLFW + OpenGL 3.3 + Dear ImGui (with its GLFW/OpenGL3 backends), stb for PNG screenshots
+  libglfw3-dev libimgui-dev libstb-dev libgl-dev
+  # GUI tests run under a virtual X server
+  xvfb xauth
+  clang-format
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup-deps: done"
