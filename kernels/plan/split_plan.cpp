@@ -218,9 +218,13 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
   }
   sp.num_items = static_cast<int>(sp.items.size());
   if (c.split.cuda_graph) {
-    sp.padded_items = static_cast<int>(std::max<int64_t>(sp.max_items, tiles_total));
-    why.push_back("CUDA graph: grid padded to max(" + str(sp.max_items) + ", " + str(tiles_total) + " q-tiles) = " + str(sp.padded_items) +
-                  " CTAs; " + str(std::max(0, sp.padded_items - sp.num_items)) + " masked out by block_valid_mask");
+    const int64_t graph_grid = std::max<int64_t>(sp.max_items, tiles_total);
+    why.push_back("CUDA graph: grid padded to max(" + str(sp.max_items) + ", " + str(tiles_total) + " q-tiles) = " + str(graph_grid) +
+                  " CTAs; " + str(std::max<int64_t>(0, graph_grid - sp.num_items)) + " masked out by block_valid_mask");
+    if (sp.num_items > graph_grid)
+      why.push_back("warning: " + str(sp.num_items) + " work items exceed that grid: FlashInfer sizes its CUDA-graph buffers for " +
+                    str(graph_grid) + " (the split-KV workspace overflow failure mode); attnscope launches all " + str(sp.num_items));
+    sp.padded_items = static_cast<int>(std::max<int64_t>(graph_grid, sp.num_items));
   } else {
     sp.padded_items = sp.num_items;
   }

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's run command: set-up, build, then open a case (default: a bundled example).
+# With a display and the GUI built, the GUI opens; otherwise attnscope-cli plans and runs the case.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case_file="${1:-examples/mixed-prefill-decode-fragmented.json}"
+bash scripts/build.sh >/dev/null
+if [ -x build/app/attnscope ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+  exec build/app/attnscope "$case_file"
+fi
+if [ -x build/app/attnscope ]; then
+  echo "run.sh: no display; running the case headless with attnscope-cli instead" >&2
+fi
+build/app/attnscope-cli plan "$case_file"
+echo
+exec build/app/attnscope-cli run "$case_file"

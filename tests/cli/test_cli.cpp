@@ -1,0 +1,166 @@
+// attnscope-cli as a user runs it: exit codes, error lines, JSON outputs, repro replay.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Out {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Out cli(const std::string& args) {
+  const std::string errf = fs::temp_directory_path() / ("attnscope_cli_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(ATTNSCOPE_CLI) + " " + args + " 2>" + errf;
+  Out o;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  const int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(errf);
+  o.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(errf);
+  return o;
+}
+
+std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
+
+std::vector<std::string> examples() {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(src("examples")))
+    if (e.path().extension() == ".json") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+TEST(Cli, EveryExampleValidatesPlansAndRuns) {
+  const auto ex = examples();
+  ASSERT_GE(ex.size(), 8u);
+  for (const auto& path : ex) {
+    SCOPED_TRACE(path);
+    const Out v = cli("validate " + path);
+    EXPECT_EQ(v.code, 0) << v.err;
+    EXPECT_EQ(v.out.rfind("ok: ", 0), 0u);
+    const Out p = cli("plan " + path);
+    EXPECT_EQ(p.code, 0) << p.err;
+    EXPECT_NE(p.out.find("SPLIT PLAN"), std::string::npos);
+    const Out r = cli("run " + path);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("comparison"), std::string::npos) << "every example prints its comparisons";
+    EXPECT_NE(r.out.find("PASS"), std::string::npos);
+    EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
+  }
+}
+
+TEST(Cli, BrokenCasesExitTwoWithOneLineNamingThePath) {
+  std::ifstream in(src("tests/data/broken/EXPECTED.tsv"));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto tab = line.find('\t');
+    const std::string file = line.substr(0, tab), want = line.substr(tab + 1);
+    SCOPED_TRACE(file);
+    for (const char* cmd : {"validate ", "run ", "plan "}) {
+      const Out o = cli(cmd + src("tests/data/broken/" + file));
+      EXPECT_EQ(o.code, 2);
+      EXPECT_EQ(o.err.rfind("error: " + want, 0), 0u) << o.err;
+      EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+}
+
+TEST(Cli, BadArgumentsExitTwo) {
+  const std::string ex = src("examples/gqa-decode-long.json");
+  for (const std::string& args : std::vector<std::string>{"frobnicate " + ex, "run", "run " + ex + " --no-such-flag", "run " + ex + " --sample-rows x",
+                                 "run " + ex + " --backends cpu.nope", "invariance " + ex + " --planners nope",
+                                 "run " + ex + " " + ex}) {
+    const Out o = cli(args);
+    EXPECT_EQ(o.code, 2) << args;
+    EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << args << ": " << o.err;
+  }
+}
+
+TEST(Cli, JsonOutputsParse) {
+  const std::string ex = src("examples/llama4-chunked-local.json");
+  const Out p = cli("plan --json " + ex);
+  ASSERT_EQ(p.code, 0);
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_GT(j["virtual_batches"]["batches"].size(), 0u);
+  EXPECT_TRUE(j["split"]["reasoning"].is_array());
+  EXPECT_TRUE(j["block_map"]["text"].get<std::string>().rfind("BlockMask(", 0) == 0);
+  const Out r = cli("run --json " + ex);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rj = nlohmann::json::parse(r.out);
+  EXPECT_EQ(rj["schema"], "attnscope/report@1");
+  EXPECT_FALSE(rj["failed"].get<bool>());
+  EXPECT_GT(rj["comparisons"].size(), 0u);
+  const Out d = cli("devices --json");
+  EXPECT_EQ(d.code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(d.out).contains("devices"));
+}
+
+TEST(Cli, ExportedReproReplaysBitForBit) {
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_repro_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string repro = (dir / "repro.json").string(), report = (dir / "report.json").string();
+  const Out r = cli("run " + src("examples/poisoned-pages.json") + " --export " + repro + " --report " + report);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(repro));
+  ASSERT_TRUE(fs::exists(report));
+  const Out again = cli("run " + repro);
+  EXPECT_EQ(again.code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("bit-identical to the recorded digest"), std::string::npos);
+  // tamper with a recorded digest: the replay must fail with exit 1
+  std::ifstream in(repro);
+  auto j = nlohmann::json::parse(in);
+  in.close();
+  j["recorded"]["digests"]["cpu.tiled"] = "0000000000000000";
+  std::ofstream(repro) << j.dump(2);
+  const Out bad = cli("run " + repro);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("DIFFERS"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, FailingComparisonExitsOne) {
+  const fs::path f = fs::temp_directory_path() / ("attnscope_fail_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(f) << R"({"schema": "attnscope/case@1", "name": "too-strict", "description": "bitwise lowp vs reference fails",
+    "requests": [{"q_len": 8, "kv_len": 40}], "heads": {"qo": 2, "kv": 1}, "head_dim": 32, "dtype": "bf16",
+    "backends": ["cpu.reference", "cpu.lowp"], "comparisons": [{"backend": "cpu.lowp", "baseline": "cpu.reference", "rule": "bitwise"}]})";
+  const Out o = cli("run " + f.string());
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("FAIL"), std::string::npos);
+  fs::remove(f);
+}
+
+TEST(Cli, InvarianceShowsFixedIdenticalAndAutoHonest) {
+  const Out o = cli("invariance --json " + src("examples/batch-invariance-auto.json"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  const int n = j["num_requests"];
+  bool saw_fixed = false, auto_breaks = false;
+  for (const auto& p : j["planners"]) {
+    if (p["planner"] == "fixed") {
+      saw_fixed = true;
+      EXPECT_EQ(p["identical_requests"].get<int>(), n);
+    }
+    if (p["planner"] == "flashinfer") auto_breaks = p["identical_requests"].get<int>() < n;
+  }
+  EXPECT_TRUE(saw_fixed);
+  EXPECT_TRUE(auto_breaks) << "the example is built so that FlashInfer's auto chunk size changes with the batch";
+}

@@ -1,0 +1,233 @@
+// Planners: the worked examples of semantics.md sections 4 and 6, and properties over a few
+// hundred seeded random cases.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "attnscope/plan.h"
+#include "case_gen.h"
+
+using namespace attnscope;
+using attnscope::testing::random_case;
+
+namespace {
+
+CaseSpec base_case() {
+  CaseSpec c;
+  c.name = "t";
+  c.num_qo_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  c.backends = {"cpu.reference"};
+  return c;
+}
+
+}  // namespace
+
+TEST(Planner, WorkedExampleRaggedPrefill) {
+  CaseSpec c = base_case();
+  c.kv_cache.storage = KvStorage::kRagged;
+  c.kv_cache.page_size = 1;
+  c.kv_cache.null_page = false;
+  c.requests = {{512, 4096}, {16, 8192}};
+  const Plan p = make_plan(c);
+  EXPECT_EQ(p.split.avg_packed_rows, 1056);
+  EXPECT_EQ(p.split.cta_tile_q, 128);
+  EXPECT_EQ(p.split.max_items, 33);
+  EXPECT_EQ(p.split.chunk_pages, 4096);
+  EXPECT_TRUE(p.split.split_kv);
+  EXPECT_EQ(p.split.unit_tiles, (std::vector<int>{16, 1}));
+  EXPECT_EQ(p.split.unit_chunks, (std::vector<int>{1, 2}));
+  EXPECT_EQ(p.split.num_items, 18);
+}
+
+TEST(Planner, WorkedExampleDecode) {
+  CaseSpec c = base_case();
+  c.kv_cache.page_size = 16;
+  c.requests = {{1, 1000}, {1, 3000}, {1, 500}, {1, 7000}};
+  const Plan p = make_plan(c);
+  EXPECT_EQ(p.split.kv_pages, (std::vector<int>{63, 188, 32, 438}));
+  EXPECT_EQ(p.split.cta_tile_q, 16);
+  EXPECT_EQ(p.split.chunk_pages, 24);
+  EXPECT_EQ(p.split.unit_chunks, (std::vector<int>{3, 8, 2, 19}));
+  EXPECT_EQ(p.split.num_items, 32);
+  // merge_indptr: one query per request, fan-in = its chunks
+  EXPECT_EQ(p.split.merge_indptr, (std::vector<int>{0, 3, 11, 13, 32}));
+  EXPECT_EQ(p.split.o_indptr, (std::vector<int>{0, 3, 11, 13, 32}));
+}
+
+TEST(Planner, TileDependsOnTheWholeBatch) {
+  // FlashInfer #2424: the same request gets a different tile depending on its neighbours.
+  CaseSpec c = base_case();
+  c.kv_cache.page_size = 16;
+  c.requests = {{40, 2000}};
+  EXPECT_EQ(make_plan(c).split.cta_tile_q, 128);  // 160 packed rows
+  c.requests = {{40, 2000}, {1, 100}, {1, 100}, {1, 100}, {1, 100}, {1, 100}, {1, 100}, {1, 100}, {1, 100}, {1, 100}};
+  EXPECT_EQ(make_plan(c).split.cta_tile_q, 64);  // avg packed (160 + 9 * 4) / 10 = 19: in (16, 64]
+}
+
+TEST(Planner, CudaGraphPadsTheGrid) {
+  CaseSpec c = base_case();
+  c.kv_cache.page_size = 16;
+  c.requests = {{1, 100}, {1, 200}};
+  c.split.cuda_graph = true;
+  const Plan p = make_plan(c);
+  EXPECT_TRUE(p.split.split_kv);
+  EXPECT_EQ(p.split.padded_items, std::max(p.split.max_items, 2));
+  EXPECT_GE(p.split.padded_items, p.split.num_items);
+}
+
+TEST(Planner, FlashAttnHeuristic) {
+  // enough blocks to fill the SMs: one split
+  EXPECT_EQ(flash_attn_num_splits(300, 264, 64, 128), 1);
+  // one block of work: split as far as the efficiency rule allows
+  const int s = flash_attn_num_splits(8, 264, 64, 128);
+  EXPECT_GT(s, 1);
+  EXPECT_LE(s, 64);
+  // never more splits than n-blocks
+  EXPECT_LE(flash_attn_num_splits(1, 264, 3, 128), 3);
+}
+
+TEST(Planner, VirtualBatchesDocumentedExample) {
+  CaseSpec c;
+  c.num_qo_heads = c.num_kv_heads = 1;
+  c.head_dim_qk = c.head_dim_vo = 8;
+  c.kv_cache.page_size = 2;
+  c.kv_cache.null_page = false;
+  c.attention.local_chunk = 4;
+  c.requests = {{4, 6}, {10, 17}, {5, 9}};
+  c.backends = {"cpu.reference"};
+  const Plan p = make_plan(c);
+  std::vector<int> q, kv, start;
+  for (const auto& b : p.local.batches) {
+    q.push_back(b.q_len);
+    kv.push_back(b.kv_len);
+    start.push_back(b.kv_begin);
+  }
+  EXPECT_EQ(q, (std::vector<int>{2, 2, 1, 4, 4, 1, 4, 1}));
+  EXPECT_EQ(p.local.cu_q, (std::vector<int>{0, 2, 4, 5, 9, 13, 14, 18, 19}));
+  EXPECT_EQ(kv, (std::vector<int>{4, 2, 4, 4, 4, 1, 4, 1}));
+  EXPECT_EQ(start, (std::vector<int>{0, 4, 4, 8, 12, 16, 4, 8}));
+  // block tables: 2 pages per chunk, sliced from the request's table (contiguous pages here)
+  EXPECT_EQ(p.local.batches[0].block_table, (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.local.batches[1].block_table, (std::vector<int>{2, 2}));  // request 0 has 3 pages: clipped
+  EXPECT_EQ(p.local.batches[5].block_table, (std::vector<int>{3 + 8, 3 + 8}));  // request 1, chunk 16: page 8, clipped
+}
+
+TEST(PlannerProperties, RandomCases) {
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    const CaseSpec c = random_case(seed);
+    const Plan p = make_plan(c);
+    const int G = c.group_size();
+    SCOPED_TRACE(c.name);
+
+    // page table: every page of every request is a distinct physical page; owners agree
+    std::set<int> used;
+    for (size_t r = 0; r < c.requests.size(); ++r) {
+      ASSERT_EQ(p.pages.pages_of(static_cast<int>(r)), (c.requests[r].kv_len + p.pages.page_size - 1) / p.pages.page_size);
+      for (int i = p.pages.indptr[r]; i < p.pages.indptr[r + 1]; ++i) {
+        const int pg = p.pages.indices[i];
+        ASSERT_TRUE(used.insert(pg).second);
+        ASSERT_EQ(p.pages.owner[pg], static_cast<int>(r));
+      }
+      ASSERT_GE(p.pages.last_page_len[r], 1);
+      ASSERT_LE(p.pages.last_page_len[r], p.pages.page_size);
+    }
+    if (c.kv_cache.null_page && c.kv_cache.storage == KvStorage::kPaged) {
+      ASSERT_EQ(used.count(0), 0u);
+    }
+
+    // units cover every query exactly once, in token order
+    std::vector<int> seen_q;
+    for (size_t r = 0; r < c.requests.size(); ++r) seen_q.push_back(0);
+    for (const auto& u : p.units) {
+      ASSERT_EQ(u.q_begin, seen_q[u.request]);
+      seen_q[u.request] += u.q_len;
+    }
+    for (size_t r = 0; r < c.requests.size(); ++r) ASSERT_EQ(seen_q[r], c.requests[r].q_len);
+
+    // each (unit, q-tile): its chunks tile the keys with no gap or overlap (no window), or in
+    // order without overlap (window)
+    std::map<std::pair<int, int>, std::vector<const WorkItem*>> by_tile;
+    for (const auto& it : p.split.items) by_tile[{it.unit, it.q_tile}].push_back(&it);
+    for (const auto& [key, items] : by_tile) {
+      const auto& u = p.units[key.first];
+      ASSERT_EQ(static_cast<int>(items.size()), p.split.unit_chunks[key.first]);
+      if (!p.split.window_chunks) {
+        ASSERT_EQ(items.front()->kv_begin, u.kv_begin);
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        ASSERT_EQ(items[i]->kv_chunk, static_cast<int>(i));
+        ASSERT_LE(items[i]->kv_begin, items[i]->kv_end);
+        if (i > 0) {
+          ASSERT_EQ(items[i]->kv_begin, items[i - 1]->kv_end);
+        }
+      }
+      if (!p.split.window_chunks) {
+        ASSERT_EQ(items.back()->kv_end, u.kv_begin + u.kv_len);
+      }
+    }
+
+    // every allowed (query, key) pair of every head group is covered by exactly one work item
+    for (size_t r = 0; r < c.requests.size(); ++r) {
+      const auto& rq = c.requests[r];
+      std::vector<int> cover(static_cast<size_t>(rq.q_len) * G * rq.kv_len, 0);
+      for (const auto& it : p.split.items) {
+        const auto& u = p.units[it.unit];
+        if (u.request != static_cast<int>(r)) continue;
+        for (int row = it.row_begin; row < it.row_end; ++row)
+          for (int k = it.kv_begin; k < it.kv_end; ++k) {
+            const int q = u.q_begin + row / G;
+            if (allowed(p.masks[r], q_abs_of(p.masks[r], q), k)) ++cover[(static_cast<size_t>(q) * G + row % G) * rq.kv_len + k];
+          }
+      }
+      for (int q = 0; q < rq.q_len; ++q)
+        for (int g = 0; g < G; ++g)
+          for (int k = 0; k < rq.kv_len; ++k) {
+            const bool a = allowed(p.masks[r], q_abs_of(p.masks[r], q), k);
+            ASSERT_EQ(cover[(static_cast<size_t>(q) * G + g) * rq.kv_len + k], a ? 1 : 0) << "request " << r << " q " << q << " k " << k;
+          }
+    }
+
+    // local attention: each virtual batch, as its own causal request over its chunk, gives
+    // exactly the chunked-local mask of the original request
+    if (c.attention.local_chunk) {
+      const int ch = *c.attention.local_chunk;
+      for (const auto& b : p.local.batches) {
+        const RowMask& m = p.masks[b.request];
+        for (int i = 0; i < b.q_len; ++i) {
+          const int qa = q_abs_of(m, b.q_begin + i);
+          const int qa_v = b.kv_len - b.q_len + i;  // position inside the virtual batch
+          ASSERT_EQ(qa, b.kv_begin + qa_v);
+          for (int k = 0; k < m.kv_len; ++k) {
+            const bool in_vb = k >= b.kv_begin && k < b.kv_begin + b.kv_len && (k - b.kv_begin) <= qa_v;
+            const bool local = k / ch == qa / ch && k <= qa;
+            ASSERT_EQ(in_vb, local);
+            ASSERT_EQ(allowed(m, qa, k), local);
+          }
+        }
+      }
+    }
+
+    // merge bookkeeping
+    ASSERT_EQ(p.split.merge_indptr.size(), static_cast<size_t>(c.total_q() + 1));
+    ASSERT_EQ(p.split.o_indptr.back(), p.split.merge_indptr.back());
+    ASSERT_GE(p.split.padded_items, p.split.num_items);
+
+    // block map: counts add up, and a block is empty iff no pair in it is allowed
+    int64_t blocks = 0;
+    for (const auto& ub : p.blocks.units) blocks += static_cast<int64_t>(ub.q_tiles) * ub.kv_tiles;
+    ASSERT_EQ(blocks, p.blocks.full + p.blocks.partial + p.blocks.empty);
+  }
+}
+
+TEST(PlannerProperties, PlanIsPure) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    const CaseSpec c = random_case(seed);
+    const Plan a = make_plan(c), b = make_plan(c);
+    ASSERT_EQ(a.pages.indices, b.pages.indices);
+    ASSERT_EQ(a.split.reasoning, b.split.reasoning);
+    ASSERT_EQ(a.split.items.size(), b.split.items.size());
+  }
+}
