@@ -27,13 +27,7 @@ class Tiled final : public Backend {
     const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
     const KvAccess kv{c, p.pages, w};
 
-    // first token of each unit in the output
-    std::vector<int64_t> unit_tok(p.units.size());
-    {
-      std::vector<int64_t> req_tok(c.requests.size() + 1, 0);
-      for (size_t r = 0; r < c.requests.size(); ++r) req_tok[r + 1] = req_tok[r] + c.requests[r].q_len;
-      for (size_t u = 0; u < p.units.size(); ++u) unit_tok[u] = req_tok[p.units[u].request] + p.units[u].q_begin;
-    }
+    const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
     // split: partial rows [o_indptr[u] + q * chunks + chunk] x heads, normalised O and base-2 LSE
     const int64_t prow = sp.split_kv ? sp.o_indptr.back() : 0;
     std::vector<float> part_o(static_cast<size_t>(prow) * Hq * Dv, std::numeric_limits<float>::quiet_NaN());

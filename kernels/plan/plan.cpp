@@ -22,6 +22,25 @@ RowMask row_mask(const CaseSpec& c, int r) {
   return m;
 }
 
+std::vector<int64_t> unit_first_tokens(const CaseSpec& c, const Plan& p) {
+  std::vector<int64_t> req_tok(c.requests.size() + 1, 0);
+  for (size_t r = 0; r < c.requests.size(); ++r) req_tok[r + 1] = req_tok[r] + c.requests[r].q_len;
+  std::vector<int64_t> out(p.units.size());
+  for (size_t u = 0; u < p.units.size(); ++u) out[u] = req_tok[p.units[u].request] + p.units[u].q_begin;
+  return out;
+}
+
+int64_t allowed_pairs(const CaseSpec& c, const Plan& p) {
+  int64_t n = 0;
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    for (int q = 0; q < c.requests[r].q_len; ++q) {
+      int lo, hi;
+      visible_range(p.masks[r], q_abs_of(p.masks[r], q), &lo, &hi);
+      n += hi - lo;
+    }
+  return n;
+}
+
 Plan make_plan(const CaseSpec& c) {
   const auto t0 = std::chrono::steady_clock::now();
   validate_case(c);

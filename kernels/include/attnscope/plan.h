@@ -29,6 +29,12 @@ struct Plan {
 // Pure: the same CaseSpec gives the same Plan. Throws CaseError if the case is invalid.
 Plan make_plan(const CaseSpec& c);
 
+// [units] output token of each unit's first query (units are in token order).
+std::vector<int64_t> unit_first_tokens(const CaseSpec& c, const Plan& p);
+
+// Allowed (query, key) pairs of one head summed over the batch (FLOP counts use it).
+int64_t allowed_pairs(const CaseSpec& c, const Plan& p);
+
 // Mask parameters of request r (doc_starts point into c).
 RowMask row_mask(const CaseSpec& c, int r);
 

@@ -1,0 +1,176 @@
+// Device-side input generation and plan metadata upload.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "attnscope/workload.h"
+#include "device_workload.h"
+
+namespace attnscope::cuda {
+
+namespace {
+
+__device__ inline int find_request(const int64_t* indptr, int n, int64_t t) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (indptr[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+__device__ inline void store(void* base, int64_t i, float v, DType t) {
+  if (t == DType::kFp32) static_cast<float*>(base)[i] = v;
+  else if (t == DType::kFp16) static_cast<uint16_t*>(base)[i] = f32_to_f16_bits(v);
+  else static_cast<uint16_t*>(base)[i] = f32_to_bf16_bits(v);
+}
+
+struct GenParams {
+  const uint64_t* seeds;      // [requests]
+  const int64_t* q_indptr;    // [requests + 1]
+  const int* page_owner;      // [num_pages] request or < 0
+  const int* page_pos;        // [num_pages] page index inside its request
+  const int* kv_len;          // [requests]
+  const double* k_scale;      // [head_dim_qk] outlier scale per channel
+  int num_requests, hq, hk, dq, dv, page_size, num_pages;
+  KvLayout layout;
+  double mean, std;
+  DType dt;
+  bool poison;
+};
+
+__global__ void gen_q_kernel(GenParams p, void* q, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int d = static_cast<int>(i % p.dq);
+    const int h = static_cast<int>((i / p.dq) % p.hq);
+    const int64_t t = i / (static_cast<int64_t>(p.dq) * p.hq);
+    const int r = find_request(p.q_indptr, p.num_requests + 1, t);
+    const int qi = static_cast<int>(t - p.q_indptr[r]);
+    const uint64_t idx = (static_cast<uint64_t>(qi) * p.hq + h) * p.dq + d;
+    store(q, i, gen_value(p.seeds[r], TensorId::kQ, idx, p.mean, p.std, 1.0, p.dt), p.dt);
+  }
+}
+
+__global__ void gen_kv_kernel(GenParams p, void* pool, int dim, TensorId tensor, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int d = static_cast<int>(i % dim);
+    int64_t rest = i / dim;
+    int h, slot;
+    if (p.layout == KvLayout::kNHD) {
+      h = static_cast<int>(rest % p.hk);
+      rest /= p.hk;
+      slot = static_cast<int>(rest % p.page_size);
+      rest /= p.page_size;
+    } else {
+      slot = static_cast<int>(rest % p.page_size);
+      rest /= p.page_size;
+      h = static_cast<int>(rest % p.hk);
+      rest /= p.hk;
+    }
+    const int page = static_cast<int>(rest);
+    const int r = p.page_owner[page];
+    const int k = r >= 0 ? p.page_pos[page] * p.page_size + slot : -1;
+    float v;
+    if (r >= 0 && k < p.kv_len[r]) {
+      const double scale = tensor == TensorId::kK ? p.k_scale[d] : 1.0;
+      v = gen_value(p.seeds[r], tensor, (static_cast<uint64_t>(k) * p.hk + h) * dim + d, p.mean, p.std, scale, p.dt);
+    } else {
+      v = p.poison ? __int_as_float(0x7fc00000) : 0.0f;  // unused page or slot
+    }
+    store(pool, i, v, p.dt);
+  }
+}
+
+dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535 * 4))); }
+
+}  // namespace
+
+int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
+  const int64_t slots = static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size * c.num_kv_heads;
+  return dtype_bytes(c.dtype) * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo));
+}
+
+void require_device_memory(int64_t need, const std::string& what) {
+  size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  // keep 5% and 256 MiB for the runtime and other tenants
+  const int64_t usable = static_cast<int64_t>(free_b) - std::max<int64_t>(static_cast<int64_t>(total_b) / 20, int64_t{256} << 20);
+  if (need > usable)
+    throw CudaError(what + " needs " + std::to_string(need >> 20) + " MiB of device memory, " + std::to_string(std::max<int64_t>(usable, 0) >> 20) +
+                    " MiB usable (" + std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) + ")");
+}
+
+DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
+  require_device_memory(device_workload_bytes(c, p), "the inputs");
+  DeviceWorkload w;
+  w.dtype = c.dtype;
+  const int R = static_cast<int>(c.requests.size());
+  const auto& pt = p.pages;
+
+  // metadata
+  std::vector<int64_t> q_indptr(R + 1, 0);
+  std::vector<int> kv_len(R), docs_flat, doc_off(R);
+  std::vector<uint64_t> seeds(R);
+  for (int r = 0; r < R; ++r) {
+    q_indptr[r + 1] = q_indptr[r] + c.requests[r].q_len;
+    kv_len[r] = c.requests[r].kv_len;
+    seeds[r] = c.request_seed(r);
+    doc_off[r] = static_cast<int>(docs_flat.size());
+    for (int d : c.requests[r].doc_starts) docs_flat.push_back(d);
+  }
+  w.total_q = q_indptr[R];
+  w.q_indptr = DeviceBuffer::from(q_indptr);
+  w.kv_indptr = DeviceBuffer::from(pt.indptr);
+  w.kv_indices = DeviceBuffer::from(pt.indices.empty() ? std::vector<int>{0} : pt.indices);
+  w.docs = DeviceBuffer::from(docs_flat.empty() ? std::vector<int>{0} : docs_flat);
+  std::vector<RowMask> masks = p.masks;
+  for (int r = 0; r < R; ++r)
+    if (masks[r].doc_starts) masks[r].doc_starts = w.docs.as<int>() + doc_off[r];
+  w.masks = DeviceBuffer::from(masks);
+  w.view = DevicePlanView{w.masks.as<RowMask>(), w.kv_indptr.as<int>(), w.kv_indices.as<int>(), w.q_indptr.as<int64_t>(), R,
+                          pt.page_size, c.kv_cache.layout};
+
+  // generation
+  std::vector<int> owner(pt.num_pages, -1), pos(pt.num_pages, 0);
+  for (int r = 0; r < R; ++r)
+    for (int i = pt.indptr[r]; i < pt.indptr[r + 1]; ++i) {
+      owner[pt.indices[i]] = r;
+      pos[pt.indices[i]] = i - pt.indptr[r];
+    }
+  std::vector<double> k_scale(c.head_dim_qk, 1.0);
+  for (int ch : c.data.outlier_channels) k_scale[ch] = c.data.outlier_scale;
+  DeviceBuffer d_seeds = DeviceBuffer::from(seeds), d_owner = DeviceBuffer::from(owner), d_pos = DeviceBuffer::from(pos),
+               d_kv = DeviceBuffer::from(kv_len), d_scale = DeviceBuffer::from(k_scale);
+  GenParams g{d_seeds.as<uint64_t>(), w.q_indptr.as<int64_t>(), d_owner.as<int>(), d_pos.as<int>(), d_kv.as<int>(), d_scale.as<double>(),
+              R, c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, pt.page_size, pt.num_pages, c.kv_cache.layout,
+              c.data.mean, c.data.std, c.dtype, c.kv_cache.poison_unused};
+  const int eb = dtype_bytes(c.dtype);
+  w.q_elems = w.total_q * c.num_qo_heads * c.head_dim_qk;
+  const int64_t slots = static_cast<int64_t>(pt.num_pages) * pt.page_size * c.num_kv_heads;
+  w.k_elems = slots * c.head_dim_qk;
+  w.v_elems = slots * c.head_dim_vo;
+  w.q.alloc(w.q_elems * eb);
+  w.k.alloc(std::max<int64_t>(w.k_elems, 1) * eb);
+  w.v.alloc(std::max<int64_t>(w.v_elems, 1) * eb);
+  if (w.q_elems) {
+    gen_q_kernel<<<grid_for(w.q_elems), 256>>>(g, w.q.as<void>(), w.q_elems);
+    check_launch("gen_q_kernel", grid_for(w.q_elems), 256, 0, false);
+  }
+  if (w.k_elems) {
+    gen_kv_kernel<<<grid_for(w.k_elems), 256>>>(g, w.k.as<void>(), c.head_dim_qk, TensorId::kK, w.k_elems);
+    check_launch("gen_kv_kernel(K)", grid_for(w.k_elems), 256, 0, false);
+    gen_kv_kernel<<<grid_for(w.v_elems), 256>>>(g, w.v.as<void>(), c.head_dim_vo, TensorId::kV, w.v_elems);
+    check_launch("gen_kv_kernel(V)", grid_for(w.v_elems), 256, 0, false);
+  }
+  check(cudaDeviceSynchronize(), "input generation");
+  return w;
+}
+
+std::vector<float> download_as_float(const DeviceBuffer& b, int64_t n, DType t) {
+  std::vector<float> out(n);
+  if (t == DType::kFp32) return b.to_host<float>(n);
+  const auto raw = b.to_host<uint16_t>(n);
+  for (int64_t i = 0; i < n; ++i) out[i] = t == DType::kFp16 ? f16_bits_to_f32(raw[i]) : bf16_bits_to_f32(raw[i]);
+  return out;
+}
+
+}  // namespace attnscope::cuda

@@ -1,0 +1,44 @@
+// The workload on the device: plan metadata uploaded once, inputs generated on the GPU by the same
+// counter-based generator as the host (bit-identical; tested), stored in the case dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "attnscope/backend.h"
+#include "cuda_util.h"
+
+namespace attnscope::cuda {
+
+// Device views of the plan's per-request metadata.
+struct DevicePlanView {
+  const RowMask* masks = nullptr;      // [requests], doc_starts pointing into device memory
+  const int* kv_indptr = nullptr;      // [requests + 1]
+  const int* kv_indices = nullptr;     // [pages used]
+  const int64_t* q_indptr = nullptr;   // [requests + 1] token offsets
+  int num_requests = 0;
+  int page_size = 1;
+  KvLayout layout = KvLayout::kNHD;
+};
+
+struct DeviceWorkload {
+  DType dtype = DType::kBf16;
+  DeviceBuffer q, k, v;                // raw storage in the dtype: 2 bytes (fp16/bf16) or 4 (fp32)
+  DeviceBuffer masks, docs, kv_indptr, kv_indices, q_indptr;
+  DevicePlanView view;
+  int64_t total_q = 0;
+  int64_t q_elems = 0, k_elems = 0, v_elems = 0;
+};
+
+// Bytes of device memory the inputs need (for the refuse-before-allocating check).
+int64_t device_workload_bytes(const CaseSpec& c, const Plan& p);
+
+// Uploads the plan metadata and generates Q, K, V on the device.
+DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p);
+
+// Inputs copied back as floats (for the bit-identity test against the host generator).
+std::vector<float> download_as_float(const DeviceBuffer& b, int64_t elems, DType t);
+
+// Memory check before a run: throws CudaError naming the numbers when `need` does not fit.
+void require_device_memory(int64_t need, const std::string& what);
+
+}  // namespace attnscope::cuda

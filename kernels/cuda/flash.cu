@@ -1,0 +1,208 @@
+// cuda.flash: executes the SplitPlan on the GPU (flash kernel per work item and KV head, then the
+// merge of split-KV partials in chunk order), and times it with CUDA events when asked.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnscope/mask.h"
+#include "attnscope/softmax_state.h"
+#include "cuda_backends.h"
+#include "flash_params.h"
+
+namespace attnscope::cuda {
+
+#define FLASH_INSTANCE(D, N, T) void launch_flash_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
+#include "instances/flash_instances.def"
+#undef FLASH_INSTANCE
+
+FlashLauncher find_flash_launcher(int head_dim, DType dt) {
+  const char* name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
+#define FLASH_INSTANCE(D, N, T) \
+  if (head_dim == D && std::string(name) == #N) return &launch_flash_d##D##_##N;
+#include "instances/flash_instances.def"
+#undef FLASH_INSTANCE
+  return nullptr;
+}
+
+size_t flash_smem_bytes(int head_dim, int warps) {
+  return static_cast<size_t>(warps * 16 + 2 * kKvTile) * (head_dim + 8) * 2;
+}
+
+namespace {
+
+// One warp per (token, head): fold the row's partials in chunk order with merge_weights, the
+// same function cpu.tiled uses; write O in the dtype (fp16 or bf16 bits) and LSE in natural log.
+__global__ void merge_kernel(const MergeParams p, int fp16) {
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_q * p.hq) return;
+  const int64_t t = row / p.hq;
+  const int h = static_cast<int>(row % p.hq);
+  const int64_t first = p.merge_indptr[t];
+  const int n = p.merge_indptr[t + 1] - p.merge_indptr[t];
+  constexpr int kPer = 8;  // head_dim <= 256: up to 8 values per lane
+  const int per = (p.d + 31) / 32;
+  float acc[kPer];
+  float lse = p.part_lse[first * p.hq + h];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int d = lane + 32 * i;
+    acc[i] = (i < per && d < p.d) ? p.part_o[(first * p.hq + h) * p.d + d] : 0.f;
+  }
+  for (int c = 1; c < n; ++c) {
+    const int64_t pr = first + c;
+    float wa, wb, l;
+    merge_weights(lse, p.part_lse[pr * p.hq + h], &wa, &wb, &l);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int d = lane + 32 * i;
+      if (i < per && d < p.d) acc[i] = wa * acc[i] + wb * p.part_o[(pr * p.hq + h) * p.d + d];
+    }
+    lse = l;
+  }
+  uint16_t* o = static_cast<uint16_t*>(p.o) + (t * p.hq + h) * p.d;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int d = lane + 32 * i;
+    if (i < per && d < p.d) o[d] = fp16 ? f32_to_f16_bits(acc[i]) : f32_to_bf16_bits(acc[i]);
+  }
+  if (lane == 0) p.lse[t * p.hq + h] = lse2_to_e(lse);
+}
+
+}  // namespace
+
+void launch_merge(const MergeParams& p, DType dt, cudaStream_t s) {
+  const int64_t rows = p.total_q * p.hq;
+  const dim3 grid(static_cast<unsigned>((rows * 32 + 127) / 128));
+  merge_kernel<<<grid, 128, 0, s>>>(p, dt == DType::kFp16 ? 1 : 0);
+}
+
+namespace {
+
+constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
+
+class FlashBackend final : public Backend {
+ public:
+  std::string id() const override { return "cuda.flash"; }
+  std::string describe() const override {
+    return "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
+  }
+  std::string check(const CaseSpec& c) const override {
+    if (auto why = device_check(); !why.empty()) return why;
+    if (c.dtype == DType::kFp32) return "dtype fp32: cuda.flash runs fp16/bf16 on tensor cores (use cuda.naive for fp32)";
+    if (c.head_dim_qk != c.head_dim_vo)
+      return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) + ": cuda.flash needs equal head dims";
+    if (!find_flash_launcher(c.head_dim_qk, c.dtype)) {
+      std::string dims;
+      for (int d : kHeadDims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      return "head_dim " + std::to_string(c.head_dim_qk) + " is not one of the compiled head dims (" + dims + ")";
+    }
+    return "";
+  }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    Result res;
+    res.backend = id();
+    const SplitPlan& sp = p.split;
+    const int D = c.head_dim_qk, Hq = c.num_qo_heads, Hk = c.num_kv_heads;
+    const int64_t total_q = c.total_q();
+    const int64_t part_rows = sp.split_kv ? sp.o_indptr.back() : 0;
+    const int eb = dtype_bytes(c.dtype);
+    const int64_t need = device_workload_bytes(c, p) + total_q * Hq * (D * eb + 4) + part_rows * Hq * (D + 1) * 4 +
+                         static_cast<int64_t>(sp.items.size()) * sizeof(WorkItem);
+    require_device_memory(need, "cuda.flash (inputs, outputs, split-KV partials)");
+    DeviceWorkload w = make_device_workload(c, p);
+
+    const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
+    std::vector<float> slopes(Hq);
+    for (int h = 0; h < Hq; ++h) slopes[h] = static_cast<float>(alibi_slope(h, Hq));
+    DeviceBuffer d_items = DeviceBuffer::from(sp.items), d_units = DeviceBuffer::from(p.units),
+                 d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
+                 d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr),
+                 d_slopes = DeviceBuffer::from(slopes);
+    DeviceBuffer o(total_q * Hq * D * eb), lse(total_q * Hq * 4);
+    DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * D * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
+    // poison every output: an element the kernels forget stays NaN (0xffff is NaN in fp16 and bf16)
+    for (DeviceBuffer* b : {&o, &lse, &part_o, &part_lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset");
+
+    FlashParams fp{};
+    fp.view = w.view;
+    fp.q = w.q.as<void>();
+    fp.k = w.k.as<void>();
+    fp.v = w.v.as<void>();
+    fp.items = d_items.as<WorkItem>();
+    fp.units = d_units.as<WorkUnit>();
+    fp.unit_tok = d_tok.as<int64_t>();
+    fp.unit_chunks = d_chunks.as<int>();
+    fp.o_indptr = d_oind.as<int>();
+    fp.slopes = d_slopes.as<float>();
+    fp.num_items = sp.num_items;
+    fp.hq = Hq;
+    fp.hk = Hk;
+    fp.group = c.group_size();
+    fp.sm_scale = static_cast<float>(c.sm_scale_or_default());
+    fp.soft_cap = static_cast<float>(c.attention.soft_cap.value_or(0.0));
+    fp.alibi = c.attention.alibi ? 1 : 0;
+    fp.split = sp.split_kv ? 1 : 0;
+    fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
+    fp.o = o.as<void>();
+    fp.lse = lse.as<float>();
+    fp.part_o = part_o.as<float>();
+    fp.part_lse = part_lse.as<float>();
+    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
+
+    const FlashLauncher launch = find_flash_launcher(D, c.dtype);
+    const int warps = sp.cta_tile_q / 16;
+    const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
+    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + " warps>";
+    auto once = [&](bool sync) {
+      if (sp.num_items > 0) {
+        launch(fp, warps, grid, nullptr);
+        check_launch(kname.c_str(), grid, dim3(warps * 32), flash_smem_bytes(D, warps), sync);
+      }
+      if (sp.split_kv) {
+        launch_merge(mp, c.dtype, nullptr);
+        check_launch("merge_kernel", dim3(static_cast<unsigned>((total_q * Hq * 32 + 127) / 128)), dim3(128), 0, sync);
+      }
+    };
+    once(true);
+    res.o = download_as_float(o, total_q * Hq * D, c.dtype);
+    res.lse = lse.to_host<float>(total_q * Hq);
+
+    if (opt.bench_reps > 0) {
+      cudaEvent_t a, b;
+      cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+      cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+      for (int i = 0; i < 3; ++i) once(false);  // warm-up
+      std::vector<float> ms;
+      for (int i = 0; i < opt.bench_reps; ++i) {
+        if (opt.cancel && opt.cancel->load()) break;
+        cuda::check(cudaEventRecord(a), "cudaEventRecord");
+        once(false);
+        cuda::check(cudaEventRecord(b), "cudaEventRecord");
+        cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
+        float t = 0;
+        cuda::check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+        ms.push_back(t);
+      }
+      check_launch("benchmark loop", grid, dim3(warps * 32), 0, true);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      if (!ms.empty()) {
+        std::sort(ms.begin(), ms.end());
+        res.timing.device_ms = ms[ms.size() / 2];
+        res.timing.device_ms_min = ms.front();
+        res.timing.device_ms_max = ms.back();
+        res.timing.reps = static_cast<int>(ms.size());
+      }
+    }
+    return res;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_flash_backend() { return std::make_unique<FlashBackend>(); }
+
+}  // namespace attnscope::cuda

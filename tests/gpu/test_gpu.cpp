@@ -1,0 +1,233 @@
+// GPU backends against the fp64 GPU reference (FlashAttention's 2x rule, with cpu.lowp as the
+// same-precision baseline), against the CPU twins, and the storage / invariance properties.
+// Every test skips with the reason when this build has no CUDA or the machine no device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "attnscope/backend.h"
+#include "attnscope/compare.h"
+#include "attnscope/device.h"
+#include "case_gen.h"
+#include "case_json.h"
+#include "invariance.h"
+
+using namespace attnscope;
+using attnscope::testing::random_case;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define REQUIRE_GPU()                                                              \
+  do {                                                                             \
+    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends";       \
+    std::string why_;                                                              \
+    if (list_devices_or(&why_)) GTEST_SKIP() << why_;                              \
+  } while (0)
+
+bool list_devices_or(std::string* why) { return query_devices(why).empty(); }
+
+Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, std::optional<int> sample = std::nullopt) {
+  auto b = make_backend(id);
+  RunOptions o;
+  o.sample_rows = sample;
+  return run_backend(*b, c, p, w, o);
+}
+
+void expect_finite(const Result& r) {
+  int64_t nan = 0;
+  for (float x : r.o) nan += std::isnan(x);
+  for (float x : r.lse) nan += std::isnan(x);
+  EXPECT_EQ(nan, 0) << r.backend << " wrote NaN (or left poisoned elements)";
+}
+
+// The FlashAttention rule against cuda.reference, cpu.lowp as the same-precision baseline.
+void check_twice_lowp(const CaseSpec& c, const std::string& id) {
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result a = run(id, c, p, w), ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w);
+  ASSERT_TRUE(a.ok()) << a.message;
+  ASSERT_TRUE(ref.ok()) << ref.message;
+  expect_finite(a);
+  // 1e-5 floor: FlashAttention's rounding allowance; every other unit of error must come from
+  // the kernel being no worse than twice the naive low-precision computation.
+  const DiffReport d = compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
+  EXPECT_TRUE(d.verdict.pass) << c.name << ": " << d.verdict.detail;
+}
+
+CaseSpec flash_ok(CaseSpec c, uint64_t seed) {
+  const int dims[] = {32, 64, 96, 128, 256};
+  c.head_dim_qk = c.head_dim_vo = dims[seed % 5];
+  if (c.dtype == DType::kFp32) c.dtype = DType::kBf16;
+  if (c.head_dim_vo >= 256 && c.split.fixed_tile_q == 128) c.split.fixed_tile_q = 64;
+  c.data.outlier_channels.clear();
+  validate_case(c);
+  return c;
+}
+
+}  // namespace
+
+TEST(Gpu, DeviceGeneratorMatchesHostBitForBit) {
+  REQUIRE_GPU();
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    CaseSpec c = random_case(seed);
+    if (seed % 3 == 0) {
+      c.data.outlier_channels = {0};
+      c.data.outlier_scale = 9.0;
+    }
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    std::vector<float> q, k, v;
+    std::string why;
+    ASSERT_TRUE(device_generated_inputs(c, p, &q, &k, &v, &why)) << why;
+    auto same = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+      ASSERT_EQ(a.size(), b.size()) << what;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(a[i]) && std::isnan(b[i])) continue;  // poisoned slots
+        ASSERT_EQ(f32_bits(a[i]), f32_bits(b[i])) << what << "[" << i << "]";
+      }
+    };
+    same(q, w.q, "Q");
+    same(k, w.k_pool, "K");
+    same(v, w.v_pool, "V");
+  }
+}
+
+TEST(Gpu, EveryExamplePassesTheTwiceLowpRule) {
+  REQUIRE_GPU();
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    check_twice_lowp(c, "cuda.flash");
+    check_twice_lowp(c, "cuda.naive");
+    ++n;
+  }
+  EXPECT_GE(n, 8);
+}
+
+TEST(Gpu, RandomCasesPassTheTwiceLowpRule) {
+  REQUIRE_GPU();
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    const CaseSpec c = flash_ok(random_case(seed), seed);
+    SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
+    check_twice_lowp(c, "cuda.flash");
+  }
+}
+
+TEST(Gpu, ReferenceAgreesWithTheCpuReference) {
+  REQUIRE_GPU();
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const CaseSpec c = random_case(seed);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result g = run("cuda.reference", c, p, w), h = run("cpu.reference", c, p, w);
+    ASSERT_TRUE(g.ok()) << g.message;
+    // both fp64 on the same inputs, stored as fp32: only summation order differs (~1e-15
+    // relative), so agreement within 2 fp32 ulps of magnitude-<=4 outputs is expected.
+    const DiffReport d = compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
+    EXPECT_TRUE(d.verdict.pass) << c.name << ": " << d.verdict.detail;
+  }
+}
+
+TEST(Gpu, FlashAgreesWithTheCpuTwin) {
+  REQUIRE_GPU();
+  for (uint64_t seed = 100; seed < 130; ++seed) {
+    const CaseSpec c = flash_ok(random_case(seed), seed);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result g = run("cuda.flash", c, p, w), h = run("cpu.tiled", c, p, w);
+    ASSERT_TRUE(g.ok()) << g.message;
+    // Same plan, tiles and merge order; they differ in the order of the 16-wide MMA sums and in
+    // exp2f's last bits, which can flip a bf16 rounding of P or O: allow two bf16 ulps.
+    const DiffReport d = compare_results(c, g, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
+    EXPECT_TRUE(d.verdict.pass) << c.name << ": " << d.verdict.detail;
+    EXPECT_LT(d.lse.max_abs, 1e-3) << c.name;
+  }
+}
+
+TEST(Gpu, StorageDoesNotChangeTheBits) {
+  REQUIRE_GPU();
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    CaseSpec c = flash_ok(random_case(seed), seed);
+    if (c.attention.local_chunk) continue;
+    c.split = SplitSpec{};
+    c.split.planner = Planner::kOff;
+    CaseSpec ragged = c, messy = c;
+    ragged.kv_cache = KvCacheSpec{};
+    ragged.kv_cache.storage = KvStorage::kRagged;
+    ragged.kv_cache.page_size = 1;
+    ragged.kv_cache.null_page = false;
+    messy.kv_cache = KvCacheSpec{};
+    messy.kv_cache.page_size = 64;
+    messy.kv_cache.layout = KvLayout::kHND;
+    messy.kv_cache.allocation = PageAlloc::kFragmented;
+    messy.kv_cache.poison_unused = true;
+    const Plan pa = make_plan(ragged), pb = make_plan(messy);
+    const Result a = run("cuda.flash", ragged, pa, Workload{}), b = run("cuda.flash", messy, pb, Workload{});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.message << b.message;
+    EXPECT_TRUE(compare_results(c, a, b, {"a", "b", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass) << c.name;
+  }
+}
+
+TEST(Gpu, FullyMaskedRowsGiveZeroAndMinusInf) {
+  REQUIRE_GPU();
+  const CaseSpec c = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/fully-masked-rows.json").spec;
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result cpu = run("cpu.reference", c, p, w);
+  for (const char* id : {"cuda.flash", "cuda.naive", "cuda.reference"}) {
+    const Result g = run(id, c, p, w);
+    ASSERT_TRUE(g.ok()) << g.message;
+    expect_finite(g);
+    int64_t masked = 0;
+    for (size_t i = 0; i < g.lse.size(); ++i) {
+      ASSERT_EQ(std::isinf(g.lse[i]), std::isinf(cpu.lse[i])) << id << " row " << i;
+      if (std::isinf(g.lse[i])) {
+        ++masked;
+        for (int d = 0; d < c.head_dim_vo; ++d) ASSERT_EQ(g.o[i * c.head_dim_vo + d], 0.0f);
+      }
+    }
+    EXPECT_GT(masked, 0);
+  }
+}
+
+TEST(Gpu, FixedPlannerIsBatchInvariant) {
+  REQUIRE_GPU();
+  const CaseSpec c = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/batch-invariance-auto.json").spec;
+  InvarianceOptions o;
+  o.backend = "cuda.flash";
+  o.planners = {Planner::kFixed, Planner::kFlashInfer};
+  const auto rep = check_invariance(c, o);
+  ASSERT_EQ(rep.planners.size(), 2u);
+  EXPECT_TRUE(rep.planners[0].error.empty()) << rep.planners[0].error;
+  EXPECT_EQ(rep.planners[0].identical_requests(), rep.num_requests);
+  EXPECT_LT(rep.planners[1].identical_requests(), rep.num_requests) << "the auto planner changes chunk boundaries in this batch";
+}
+
+TEST(Gpu, UnsupportedConfigurationsAreRefusedWithAReason) {
+  REQUIRE_GPU();
+  CaseSpec c = random_case(2);
+  c.dtype = DType::kFp32;
+  auto b = make_backend("cuda.flash");
+  EXPECT_NE(b->check(c).find("fp32"), std::string::npos);
+  c.dtype = DType::kBf16;
+  c.head_dim_qk = c.head_dim_vo = 24;
+  EXPECT_NE(b->check(c).find("head_dim 24"), std::string::npos);
+  // an over-large case is refused before allocating, with the numbers
+  CaseSpec big = random_case(2);
+  big.requests.assign(64, RequestSpec{1, 1 << 22});
+  big.num_qo_heads = 64;
+  big.num_kv_heads = 64;
+  big.head_dim_qk = big.head_dim_vo = 256;
+  big.attention = AttentionSpec{};
+  big.kv_cache = KvCacheSpec{};
+  big.kv_cache.page_size = 64;
+  big.split = SplitSpec{};
+  const Plan p = make_plan(big);
+  const Result r = run("cuda.flash", big, p, Workload{});
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("MiB"), std::string::npos) << r.message;
+}
