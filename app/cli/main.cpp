@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "../core/bench.h"
 #include "../core/case_json.h"
 #include "../core/environment.h"
 #include "../core/invariance.h"
@@ -35,6 +36,10 @@ commands:
       --planners a,b,...   planner models (default flashinfer,flash_attn,fixed,off)
       --fixed-split-size N pages per chunk for `fixed` (default: the case's, else 2048 tokens)
       --fixed-tile-q N     query tile for `fixed` (default: the case's, else 128)
+      --json
+  bench CASE [options]     time GPU backends with CUDA events
+      --backends a,b,...   backends to time (default cuda.flash)
+      --reps N             timed repetitions after 3 warm-ups (default 20)
       --json
   devices [--json]         CUDA devices visible to this build
 
@@ -122,6 +127,26 @@ int cmd_invariance(const Args& a) {
   return 0;
 }
 
+int cmd_bench(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  std::vector<std::string> ids = {"cuda.flash"};
+  if (a.value("backends")) {
+    ids = a.list_value("backends");
+    for (const auto& id : ids)
+      if (!is_known_backend(id)) throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+  }
+  const int reps = a.int_value("reps", 1, 10000).value_or(20);
+  const BenchReport r = run_bench(f.spec, ids, reps);
+  if (a.flag("json")) {
+    std::cout << bench_to_json(r).dump(2) << "\n";
+  } else {
+    print_bench(std::cout, r);
+  }
+  bool any = false;
+  for (const auto& row : r.rows) any |= row.status == "ok";
+  return any ? 0 : 1;
+}
+
 int cmd_devices(const Args& a) {
   std::string why;
   const auto devs = list_devices(&why);
@@ -150,8 +175,9 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(parse_args(argc, argv, {"json"}, {"backends", "sample-rows", "report", "export"}));
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
+    if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
-    throw UsageError("unknown command \"" + cmd + "\" (commands: validate, plan, run, invariance, devices; see --help)");
+    throw UsageError("unknown command \"" + cmd + "\" (commands: validate, plan, run, invariance, bench, devices; see --help)");
   } catch (const CaseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

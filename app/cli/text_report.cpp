@@ -197,4 +197,22 @@ void print_invariance(std::ostream& o, const InvarianceReport& r) {
   }
 }
 
+void print_bench(std::ostream& o, const BenchReport& r) {
+  o << "bench  " << (r.case_name.empty() ? "(unnamed)" : r.case_name) << " on " << r.device << "\n";
+  o << "       " << fmt("%.3g", r.flops / 1e12) << " TFLOP per run (" << r.allowed_pairs << " allowed pairs per head), "
+    << fmt("%.3g", r.bytes / 1e9) << " GB moved at least (K/V " << fmt("%.3g", r.kv_bytes / 1e9) << " GB); device copy "
+    << fmt("%.0f", r.copy_gbps) << " GB/s; plan " << fmt("%.1f", r.plan_us) << " us\n\n";
+  o << pad("backend", 16) << pad("median ms", 11) << pad("min-max ms", 18) << pad("TFLOP/s", 10) << pad("GB/s", 9) << pad("KV GB/s", 9)
+    << "of copy\n";
+  for (const auto& x : r.rows) {
+    if (x.status != "ok") {
+      o << pad(x.backend, 16) << x.status << "\n";
+      continue;
+    }
+    o << pad(x.backend, 16) << pad(fmt("%.4f", x.median_ms), 11) << pad(fmt("%.4f", x.min_ms) + "-" + fmt("%.4f", x.max_ms), 18)
+      << pad(fmt("%.1f", x.tflops), 10) << pad(fmt("%.0f", x.gbps), 9) << pad(fmt("%.0f", x.kv_gbps), 9)
+      << fmt("%.0f%%", 100 * x.copy_share) << "\n";
+  }
+}
+
 }  // namespace attnscope::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnscope/plan.h"
+#include "../core/bench.h"
 #include "../core/invariance.h"
 #include "../core/session.h"
 
@@ -15,5 +16,6 @@ std::string case_summary(const CaseSpec& c);
 void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p);
 void print_session(std::ostream& o, const Session& s);
 void print_invariance(std::ostream& o, const InvarianceReport& r);
+void print_bench(std::ostream& o, const BenchReport& r);
 
 }  // namespace attnscope::cli

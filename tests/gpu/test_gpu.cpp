@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "attnscope/backend.h"
@@ -27,6 +28,9 @@ namespace {
   } while (0)
 
 bool list_devices_or(std::string* why) { return query_devices(why).empty(); }
+
+// Under compute-sanitizer (ATTNSCOPE_GPU_QUICK=1) the randomised loops run a sixth of their cases.
+int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }
 
 Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, std::optional<int> sample = std::nullopt) {
   auto b = make_backend(id);
@@ -70,7 +74,7 @@ CaseSpec flash_ok(CaseSpec c, uint64_t seed) {
 
 TEST(Gpu, DeviceGeneratorMatchesHostBitForBit) {
   REQUIRE_GPU();
-  for (uint64_t seed = 0; seed < 12; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(12)); ++seed) {
     CaseSpec c = random_case(seed);
     if (seed % 3 == 0) {
       c.data.outlier_channels = {0};
@@ -110,7 +114,7 @@ TEST(Gpu, EveryExamplePassesTheTwiceLowpRule) {
 
 TEST(Gpu, RandomCasesPassTheTwiceLowpRule) {
   REQUIRE_GPU();
-  for (uint64_t seed = 0; seed < 60; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(60)); ++seed) {
     const CaseSpec c = flash_ok(random_case(seed), seed);
     SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
     check_twice_lowp(c, "cuda.flash");
@@ -119,7 +123,7 @@ TEST(Gpu, RandomCasesPassTheTwiceLowpRule) {
 
 TEST(Gpu, ReferenceAgreesWithTheCpuReference) {
   REQUIRE_GPU();
-  for (uint64_t seed = 0; seed < 20; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(20)); ++seed) {
     const CaseSpec c = random_case(seed);
     const Plan p = make_plan(c);
     const Workload w = make_workload(c, p.pages);
@@ -134,7 +138,7 @@ TEST(Gpu, ReferenceAgreesWithTheCpuReference) {
 
 TEST(Gpu, FlashAgreesWithTheCpuTwin) {
   REQUIRE_GPU();
-  for (uint64_t seed = 100; seed < 130; ++seed) {
+  for (uint64_t seed = 100; seed < 100 + static_cast<uint64_t>(cases(30)); ++seed) {
     const CaseSpec c = flash_ok(random_case(seed), seed);
     const Plan p = make_plan(c);
     const Workload w = make_workload(c, p.pages);
@@ -150,7 +154,7 @@ TEST(Gpu, FlashAgreesWithTheCpuTwin) {
 
 TEST(Gpu, StorageDoesNotChangeTheBits) {
   REQUIRE_GPU();
-  for (uint64_t seed = 0; seed < 16; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(16)); ++seed) {
     CaseSpec c = flash_ok(random_case(seed), seed);
     if (c.attention.local_chunk) continue;
     c.split = SplitSpec{};

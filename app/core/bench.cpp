@@ -1,0 +1,78 @@
+// attnscope-cli bench.
+#include "bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "attnscope/backend.h"
+#include "attnscope/device.h"
+#include "attnscope/plan.h"
+
+namespace attnscope {
+
+BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps) {
+  BenchReport r;
+  r.case_name = c.name;
+  const Plan p = make_plan(c);
+  // plan time: median of a few plans (the first one pays for allocations)
+  std::vector<double> us;
+  for (int i = 0; i < 5; ++i) us.push_back(make_plan(c).plan_us);
+  std::sort(us.begin(), us.end());
+  r.plan_us = us[us.size() / 2];
+  std::string why;
+  const auto devs = query_devices(&why);
+  r.device = devs.empty() ? why : devs[0].name;
+  r.copy_gbps = devs.empty() ? 0 : measure_copy_bandwidth_gbps(&why);
+  r.allowed_pairs = allowed_pairs(c, p);
+  const int eb = dtype_bytes(c.dtype);
+  r.flops = 2.0 * static_cast<double>(r.allowed_pairs) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
+  r.kv_bytes = static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  r.bytes = r.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  for (const auto& id : backends) {
+    BenchRow row;
+    row.backend = id;
+    auto b = make_backend(id);
+    RunOptions o;
+    o.bench_reps = reps;
+    const Result res = run_backend(*b, c, p, Workload{}, o);
+    if (!res.ok()) {
+      row.status = std::string(status_name(res.status)) + ": " + res.message;
+    } else if (res.timing.reps == 0) {
+      row.status = "no device timing (this backend is not timed with events; host " + std::to_string(res.timing.host_ms) + " ms)";
+    } else {
+      row.status = "ok";
+      row.median_ms = res.timing.device_ms;
+      row.min_ms = res.timing.device_ms_min;
+      row.max_ms = res.timing.device_ms_max;
+      row.reps = res.timing.reps;
+      const double s = row.median_ms * 1e-3;
+      row.tflops = r.flops / s / 1e12;
+      row.gbps = r.bytes / s / 1e9;
+      row.kv_gbps = r.kv_bytes / s / 1e9;
+      row.copy_share = r.copy_gbps > 0 ? row.gbps / r.copy_gbps : 0;
+    }
+    r.rows.push_back(row);
+  }
+  return r;
+}
+
+nlohmann::ordered_json bench_to_json(const BenchReport& r) {
+  nlohmann::ordered_json j;
+  j["schema"] = "attnscope/bench@1";
+  j["case"] = r.case_name;
+  j["device"] = r.device;
+  j["copy_gbps"] = r.copy_gbps;
+  j["plan_us"] = r.plan_us;
+  j["allowed_pairs_per_head"] = r.allowed_pairs;
+  j["flops"] = r.flops;
+  j["bytes"] = r.bytes;
+  j["kv_bytes"] = r.kv_bytes;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& x : r.rows)
+    rows.push_back({{"backend", x.backend}, {"status", x.status}, {"median_ms", x.median_ms}, {"min_ms", x.min_ms}, {"max_ms", x.max_ms},
+                    {"reps", x.reps}, {"tflops", x.tflops}, {"gbps", x.gbps}, {"kv_gbps", x.kv_gbps}, {"copy_share", x.copy_share}});
+  j["rows"] = rows;
+  return j;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On a GPU machine: build for the local architecture, run the GPU tests, compute-sanitizer
+# (memcheck on the whole GPU test binary, racecheck and synccheck on a quick subset), and the
+# benchmark cases. Logs go to $OUT (or ./gpu-logs). Usage: bash scripts/gpu-check.sh [arch]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+arch="${1:-90}"
+out="${OUT:-gpu-logs}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
+grep -E "spill" "$out/build.log" | sort -u | head -20
+( cd build-gpu && ctest -L gpu --output-on-failure > "../$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
+tail -15 "$out/ctest-gpu.log"
+cli=build-gpu/app/attnscope-cli
+san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
+  ATTNSCOPE_GPU_QUICK=1 timeout 900 "$san" --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_tests > "$out/memcheck.log" 2>&1; echo "memcheck: rc=$?"
+  tail -4 "$out/memcheck.log"
+  ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
+  tail -4 "$out/racecheck.log"
+  ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
+  tail -3 "$out/synccheck.log"
+fi
+for b in bench/*.json; do "$cli" bench "$b" --reps "${REPS:-20}" > "$out/bench-$(basename "$b" .json).txt" 2>&1; tail -3 "$out/bench-$(basename "$b" .json).txt"; done
