@@ -5,13 +5,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-90}"
-out="${OUT:-gpu-logs}"
+out="$(realpath -m "${OUT:-gpu-logs}")"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
 grep -E "spill" "$out/build.log" | sort -u | head -20
-( cd build-gpu && ctest -L gpu --output-on-failure > "../$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
+( cd build-gpu && ctest -L gpu --output-on-failure > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
 tail -15 "$out/ctest-gpu.log"
 cli=build-gpu/app/attnscope-cli
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -23,4 +23,4 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
   tail -3 "$out/synccheck.log"
 fi
-for b in bench/*.json; do "$cli" bench "$b" --reps "${REPS:-20}" > "$out/bench-$(basename "$b" .json).txt" 2>&1; tail -3 "$out/bench-$(basename "$b" .json).txt"; done
+[ "${SKIP_BENCH:-0}" = 1 ] || for b in bench/*.json; do "$cli" bench "$b" --reps "${REPS:-20}" > "$out/bench-$(basename "$b" .json).txt" 2>&1; tail -3 "$out/bench-$(basename "$b" .json).txt"; done

@@ -227,6 +227,7 @@ TEST(Gpu, UnsupportedConfigurationsAreRefusedWithAReason) {
   big.num_kv_heads = 64;
   big.head_dim_qk = big.head_dim_vo = 256;
   big.attention = AttentionSpec{};
+  big.dtype = DType::kBf16;
   big.kv_cache = KvCacheSpec{};
   big.kv_cache.page_size = 64;
   big.split = SplitSpec{};
