@@ -24,6 +24,8 @@ class Tiled final : public Backend {
     const DType dt = c.dtype;
     const float scale = static_cast<float>(c.sm_scale_or_default());
     const float log2e = static_cast<float>(kLog2e);
+    const float scale_log2 = scale * log2e;
+    const bool plain = !c.attention.soft_cap && !c.attention.alibi;
     const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
     const KvAccess kv{c, p.pages, w};
 
@@ -38,7 +40,9 @@ class Tiled final : public Backend {
       const int kvh = static_cast<int>(i % Hk);
       const WorkUnit& un = p.units[it.unit];
       const RowMask& m = p.masks[un.request];
-      std::vector<float> o(Dv), s(kKvTile);
+      std::vector<float> s(kKvTile);
+      std::vector<std::vector<float>> way_o(sp.kv_warp_split, std::vector<float>(Dv));
+      std::vector<float> way_m(sp.kv_warp_split), way_d(sp.kv_warp_split);
       for (int row = it.row_begin; row < it.row_end; ++row) {
         const int ql = row / G;                 // query within the unit
         const int h = kvh * G + row % G;        // qo head
@@ -48,39 +52,72 @@ class Tiled final : public Backend {
         const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
         int lo, hi;
         visible_range(m, qa, &lo, &hi);
-        float mx = -INFINITY, den = 0.f;
-        std::fill(o.begin(), o.end(), 0.f);
-        for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += kKvTile) {
-          const int k1 = std::min(k0 + kKvTile, it.kv_end);
-          float tile_max = -INFINITY;
-          for (int k = k0; k < k1; ++k) {
-            float x = -INFINITY;
-            if (k >= lo && k < hi) {
-              const float* kr = kv.k(un.request, k, kvh);
-              float dot = 0.f;
-              for (int d = 0; d < Dq; ++d) dot += qv[d] * kr[d];
-              x = dot * scale;
-              if (cap > 0) x = cap * std::tanh(x / cap);
-              if (c.attention.alibi) x += slope * static_cast<float>(k - qa);
-              x *= log2e;  // base 2 from here on
+        // W ways: way w takes keys [w * kKvTile / W, (w + 1) * kKvTile / W) of every KV tile (the
+        // kernel's key-split warps), each with its own online state; merged in way order below.
+        const int W = sp.kv_warp_split, per = kKvTile / W;
+        for (int w = 0; w < W; ++w) {
+          float& mx = way_m[w];
+          float& den = way_d[w];
+          std::vector<float>& o = way_o[w];
+          mx = -INFINITY;
+          den = 0.f;
+          std::fill(o.begin(), o.end(), 0.f);
+          for (int t0 = it.kv_begin; t0 < it.kv_end; t0 += kKvTile) {
+            const int k0 = t0 + w * per;
+            const int k1 = std::min(k0 + per, it.kv_end);
+            float tile_max = -INFINITY;
+            for (int k = k0; k < k1; ++k) {
+              float x = -INFINITY;
+              if (k >= lo && k < hi) {
+                const float* kr = kv.k(un.request, k, kvh);
+                float dot = 0.f;
+                for (int d = 0; d < Dq; ++d) dot += qv[d] * kr[d];
+                if (plain) {
+                  x = dot * scale_log2;  // one rounding, as the kernel's plain path
+                } else {
+                  x = dot * scale;
+                  if (cap > 0) x = cap * std::tanh(x / cap);
+                  if (c.attention.alibi) x += slope * static_cast<float>(k - qa);
+                  x *= log2e;  // base 2 from here on
+                }
+              }
+              s[k - k0] = x;
+              tile_max = std::max(tile_max, x);
             }
-            s[k - k0] = x;
-            tile_max = std::max(tile_max, x);
+            const float m_new = std::max(mx, tile_max);
+            if (m_new == -INFINITY) continue;  // nothing visible yet: exp2(-inf - -inf) would be NaN
+            const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
+            den *= corr;
+            for (float& x : o) x *= corr;
+            for (int k = k0; k < k1; ++k) {
+              const float pk = std::exp2(s[k - k0] - m_new);
+              if (pk == 0.f) continue;
+              den += pk;  // the row sum uses fp32 P, as FA2 does
+              const float pr = round_to(dt, pk);  // P enters the MMA in the dtype
+              const float* vr = kv.v(un.request, k, kvh);
+              for (int d = 0; d < Dv; ++d) o[d] += pr * vr[d];
+            }
+            mx = m_new;
           }
-          const float m_new = std::max(mx, tile_max);
-          if (m_new == -INFINITY) continue;  // nothing visible yet: exp2(-inf - -inf) would be NaN
-          const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
-          den *= corr;
-          for (float& x : o) x *= corr;
-          for (int k = k0; k < k1; ++k) {
-            const float pk = std::exp2(s[k - k0] - m_new);
-            if (pk == 0.f) continue;
-            den += pk;  // the row sum uses fp32 P, as FA2 does
-            const float pr = round_to(dt, pk);  // P enters the MMA in the dtype
-            const float* vr = kv.v(un.request, k, kvh);
-            for (int d = 0; d < Dv; ++d) o[d] += pr * vr[d];
+        }
+        // merge the ways in order: M = max m_w, scale_w = exp2(m_w - M)
+        float mx = way_m[0], den = way_d[0];
+        std::vector<float>& o = way_o[0];
+        if (W > 1) {
+          float M = -INFINITY;
+          for (int w = 0; w < W; ++w) M = std::max(M, way_m[w]);
+          std::vector<float> sc(W);
+          den = 0.f;
+          for (int w = 0; w < W; ++w) {
+            sc[w] = way_m[w] == -INFINITY ? 0.f : std::exp2(way_m[w] - M);
+            den += way_d[w] * sc[w];
           }
-          mx = m_new;
+          for (int d = 0; d < Dv; ++d) {
+            float a = 0.f;
+            for (int w = 0; w < W; ++w) a += way_o[w][d] * sc[w];
+            o[d] = a;
+          }
+          mx = M;
         }
         const bool empty = den == 0.f;
         const float lse2 = empty ? -INFINITY : mx + std::log2(den);

@@ -57,23 +57,45 @@ __device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
 
+__device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // src-size 0: nothing is read, the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(n));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// exp2 on the SFU (ex2.approx, ~2 ulp; exp2(-inf) = +0): the same instruction FA2 uses.
+__device__ inline float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Shared-memory row stride in elements: +8 halves (16 bytes) staggers rows across banks for
 // ldmatrix and keeps every row 16-byte aligned.
 template <int D>
 constexpr int kStride = D + 8;
 
-template <int D, class T, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) {
-  constexpr int kRows = WARPS * 16;
-  constexpr int kThreads = WARPS * 32;
+// WM warps own 16 query rows each; WN warps split every KV tile's keys between them (the decode
+// path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged in warp order at the
+// end. K/V tiles are double-buffered with cp.async; Q lives in registers.
+template <int D, class T, int WM, int WN>
+__global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p) {
+  constexpr int kThreads = WM * WN * 32;
+  constexpr int kRows = WM * 16;
   constexpr int S = kStride<D>;
-  constexpr int kVec = D / 8;  // 16-byte vectors per row
+  constexpr int kVec = D / 8;          // 16-byte vectors per row
+  constexpr int kKeys = kKvTile / WN;  // keys of a tile per warp
+  constexpr int NT = kKeys / 8;        // S n-tiles per warp
+  static_assert(kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
   if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* qs = reinterpret_cast<T*>(smem_raw);
-  T* ks = qs + kRows * S;
-  T* vs = ks + kKvTile * S;
+  T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
+  T* stage1 = stage0 + 2 * kKvTile * S;
   __shared__ int s_lo, s_hi;
 
   const WorkItem it = p.items[blockIdx.x];
@@ -81,12 +103,16 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
   const int kvh = blockIdx.z;
   const int G = p.group;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp % WM, wn = warp / WM;
   const RowMask m = p.view.masks[un.request];
   const int* pages = p.view.kv_indices + p.view.kv_indptr[un.request];
   const int ps = p.view.page_size;
   const int64_t tok0 = p.unit_tok[it.unit];
+  const T* kbase = static_cast<const T*>(p.k);
+  const T* vbase = static_cast<const T*>(p.v);
 
-  // Q rows -> shared memory (invalid rows zero)
+  // Q rows -> shared (stage 1) -> registers; invalid rows are zero
+  T* qs = stage1;
   for (int i = tid; i < kRows * kVec; i += kThreads) {
     const int r = i / kVec, c = i % kVec;
     const int row = it.row_begin + r;
@@ -98,19 +124,23 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
     }
     *reinterpret_cast<uint4*>(qs + r * S + c * 8) = val;
   }
+  if (tid == 0) {
+    s_lo = INT_MAX;
+    s_hi = INT_MIN;
+  }
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (wm * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
 
   // this thread's two rows: g and g + 8 of its warp's 16
   const int g = lane / 4, t4 = lane % 4;
   int lo[2], hi[2], qa[2], head[2];
   bool valid[2];
   float slope[2];
-  if (tid == 0) {
-    s_lo = INT_MAX;
-    s_hi = INT_MIN;
-  }
-  __syncthreads();
+#pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int row = it.row_begin + warp * 16 + g + 8 * i;
+    const int row = it.row_begin + wm * 16 + g + 8 * i;
     valid[i] = row < it.row_end;
     const int q_local = valid[i] ? row / G : 0;
     head[i] = kvh * G + (valid[i] ? row % G : 0);
@@ -127,65 +157,79 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
     }
     slope[i] = p.alibi ? p.slopes[head[i]] : 0.f;
   }
-  __syncthreads();
+  __syncthreads();  // s_lo / s_hi final; every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
+  const bool plain = p.soft_cap <= 0.f && !p.alibi;
 
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
-  const float log2e = 1.4426950408889634f;
 
   // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  for (int k0 = first_tile; k0 < kv_hi; k0 += kKvTile) {
-    __syncthreads();  // previous tile fully consumed
-    for (int i = tid; i < kKvTile * kVec; i += kThreads) {
-      const int r = i / kVec, c = i % kVec;
+  const int n_tiles = kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile : 0;
+  auto issue = [&](int i) {
+    T* ks = (i & 1) ? stage1 : stage0;
+    T* vs = ks + kKvTile * S;
+    const int k0 = first_tile + i * kKvTile;
+    for (int idx = tid; idx < kKvTile * kVec; idx += kThreads) {
+      const int r = idx / kVec, c = idx % kVec;
       const int key = k0 + r;
-      uint4 kval = make_uint4(0, 0, 0, 0), vval = make_uint4(0, 0, 0, 0);
-      if (key < kv_hi) {  // keys past the range stay zero: 0 * P never meets a poisoned slot
-        const int64_t off = kv_offset(p.view.layout, pages[key / ps], key % ps, kvh, c * 8, ps, p.hk, D);
-        kval = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + off);
-        vval = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + off);
-      }
-      *reinterpret_cast<uint4*>(ks + r * S + c * 8) = kval;
-      *reinterpret_cast<uint4*>(vs + r * S + c * 8) = vval;
+      const bool ok = key < kv_hi;  // keys past the range are zero: 0 * P never meets a poisoned slot
+      const int64_t off = ok ? kv_offset(p.view.layout, pages[key / ps], key % ps, kvh, c * 8, ps, p.hk, D) : 0;
+      cp_async16(ks + r * S + c * 8, kbase + off, ok);
+      cp_async16(vs + r * S + c * 8, vbase + off, ok);
+    }
+    cp_async_commit();
+  };
+  if (n_tiles > 0) issue(0);
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    if (ti + 1 < n_tiles) {
+      issue(ti + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
+    const T* ks = (ti & 1) ? stage1 : stage0;
+    const T* vs = ks + kKvTile * S;
+    const int k0 = first_tile + ti * kKvTile + wn * kKeys;  // this warp's first key
 
-    // S = Q K^T for this warp's 16 rows x 64 keys
-    float s[8][4];
+    // S = Q K^T: this warp's 16 rows x kKeys keys
+    float s[NT][4];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4];
-      ldmatrix_x4(a, qs + (warp * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
 #pragma unroll
-      for (int jj = 0; jj < 4; ++jj) {
+      for (int jj = 0; jj < NT / 2; ++jj) {
         uint32_t b[4];
         const int mi = lane / 8;
-        ldmatrix_x4(b, ks + (jj * 16 + (mi / 2) * 8 + lane % 8) * S + kk * 16 + (mi % 2) * 8);
-        Mma<T>::run(s[2 * jj], a, b[0], b[1]);
-        Mma<T>::run(s[2 * jj + 1], a, b[2], b[3]);
+        ldmatrix_x4(b, ks + (wn * kKeys + jj * 16 + (mi / 2) * 8 + lane % 8) * S + kk * 16 + (mi % 2) * 8);
+        Mma<T>::run(s[2 * jj], qf[kk], b[0], b[1]);
+        Mma<T>::run(s[2 * jj + 1], qf[kk], b[2], b[3]);
       }
     }
 
-    // logits: scale, soft-cap, ALiBi, mask; base 2
+    // logits in base 2: scale (and soft-cap, ALiBi), mask
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2;
         const int key = k0 + 8 * j + 2 * t4 + (e % 2);
         float x = -INFINITY;
         if (key >= lo[i] && key < hi[i]) {
-          x = s[j][e] * p.sm_scale;
-          if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
-          if (p.alibi) x += slope[i] * static_cast<float>(key - qa[i]);
-          x *= log2e;
+          if (plain) {
+            x = s[j][e] * p.scale_log2;
+          } else {
+            x = s[j][e] * p.sm_scale;
+            if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
+            if (p.alibi) x += slope[i] * static_cast<float>(key - qa[i]);
+            x *= 1.4426950408889634f;
+          }
         }
         s[j][e] = x;
         tile_max[i] = fmaxf(tile_max[i], x);
@@ -197,7 +241,7 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
       const float m_new = fmaxf(mx[i], tile_max[i]);
       // nothing visible yet: keep the state (exp2(-inf - -inf) would be NaN)
-      corr[i] = m_new == -INFINITY ? 1.f : exp2f(mx[i] - m_new);
+      corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[i] - m_new);
       mx[i] = m_new;
       den[i] *= corr[i];
     }
@@ -209,18 +253,18 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
       o[j][3] *= corr[1];
     }
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2;
-        const float pv = mx[i] == -INFINITY ? 0.f : exp2f(s[j][e] - mx[i]);
+        const float pv = mx[i] == -INFINITY ? 0.f : fast_exp2(s[j][e] - mx[i]);
         s[j][e] = pv;
         den[i] += pv;  // the row sum uses fp32 P, as FA2 does
       }
 
     // O += P V: P (rounded to the dtype) from the S accumulators, V through ldmatrix.trans
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < NT / 2; ++kk) {
       uint32_t a[4];
       a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
       a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
@@ -230,23 +274,74 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
       for (int nn = 0; nn < D / 16; ++nn) {
         uint32_t b[4];
         const int mi = lane / 8;
-        ldmatrix_x4_trans(b, vs + (kk * 16 + (mi % 2) * 8 + lane % 8) * S + nn * 16 + (mi / 2) * 8);
+        ldmatrix_x4_trans(b, vs + (wn * kKeys + kk * 16 + (mi % 2) * 8 + lane % 8) * S + nn * 16 + (mi / 2) * 8);
         Mma<T>::run(o[2 * nn], a, b[0], b[1]);
         Mma<T>::run(o[2 * nn + 1], a, b[2], b[3]);
       }
     }
+    __syncthreads();  // this stage is refilled by the next iteration's issue
   }
 
-  // finish: the quad's partial row sums, then O / den and LSE
+  // the quad's partial row sums
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     den[i] += __shfl_xor_sync(0xffffffffu, den[i], 1);
     den[i] += __shfl_xor_sync(0xffffffffu, den[i], 2);
   }
+  if constexpr (WN > 1) {
+    // merge the key-split warps in warp order: M = max m_w, scale_w = exp2(m_w - M)
+    float* red_o = reinterpret_cast<float*>(smem_raw);  // [WN][WM * 16][D]
+    float* red_m = red_o + WN * kRows * D;              // [WN][WM * 16]
+    float* red_d = red_m + WN * kRows;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = wm * 16 + g + 8 * i;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(red_o + (wn * kRows + r) * D + 8 * j + 2 * t4) = make_float2(o[j][2 * i], o[j][2 * i + 1]);
+      if (t4 == 0) {
+        red_m[wn * kRows + r] = mx[i];
+        red_d[wn * kRows + r] = den[i];
+      }
+    }
+    __syncthreads();
+    if (wn != 0) return;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = wm * 16 + g + 8 * i;
+      float M = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < WN; ++w) M = fmaxf(M, red_m[w * kRows + r]);
+      float sc[WN];
+      float dsum = 0.f;
+#pragma unroll
+      for (int w = 0; w < WN; ++w) {
+        const float mw = red_m[w * kRows + r];
+        sc[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - M);
+        dsum += red_d[w * kRows + r] * sc[w];
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        float a = 0.f, b = 0.f;
+#pragma unroll
+        for (int w = 0; w < WN; ++w) {
+          const float2 v = *reinterpret_cast<const float2*>(red_o + (w * kRows + r) * D + 8 * j + 2 * t4);
+          a += v.x * sc[w];
+          b += v.y * sc[w];
+        }
+        o[j][2 * i] = a;
+        o[j][2 * i + 1] = b;
+      }
+      mx[i] = M;
+      den[i] = dsum;
+    }
+  }
+
+  // O / den and LSE: the final output, or a partial for the merge kernel
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     if (!valid[i]) continue;
-    const int row = it.row_begin + warp * 16 + g + 8 * i;
+    const int row = it.row_begin + wm * 16 + g + 8 * i;
     const int q_local = row / G;
     const bool empty = den[i] == 0.f;
     const float inv = empty ? 0.f : 1.f / den[i];
@@ -276,19 +371,19 @@ __global__ void __launch_bounds__(WARPS * 32) flash_kernel(const FlashParams p) 
 }
 
 template <int D, class T>
-void launch_flash(const FlashParams& p, int warps, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_smem_bytes(D, warps);
+void launch_flash(const FlashParams& p, int warps_m, int warps_n, dim3 grid, cudaStream_t stream) {
+  const size_t smem = flash_smem_bytes(D, warps_m, warps_n);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  switch (warps) {
-    case 1: go(flash_kernel<D, T, 1>, 32); break;
-    case 4: go(flash_kernel<D, T, 4>, 128); break;
-    default:
-      if constexpr (D < 256) go(flash_kernel<D, T, 8>, 256);
-      else throw CudaError("cuda.flash: head_dim 256 has no 128-row tile");
+  if (warps_m == 1 && warps_n == 4) return go(flash_kernel<D, T, 1, 4>, 128);
+  if (warps_m == 4 && warps_n == 1) return go(flash_kernel<D, T, 4, 1>, 128);
+  if constexpr (D < 256) {
+    if (warps_m == 8 && warps_n == 1) return go(flash_kernel<D, T, 8, 1>, 256);
   }
+  throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
+                  std::to_string(warps_n) + " warps");
 }
 
 }  // namespace attnscope::cuda

@@ -22,6 +22,7 @@ struct FlashParams {
   int num_items;               // grid x may be padded (CUDA graph): CTAs past this do nothing
   int hq, hk, group;
   float sm_scale, soft_cap;    // soft_cap 0 = off
+  float scale_log2;            // sm_scale * log2(e), both as float (the plain-logit path)
   int alibi;
   int split;                   // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;          // partials rounded to the dtype (FlashInfer)
@@ -41,10 +42,11 @@ struct MergeParams {
   int hq, d;
 };
 
-// One launcher per (head_dim, dtype) instance file; warps = cta_tile_q / 16.
-using FlashLauncher = void (*)(const FlashParams&, int warps, dim3 grid, cudaStream_t);
+// One launcher per (head_dim, dtype) instance file; warps_m = cta_tile_q / 16 row warps,
+// warps_n = the plan's kv_warp_split.
+using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, dim3 grid, cudaStream_t);
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
-size_t flash_smem_bytes(int head_dim, int warps);
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n);
 
 }  // namespace attnscope::cuda

@@ -97,6 +97,10 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
                   ", so cta_tile_q = " + str(sp.cta_tile_q) + " (depends on the whole batch: FlashInfer #2424)");
   }
   const int T = sp.cta_tile_q;
+  if (T == 16) {
+    sp.kv_warp_split = 4;
+    why.push_back("tile 16 (decode-like): 4 warps share it, each taking 16 keys of every 64-key KV tile; their states merge in warp order");
+  }
 
   // 2. effective KV length (pages); a causal sliding window bounds what one q-tile can see
   int max_pages = 0;

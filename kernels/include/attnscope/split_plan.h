@@ -45,6 +45,8 @@ struct SplitPlan {
   int64_t chunk_tokens = 0;         // chunk_pages * page_size
   bool split_kv = false;            // partials are written and merged
   bool window_chunks = false;       // chunk starts follow each q-tile's window start
+  int kv_warp_split = 1;            // warps sharing one query tile, each taking kKvTile / split keys of
+                                    // every KV tile, merged in warp order (the decode path: tile 16)
   int num_items = 0;                // real work items
   int padded_items = 0;             // grid x (CUDA graph: padded; extra CTAs do nothing)
   std::vector<int> unit_chunks;     // [units] KV chunks per query tile
