@@ -8,7 +8,7 @@ arch="${1:-90}"
 out="$(realpath -m "${OUT:-gpu-logs}")"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF ${EXTRA_CMAKE:-} > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
 grep -E "spill" "$out/build.log" | sort -u | head -20
 ( cd build-gpu && ctest -L gpu --output-on-failure > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
@@ -24,3 +24,13 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   tail -3 "$out/synccheck.log"
 fi
 [ "${SKIP_BENCH:-0}" = 1 ] || for b in bench/*.json; do "$cli" bench "$b" --reps "${REPS:-20}" > "$out/bench-$(basename "$b" .json).txt" 2>&1; tail -3 "$out/bench-$(basename "$b" .json).txt"; done
+if [ "${SKIP_PEER:-0}" != 1 ]; then
+  for b in bench/prefill-causal.json bench/prefill-noncausal.json; do
+    python3 tests/peer/peer_check.py --cli "$cli" --case "$b" --reps "${REPS:-20}" --out "$out/peer-$(basename "$b" .json).json" > "$out/peer-$(basename "$b" .json).log" 2>&1
+    echo "peer $(basename "$b"): rc=$?"; grep -E '"(torch_ms|attnscope_cuda_flash_ms|time_ratio_torch_over_attnscope|max_abs_vs_sdpa|max_abs_vs_fp32_ref|sdpa_max_abs_vs_fp32_ref|sdpa_backend)"' "$out/peer-$(basename "$b" .json).log"; tail -2 "$out/peer-$(basename "$b" .json).log" | grep -i error
+  done
+fi
+if [ -n "${NCU_CASE:-}" ]; then
+  ncu --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats -k regex:flash_kernel -c 1 "$cli" run "$NCU_CASE" --backends cuda.flash > "$out/ncu.txt" 2>&1
+  grep -E "Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Throughput|Memory Throughput|Duration|Stall|Warp Cycles Per Issued" "$out/ncu.txt" | head -30
+fi

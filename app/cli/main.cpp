@@ -6,6 +6,7 @@
 
 #include "../core/bench.h"
 #include "../core/case_json.h"
+#include "../core/dump.h"
 #include "../core/environment.h"
 #include "../core/invariance.h"
 #include "../core/report_json.h"
@@ -30,6 +31,7 @@ commands:
       --sample-rows N      references on N sampled query rows per request
       --report FILE        write the JSON report to FILE
       --export FILE        write a repro case (case + environment + recorded digests)
+      --dump DIR           write inputs and outputs as .npy (q, k, v, o_<backend>, lse_<backend>) + meta.json
       --json               print the JSON report instead of the table
   invariance CASE [options]  each request alone vs inside the batch, per planner
       --backend ID         backend to check (default cpu.tiled)
@@ -78,6 +80,10 @@ int cmd_run(const Args& a) {
   if (a.flag("json")) std::cout << session_to_json(*s).dump(2) << "\n";
   else print_session(std::cout, *s);
   if (auto path = a.value("report")) write_text_file(*path, session_to_json(*s).dump(2) + "\n");
+  if (auto dir = a.value("dump")) {
+    const int n = dump_session(*s, *dir);
+    if (!a.flag("json")) std::cout << n << " files written to " << *dir << "\n";
+  }
   if (auto path = a.value("export")) {
     write_text_file(*path, case_file_to_json(make_repro(*s)).dump(2) + "\n");
     if (!a.flag("json")) std::cout << "repro written to " << *path << "\n";
@@ -172,7 +178,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {}));
-    if (cmd == "run") return cmd_run(parse_args(argc, argv, {"json"}, {"backends", "sample-rows", "report", "export"}));
+    if (cmd == "run") return cmd_run(parse_args(argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump"}));
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));

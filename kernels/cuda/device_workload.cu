@@ -126,8 +126,11 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   for (int r = 0; r < R; ++r)
     if (masks[r].doc_starts) masks[r].doc_starts = w.docs.as<int>() + doc_off[r];
   w.masks = DeviceBuffer::from(masks);
+  int shift = -1;
+  for (int b = 0; b < 31; ++b)
+    if ((1 << b) == pt.page_size) shift = b;
   w.view = DevicePlanView{w.masks.as<RowMask>(), w.kv_indptr.as<int>(), w.kv_indices.as<int>(), w.q_indptr.as<int64_t>(), R,
-                          pt.page_size, c.kv_cache.layout};
+                          pt.page_size, shift, c.kv_cache.layout};
 
   // generation
   std::vector<int> owner(pt.num_pages, -1), pos(pt.num_pages, 0);

@@ -17,8 +17,16 @@ struct DevicePlanView {
   const int64_t* q_indptr = nullptr;   // [requests + 1] token offsets
   int num_requests = 0;
   int page_size = 1;
+  int page_shift = -1;                 // log2(page_size) when a power of two (key >> shift), else -1
   KvLayout layout = KvLayout::kNHD;
 };
+
+// Physical page and slot of key k: a shift for power-of-two pages instead of an integer division.
+__device__ inline void page_slot(const DevicePlanView& v, int k, int* page_col, int* slot) {
+  const int col = v.page_shift >= 0 ? (k >> v.page_shift) : k / v.page_size;
+  *page_col = col;
+  *slot = k - col * v.page_size;
+}
 
 struct DeviceWorkload {
   DType dtype = DType::kBf16;

@@ -177,7 +177,9 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
       const int r = idx / kVec, c = idx % kVec;
       const int key = k0 + r;
       const bool ok = key < kv_hi;  // keys past the range are zero: 0 * P never meets a poisoned slot
-      const int64_t off = ok ? kv_offset(p.view.layout, pages[key / ps], key % ps, kvh, c * 8, ps, p.hk, D) : 0;
+      int col = 0, slot = 0;
+      if (ok) page_slot(p.view, key, &col, &slot);
+      const int64_t off = ok ? kv_offset(p.view.layout, pages[col], slot, kvh, c * 8, ps, p.hk, D) : 0;
       cp_async16(ks + r * S + c * 8, kbase + off, ok);
       cp_async16(vs + r * S + c * 8, vbase + off, ok);
     }
