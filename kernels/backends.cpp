@@ -19,7 +19,7 @@ const char* status_name(Status s) {
 
 const std::vector<std::string>& known_backends() {
   static const std::vector<std::string> ids = {"cpu.reference", "cpu.lowp", "cpu.tiled",
-                                               "cuda.reference", "cuda.naive", "cuda.flash"};
+                                               "cuda.reference", "cuda.naive", "cuda.flash", "cuda.flash_padded"};
   return ids;
 }
 

@@ -8,9 +8,10 @@ arch="${1:-90}"
 out="$(realpath -m "${OUT:-gpu-logs}")"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF ${EXTRA_CMAKE:-} > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" > "$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -60; exit 1; }
-grep -E "spill" "$out/build.log" | sort -u | head -20
+logs=/tmp/attnscope-build-logs; mkdir -p "$logs"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF ${EXTRA_CMAKE:-} > "$logs/configure.log" 2>&1 || { cp "$logs/configure.log" "$out/"; tail -30 "$logs/configure.log"; exit 1; }
+cmake --build build-gpu -j"$(nproc)" > "$logs/build.log" 2>&1 || { cp "$logs/build.log" "$out/"; grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
+grep -E "spill" "$logs/build.log" | sort -u | head -20
 ( cd build-gpu && ctest -L gpu --output-on-failure > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
 tail -15 "$out/ctest-gpu.log"
 cli=build-gpu/app/attnscope-cli

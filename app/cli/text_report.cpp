@@ -141,22 +141,22 @@ void print_session(std::ostream& o, const Session& s) {
   o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
     << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
   if (s.sample_rows) o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
-  o << "\n" << pad("backend", 16) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";
+  o << "\n" << pad("backend", 19) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";
   for (const auto& r : s.results) {
-    o << pad(r.backend, 16) << pad(status_name(r.status), 14) << pad(fmt("%.1f", r.timing.host_ms), 10)
+    o << pad(r.backend, 19) << pad(status_name(r.status), 14) << pad(fmt("%.1f", r.timing.host_ms), 10)
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   if (!s.diffs.empty()) {
-    o << "\n" << pad("comparison", 34) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
+    o << "\n" << pad("comparison", 42) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
       << pad("bit-eq", 8) << pad("ac 1e-2", 8) << pad("ac 1e-3", 8) << "verdict\n";
     for (const auto& d : s.diffs) {
       const std::string name = d.backend + " vs " + d.baseline;
       if (!d.available) {
-        o << pad(name, 34) << (d.verdict.skipped ? "SKIP  " : "FAIL  ") << d.verdict.detail << "\n";
+        o << pad(name, 42) << (d.verdict.skipped ? "SKIP  " : "FAIL  ") << d.verdict.detail << "\n";
         continue;
       }
       const double bit = d.o.count ? 100.0 * d.o.bit_identical / d.o.count : 0;
-      o << pad(name, 34) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
+      o << pad(name, 42) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
         << pad(std::to_string(d.o.max_ulp), 9) << pad(fmt("%.0f%%", bit), 8) << pad(d.o.allclose_loose ? "yes" : "no", 8)
         << pad(d.o.allclose_tight ? "yes" : "no", 8) << (d.verdict.pass ? "PASS" : "FAIL") << "\n";
       o << "    " << d.verdict.rule << ": " << d.verdict.detail;

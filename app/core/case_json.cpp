@@ -132,7 +132,7 @@ RequestSpec parse_request(const json& j, const std::string& path) {
 
 CaseFile parse_case(const json& j) {
   Obj top(j, "", {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention",
-                  "split", "data", "backends", "comparisons", "reference", "environment", "recorded"});
+                  "split", "data", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -251,6 +251,10 @@ CaseFile parse_case(const json& j) {
     Obj r(top.raw("reference"), "/reference", {"sample_rows"});
     c.sample_rows = r.opt_int("sample_rows");
   }
+  if (top.has("kernels")) {
+    Obj k(top.raw("kernels"), "/kernels", {"pad_head_dim_to"});
+    c.pad_head_dim_to = k.opt_int("pad_head_dim_to");
+  }
   if (top.has("environment")) {
     if (!top.raw("environment").is_object()) throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
     f.environment = top.raw("environment");
@@ -340,6 +344,7 @@ ordered_json case_to_json(const CaseSpec& c) {
   }
   j["comparisons"] = cmps;
   j["reference"] = {{"sample_rows", opt(c.sample_rows)}};
+  j["kernels"] = {{"pad_head_dim_to", opt(c.pad_head_dim_to)}};
   return j;
 }
 

@@ -12,6 +12,6 @@ namespace attnscope::cuda {
 std::string device_check();
 
 std::unique_ptr<Backend> make_naive_backend(const std::string& id);  // cuda.reference, cuda.naive
-std::unique_ptr<Backend> make_flash_backend();                       // cuda.flash
+std::unique_ptr<Backend> make_flash_backend(bool padded);            // cuda.flash, cuda.flash_padded
 
 }  // namespace attnscope::cuda

@@ -34,7 +34,8 @@ std::vector<DeviceProps> query_devices(std::string* why) {
 bool cuda_compiled() { return true; }
 
 std::unique_ptr<Backend> make_cuda_backend(const std::string& id) {
-  if (id == "cuda.flash") return cuda::make_flash_backend();
+  if (id == "cuda.flash") return cuda::make_flash_backend(false);
+  if (id == "cuda.flash_padded") return cuda::make_flash_backend(true);
   return cuda::make_naive_backend(id);
 }
 

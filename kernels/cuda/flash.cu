@@ -85,14 +85,44 @@ namespace {
 
 constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
 
+// Zero-pads the innermost dimension of `rows` rows from d to dp (2-byte elements).
+__global__ void pad_rows_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int d, int dp) {
+  const int64_t n = rows * dp;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dp;
+    const int c = static_cast<int>(i % dp);
+    out[i] = c < d ? in[r * d + c] : 0;
+  }
+}
+
+DeviceBuffer pad_rows(const DeviceBuffer& in, int64_t rows, int d, int dp) {
+  DeviceBuffer out(std::max<int64_t>(rows, 1) * dp * 2);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((rows * dp + 255) / 256, 65535 * 4)));
+  if (rows > 0) {
+    pad_rows_kernel<<<grid, 256>>>(in.as<uint16_t>(), out.as<uint16_t>(), rows, d, dp);
+    check_launch("pad_rows_kernel", grid, dim3(256), 0);
+  }
+  return out;
+}
+
 class FlashBackend final : public Backend {
  public:
-  std::string id() const override { return "cuda.flash"; }
+  explicit FlashBackend(bool padded) : padded_(padded) {}
+  std::string id() const override { return padded_ ? "cuda.flash_padded" : "cuda.flash"; }
   std::string describe() const override {
-    return "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
+    return padded_ ? "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (default 64), sm_scale of the true head dim: "
+                     "FlashInfer's head_dim-32 workaround"
+                   : "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
   }
+  int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
   std::string check(const CaseSpec& c) const override {
     if (auto why = device_check(); !why.empty()) return why;
+    if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
+      return "head_dim " + std::to_string(c.head_dim_qk) + " is not below the padded size " + std::to_string(kernel_dim(c)) +
+             ": set /kernels/pad_head_dim_to above it";
+    if (padded_ && !find_flash_launcher(kernel_dim(c), c.dtype))
+      return "pad_head_dim_to " + std::to_string(kernel_dim(c)) + " is not one of the compiled head dims (32, 64, 96, 128, 256)";
+    if (padded_ && c.dtype != DType::kFp32) return "";
     if (c.dtype == DType::kFp32) return "dtype fp32: cuda.flash runs fp16/bf16 on tensor cores (use cuda.naive for fp32)";
     if (c.head_dim_qk != c.head_dim_vo)
       return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) + ": cuda.flash needs equal head dims";
@@ -108,7 +138,7 @@ class FlashBackend final : public Backend {
     Result res;
     res.backend = id();
     const SplitPlan& sp = p.split;
-    const int D = c.head_dim_qk, Hq = c.num_qo_heads, Hk = c.num_kv_heads;
+    const int D = kernel_dim(c), Hq = c.num_qo_heads, Hk = c.num_kv_heads;
     const int64_t total_q = c.total_q();
     const int64_t part_rows = sp.split_kv ? sp.o_indptr.back() : 0;
     const int eb = dtype_bytes(c.dtype);
@@ -116,6 +146,11 @@ class FlashBackend final : public Backend {
                          static_cast<int64_t>(sp.items.size()) * sizeof(WorkItem);
     require_device_memory(need, "cuda.flash (inputs, outputs, split-KV partials)");
     DeviceWorkload w = make_device_workload(c, p);
+    if (padded_) {  // the FlashInfer workaround: zero-pad Q, K, V to D; sm_scale stays 1/sqrt(true head dim)
+      w.q = pad_rows(w.q, w.q_elems / c.head_dim_qk, c.head_dim_qk, D);
+      w.k = pad_rows(w.k, w.k_elems / c.head_dim_qk, c.head_dim_qk, D);
+      w.v = pad_rows(w.v, w.v_elems / c.head_dim_vo, c.head_dim_vo, D);
+    }
 
     const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
     std::vector<float> slopes(Hq);
@@ -172,6 +207,12 @@ class FlashBackend final : public Backend {
     };
     once(true);
     res.o = download_as_float(o, total_q * Hq * D, c.dtype);
+    if (D != c.head_dim_vo) {  // slice the padded output back to the true head dim
+      std::vector<float> sliced(static_cast<size_t>(total_q) * Hq * c.head_dim_vo);
+      for (int64_t r = 0; r < total_q * Hq; ++r)
+        for (int d = 0; d < c.head_dim_vo; ++d) sliced[r * c.head_dim_vo + d] = res.o[r * D + d];
+      res.o = std::move(sliced);
+    }
     res.lse = lse.to_host<float>(total_q * Hq);
 
     if (opt.bench_reps > 0) {
@@ -203,10 +244,13 @@ class FlashBackend final : public Backend {
     }
     return res;
   }
+
+ private:
+  bool padded_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_flash_backend() { return std::make_unique<FlashBackend>(); }
+std::unique_ptr<Backend> make_flash_backend(bool padded) { return std::make_unique<FlashBackend>(padded); }
 
 }  // namespace attnscope::cuda

@@ -169,23 +169,42 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
   // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
   const int n_tiles = kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile : 0;
+  // The physical page of every K/V row this thread copies, fetched one tile ahead so the page
+  // table reads overlap the previous tile's math instead of stalling the copy issue.
+  constexpr int kLoads = kKvTile * kVec / kThreads;
+  static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
+  int next_page[kLoads];
+  auto fetch_pages = [&](int i) {
+    const int k0 = first_tile + i * kKvTile;
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int key = k0 + (tid + l * kThreads) / kVec;
+      int col = 0, slot = 0;
+      if (i < n_tiles && key < kv_hi) page_slot(p.view, key, &col, &slot);
+      next_page[l] = (i < n_tiles && key < kv_hi) ? pages[col] : -1;
+    }
+  };
   auto issue = [&](int i) {
     T* ks = (i & 1) ? stage1 : stage0;
     T* vs = ks + kKvTile * S;
     const int k0 = first_tile + i * kKvTile;
-    for (int idx = tid; idx < kKvTile * kVec; idx += kThreads) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = tid + l * kThreads;
       const int r = idx / kVec, c = idx % kVec;
       const int key = k0 + r;
-      const bool ok = key < kv_hi;  // keys past the range are zero: 0 * P never meets a poisoned slot
+      const bool ok = next_page[l] >= 0;  // keys past the range are zero: 0 * P never meets a poisoned slot
       int col = 0, slot = 0;
       if (ok) page_slot(p.view, key, &col, &slot);
-      const int64_t off = ok ? kv_offset(p.view.layout, pages[col], slot, kvh, c * 8, ps, p.hk, D) : 0;
+      const int64_t off = ok ? kv_offset(p.view.layout, next_page[l], slot, kvh, c * 8, ps, p.hk, D) : 0;
       cp_async16(ks + r * S + c * 8, kbase + off, ok);
       cp_async16(vs + r * S + c * 8, vbase + off, ok);
     }
     cp_async_commit();
   };
+  fetch_pages(0);
   if (n_tiles > 0) issue(0);
+  fetch_pages(1);
   for (int ti = 0; ti < n_tiles; ++ti) {
     if (ti + 1 < n_tiles) {
       issue(ti + 1);
@@ -377,6 +396,8 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, dim3 grid, cud
   const size_t smem = flash_smem_bytes(D, warps_m, warps_n);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "cudaFuncSetAttribute");
+    // prefer shared memory over L1 so several CTAs fit an SM (the default carveout allowed one)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
   if (warps_m == 1 && warps_n == 4) return go(flash_kernel<D, T, 1, 4>, 128);

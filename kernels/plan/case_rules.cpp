@@ -233,6 +233,10 @@ void validate_case(const CaseSpec& c) {
     require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }
+  if (c.pad_head_dim_to)
+    require(*c.pad_head_dim_to > std::max(c.head_dim_qk, c.head_dim_vo) && *c.pad_head_dim_to <= kMaxHeadDim, "/kernels/pad_head_dim_to",
+            std::to_string(*c.pad_head_dim_to) + " must be greater than the head dims (" + std::to_string(c.head_dim_qk) + ", " +
+                std::to_string(c.head_dim_vo) + ") and <= " + std::to_string(kMaxHeadDim));
   if (c.sample_rows) require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
 }
 

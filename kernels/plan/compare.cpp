@@ -103,7 +103,7 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   rep.baseline = b.backend;
   if (!a.ok() || !b.ok()) {
     const Result& bad = a.ok() ? b : a;
-    rep.unavailable_reason = bad.backend + " " + status_name(bad.status) + (bad.message.empty() ? "" : ": " + bad.message);
+    rep.unavailable_reason = bad.backend + ": " + (bad.message.empty() ? std::string(status_name(bad.status)) : bad.message);
     rep.verdict.rule = rule_name(k.rule);
     rep.verdict.detail = "not compared: " + rep.unavailable_reason;
     rep.verdict.skipped = a.status == Status::kNotCompiled || b.status == Status::kNotCompiled ||

@@ -114,6 +114,8 @@ struct CaseSpec {
   std::vector<std::string> backends;   // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
+  std::optional<int> pad_head_dim_to;  // cuda.flash_padded: zero-pad head dims to this (default 64),
+                                       // sm_scale kept from the true head dim (FlashInfer workaround)
   bool operator==(const CaseSpec&) const = default;
 
   int group_size() const { return num_qo_heads / num_kv_heads; }
