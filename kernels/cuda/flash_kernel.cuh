@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
   for (int ti = 0; ti < n_tiles; ++ti) {
     if (ti + 1 < n_tiles) {
       issue(ti + 1);
+      fetch_pages(ti + 2);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
