@@ -7,7 +7,8 @@ namespace attnscope {
 
 void write_npy(const std::string& path, const std::vector<float>& data, const std::vector<int64_t>& shape) {
   std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i) dims += std::to_string(shape[i]) + (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";  // a Python 1-tuple
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
   // magic (6) + version (2) + length (2) + header + '\n' must be a multiple of 64
   const size_t total = 10 + header.size() + 1;

@@ -164,3 +164,30 @@ TEST(Cli, InvarianceShowsFixedIdenticalAndAutoHonest) {
   EXPECT_TRUE(saw_fixed);
   EXPECT_TRUE(auto_breaks) << "the example is built so that FlashInfer's auto chunk size changes with the batch";
 }
+
+TEST(Cli, DumpWritesNpyFilesOtherToolsCanRead) {
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_dump_" + std::to_string(::getpid()));
+  const Out o = cli("run " + src("examples/prefix-lm.json") + " --dump " + dir.string());
+  ASSERT_EQ(o.code, 0) << o.err;
+  for (const char* f : {"q.npy", "k.npy", "v.npy", "o_cpu.reference.npy", "lse_cpu.tiled.npy", "meta.json"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  // .npy header: magic, version 1.0, a dict naming little-endian float32 and the shape
+  std::ifstream in(dir / "q.npy", std::ios::binary);
+  std::string head(128, '\0');
+  in.read(head.data(), 128);
+  EXPECT_EQ(head.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+  EXPECT_NE(head.find("'descr': '<f4'"), std::string::npos);
+  EXPECT_NE(head.find("'shape': (126, 4, 64)"), std::string::npos) << head;
+  const auto size = fs::file_size(dir / "q.npy");
+  EXPECT_EQ(size, 128u + 126u * 4 * 64 * 4);  // header padded to 128 bytes, then the floats
+  const auto meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
+  EXPECT_EQ(meta["q_len"][0], 96);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, BenchWithoutAGpuSaysWhy) {
+  const Out o = cli("bench " + src("bench/decode-paged.json") + " --reps 2");
+  EXPECT_EQ(o.code, 1) << "nothing was timed";
+  EXPECT_NE(o.out.find("cuda.flash"), std::string::npos);
+  EXPECT_TRUE(o.out.find("not compiled") != std::string::npos || o.out.find("no CUDA device") != std::string::npos) << o.out;
+}
