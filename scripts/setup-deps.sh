@@ -11,7 +11,7 @@ pkgs=(
   # GUI: GLFW + OpenGL 3.3 + Dear ImGui (with its GLFW/OpenGL3 backends), stb for PNG screenshots
   libglfw3-dev libimgui-dev libstb-dev libgl-dev
   # GUI tests run under a virtual X server
-  xvfb xauth
+  xvfb xauth libgl1-mesa-dri
   clang-format
 )
 

@@ -37,26 +37,33 @@ Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Wo
   return run_backend(*b, c, p, w, ro);
 }
 
-std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt) {
+std::shared_ptr<Session> begin_session(const CaseFile& f, const SessionOptions& opt) {
   auto s = std::make_shared<Session>();
   s->file = f;
-  const CaseSpec& c = s->file.spec;
-  s->plan = make_plan(c);
+  s->plan = make_plan(s->file.spec);
   s->env = capture_environment();
-  s->sample_rows = opt.sample_rows ? opt.sample_rows : c.sample_rows;
-  const std::vector<std::string> ids = opt.backends ? *opt.backends : c.backends;
+  s->sample_rows = opt.sample_rows ? opt.sample_rows : s->file.spec.sample_rows;
+  return s;
+}
+
+std::vector<std::string> session_backends(const Session& s, const SessionOptions& opt) {
+  return opt.backends ? *opt.backends : s.spec().backends;
+}
+
+void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result) {
+  const CaseSpec& c = s.spec();
+  const std::vector<std::string> ids = session_backends(s, opt);
   auto progress = [&](const std::string& stage, double x) {
     if (opt.progress) opt.progress(stage, x);
   };
-
   bool need_host = false;
   for (const auto& id : ids) need_host |= id.rfind("cpu.", 0) == 0;
-  const int64_t bytes = workload_bytes(c, s->plan.pages);
+  const int64_t bytes = workload_bytes(c, s.plan.pages);
   const bool host_ok = bytes <= kMaxHostWorkloadBytes;
   Workload w;
   if (need_host && host_ok) {
     progress("inputs", 0);
-    w = make_workload(c, s->plan.pages);
+    w = make_workload(c, s.plan.pages);
   }
   for (const auto& id : ids) {
     if (opt.cancel && opt.cancel->load()) break;
@@ -66,22 +73,27 @@ std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& op
       r.status = Status::kUnsupported;
       r.message = "host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
                   std::to_string(kMaxHostWorkloadBytes >> 20) + " MiB CPU limit; use a GPU backend or fewer tokens";
-      s->results.push_back(r);
-      continue;
+      s.results.push_back(r);
+    } else {
+      RunOptions ro;
+      ro.cancel = opt.cancel;
+      ro.sample_rows = s.sample_rows;
+      ro.bench_reps = opt.bench_reps;
+      ro.progress = [&, id](double x) { progress(id, x); };
+      progress(id, 0);
+      s.results.push_back(run_one(id, c, s.plan, w, ro));
     }
-    RunOptions ro;
-    ro.cancel = opt.cancel;
-    ro.sample_rows = s->sample_rows;
-    ro.bench_reps = opt.bench_reps;
-    ro.progress = [&, id](double x) { progress(id, x); };
-    progress(id, 0);
-    s->results.push_back(run_one(id, c, s->plan, w, ro));
+    if (on_result) on_result(s);
   }
+}
 
+void finish_session(Session& s) {
+  const CaseSpec& c = s.spec();
+  s.diffs.clear();
   for (const auto& k : c.comparisons) {
-    const Result* a = s->result(k.backend);
-    const Result* b = s->result(k.baseline);
-    const Result* l = s->result(k.lowp);
+    const Result* a = s.result(k.backend);
+    const Result* b = s.result(k.baseline);
+    const Result* l = s.result(k.lowp);
     if (!a || !b) {
       DiffReport d;
       d.backend = k.backend;
@@ -89,24 +101,30 @@ std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& op
       d.verdict.rule = rule_name(k.rule);
       d.verdict.skipped = true;
       d.verdict.detail = "not compared: " + std::string(!a ? k.backend : k.baseline) + " was not run";
-      s->diffs.push_back(d);
+      s.diffs.push_back(d);
       continue;
     }
-    s->diffs.push_back(compare_results(c, *a, *b, k, l));
+    s.diffs.push_back(compare_results(c, *a, *b, k, l));
   }
-
-  if (s->file.recorded.is_object() && s->file.recorded.contains("digests") && s->file.recorded["digests"].is_object()) {
-    const auto& dig = s->file.recorded["digests"];
-    for (const auto& r : s->results) {
+  s.replay.clear();
+  if (s.file.recorded.is_object() && s.file.recorded.contains("digests") && s.file.recorded["digests"].is_object()) {
+    const auto& dig = s.file.recorded["digests"];
+    for (const auto& r : s.results) {
       if (!r.ok() || !dig.contains(r.backend) || !dig[r.backend].is_string()) continue;
       ReplayCheck rc;
       rc.backend = r.backend;
       rc.recorded = dig[r.backend].get<std::string>();
       rc.now = result_digest(r);
       rc.match = rc.recorded == rc.now;
-      s->replay.push_back(rc);
+      s.replay.push_back(rc);
     }
   }
+}
+
+std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt) {
+  auto s = begin_session(f, opt);
+  run_session_backends(*s, opt, nullptr);
+  finish_session(*s);
   return s;
 }
 

@@ -51,6 +51,12 @@ struct SessionOptions {
 // Throws CaseError for an invalid case; backend failures are recorded in the results.
 std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt = {});
 
+// The same in stages (the GUI runner publishes a snapshot after each):
+// plan + environment; then each backend in order (on_result after each); then comparisons + replay.
+std::shared_ptr<Session> begin_session(const CaseFile& f, const SessionOptions& opt);
+void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result);
+void finish_session(Session& s);
+
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
 

@@ -1,0 +1,320 @@
+#include "gui_app.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui_stdlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "attnscope/device.h"
+#include "case_json.h"
+#include "draw/screenshot.h"
+
+namespace attnscope::gui {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr double kDebounceS = 0.15;  // backends re-run this long after the last edit
+
+std::string recent_file() {
+  const char* home = std::getenv("HOME");
+  return home ? std::string(home) + "/.config/attnscope/recent.txt" : "";
+}
+
+}  // namespace
+
+App::App(AppOptions o) : opt_(std::move(o)) {
+  if (opt_.tab) {
+    ui_.tab = *opt_.tab;
+    ui_.tab_forced = true;
+  }
+  const std::string ex_dir = std::string(ATTNSCOPE_SOURCE_DIR) + "/examples";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ex_dir, ec))
+    if (e.path().extension() == ".json") examples_.push_back(e.path().string());
+  std::sort(examples_.begin(), examples_.end());
+  std::ifstream rf(recent_file());
+  for (std::string line; std::getline(rf, line);)
+    if (!line.empty()) recent_.push_back(line);
+  std::string why;
+  const auto devs = query_devices(&why);
+  gpu_present_ = !devs.empty();
+  env_line_ = gpu_present_ ? devs[0].name : "no GPU: CPU backends only (" + why + ")";
+}
+
+void App::remember_recent(const std::string& path) {
+  const std::string abs = fs::absolute(path).string();
+  recent_.erase(std::remove(recent_.begin(), recent_.end(), abs), recent_.end());
+  recent_.insert(recent_.begin(), abs);
+  if (recent_.size() > 10) recent_.resize(10);
+  const std::string rf = recent_file();
+  if (rf.empty()) return;
+  std::error_code ec;
+  fs::create_directories(fs::path(rf).parent_path(), ec);
+  std::ofstream out(rf);
+  for (const auto& r : recent_) out << r << "\n";
+}
+
+bool App::open_case(const std::string& path) {
+  try {
+    const CaseFile f = read_case_file(path);
+    adopt(f);
+    open_path_ = save_path_ = path;
+    remember_recent(path);
+    return true;
+  } catch (const CaseError& e) {
+    dialog_error_ = "Cannot open " + path + ":\n\nerror: " + e.what() + "\n\nThe current session is unchanged.";
+    return false;
+  }
+}
+
+void App::adopt(const CaseFile& f) {
+  current_ = f;
+  edit_ = f.spec;
+  edit_error_.clear();
+  // plan now, on this thread: the plan views follow the edit in the next frame
+  auto s = std::make_shared<Session>();
+  s->file = f;
+  s->plan = make_plan(f.spec);
+  if (shown_) s->env = shown_->env;
+  shown_ = s;
+  run_pending_ = true;
+  edited_at_ = Clock::now();
+}
+
+void App::draw_menu() {
+  if (!ImGui::BeginMainMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    ImGui::SetNextItemWidth(420);
+    ImGui::InputTextWithHint("##open", "path/to/case.json", &open_path_);
+    ImGui::SameLine();
+    if (ImGui::Button("Open")) open_case(open_path_);
+    if (ImGui::BeginMenu("Recent", !recent_.empty())) {
+      for (const auto& r : recent_)
+        if (ImGui::MenuItem(r.c_str())) open_case(r);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Examples")) {
+      for (const auto& e : examples_)
+        if (ImGui::MenuItem(fs::path(e).filename().string().c_str())) open_case(e);
+      ImGui::EndMenu();
+    }
+    ImGui::Separator();
+    ImGui::SetNextItemWidth(420);
+    ImGui::InputTextWithHint("##save", "save as / export to ...", &save_path_);
+    if (ImGui::MenuItem("Save case")) {
+      try {
+        write_text_file(save_path_, case_to_text(current_.spec));
+        remember_recent(save_path_);
+      } catch (const std::exception& e) {
+        dialog_error_ = e.what();
+      }
+    }
+    if (ImGui::MenuItem("Export repro (case + environment + results)", nullptr, false, snap_ && snap_->done && snap_->session)) {
+      try {
+        write_text_file(save_path_, case_file_to_json(make_repro(*snap_->session)).dump(2) + "\n");
+      } catch (const std::exception& e) {
+        dialog_error_ = e.what();
+      }
+    }
+    ImGui::EndMenu();
+  }
+  ImGui::TextDisabled("  %s", current_.spec.name.c_str());
+  ImGui::EndMainMenuBar();
+}
+
+void App::draw_status() {
+  const float h = ImGui::GetFrameHeight();
+  ImGui::SetNextWindowPos(ImVec2(0, ImGui::GetIO().DisplaySize.y - h));
+  ImGui::SetNextWindowSize(ImVec2(ImGui::GetIO().DisplaySize.x, h));
+  ImGui::Begin("##status", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings);
+  ImGui::Text("%s", env_line_.c_str());
+  ImGui::SameLine(0, 30);
+  if (!edit_error_.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "invalid edit (not applied): %s", edit_error_.c_str());
+  } else if (run_pending_ || runner_.busy() || !snap_ || !snap_->done) {
+    const std::string a = runner_.activity();
+    ImGui::Text("running %s", a.empty() ? "..." : a.c_str());
+  } else if (snap_ && !snap_->error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "error: %s", snap_->error.c_str());
+  } else if (shown_) {
+    int fails = 0;
+    for (const auto& d : shown_->diffs) fails += !d.verdict.pass && !d.verdict.skipped;
+    ImGui::TextColored(fails ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.5f, 1), "done: %zu backends, %d of %zu comparisons fail",
+                       shown_->results.size(), fails, shown_->diffs.size());
+  }
+  ImGui::SameLine(ImGui::GetIO().DisplaySize.x - 230);
+  ImGui::Text("frame %.2f ms (max %.1f)", frame_ms_avg_, frame_ms_max_);
+  ImGui::End();
+}
+
+void App::draw_dialogs() {
+  if (!dialog_error_.empty()) ImGui::OpenPopup("Error");
+  ImGui::SetNextWindowSize(ImVec2(640, 0));
+  if (ImGui::BeginPopupModal("Error", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::TextWrapped("%s", dialog_error_.c_str());
+    if (ImGui::Button("OK")) {
+      dialog_error_.clear();
+      ImGui::CloseCurrentPopup();
+    }
+    ImGui::EndPopup();
+  }
+}
+
+void App::frame() {
+  if (!drop_path_.empty()) {
+    const std::string p = drop_path_;
+    drop_path_.clear();
+    open_case(p);
+  }
+  // debounced run of the backends
+  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= kDebounceS) {
+    want_gen_ = runner_.submit(current_);
+    run_pending_ = false;
+  }
+  auto latest = runner_.latest();
+  if (latest && latest->generation == want_gen_ && latest != snap_) {
+    snap_ = latest;
+    if (snap_->session) shown_ = snap_->session;  // an error snapshot keeps the last good session
+  }
+
+  const ImGuiIO& io = ImGui::GetIO();
+  draw_menu();
+  const float top = ImGui::GetFrameHeight(), bottom = ImGui::GetFrameHeight();
+  const float side = std::min(420.f, io.DisplaySize.x * 0.3f);
+  ImGui::SetNextWindowPos(ImVec2(0, top));
+  ImGui::SetNextWindowSize(ImVec2(side, io.DisplaySize.y - top - bottom));
+  ImGui::Begin("Case", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
+  std::string preset;
+  if (editor_.draw(edit_, examples_, &preset)) {
+    try {
+      validate_case(edit_);
+      CaseFile f = current_;
+      f.spec = edit_;
+      f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
+      const CaseSpec keep = edit_;
+      adopt(f);
+      edit_ = keep;
+    } catch (const CaseError& e) {
+      edit_error_ = e.what();
+    }
+  }
+  if (!preset.empty()) open_case(preset);
+  ImGui::End();
+
+  ImGui::SetNextWindowPos(ImVec2(side, top));
+  ImGui::SetNextWindowSize(ImVec2(io.DisplaySize.x - side, io.DisplaySize.y - top - bottom));
+  ImGui::Begin("Views", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoTitleBar);
+  if (ImGui::BeginTabBar("tabs")) {
+    for (Tab t : kTabs) {
+      const ImGuiTabItemFlags flags = (ui_.tab_forced && ui_.tab == t) ? ImGuiTabItemFlags_SetSelected : 0;
+      if (ImGui::BeginTabItem(tab_title(t), nullptr, flags)) {
+        ui_.tab = t;
+        if (shown_) {
+          switch (t) {
+            case Tab::kMask: mask_.draw(*shown_, ui_); break;
+            case Tab::kPages: pages_.draw(*shown_, ui_); break;
+            case Tab::kLocal: local_.draw(*shown_, ui_); break;
+            case Tab::kSplit: split_.draw(*shown_, ui_); break;
+            case Tab::kDiff: diff_.draw(*shown_, ui_); break;
+            case Tab::kTiming: timing_.draw(*shown_, ui_); break;
+          }
+        }
+        ImGui::EndTabItem();
+      }
+    }
+    ui_.tab_forced = false;
+    ImGui::EndTabBar();
+  }
+  ImGui::End();
+  draw_status();
+  draw_dialogs();
+}
+
+int App::run() {
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  if (!opt_.screenshot.empty()) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  win_ = glfwCreateWindow(opt_.width, opt_.height, "attnscope", nullptr, nullptr);
+  if (!win_) {
+    std::fprintf(stderr, "attnscope: cannot create an OpenGL 3.3 window; use attnscope-cli for headless runs\n");
+    return 2;
+  }
+  glfwMakeContextCurrent(win_);
+  glfwSwapInterval(opt_.screenshot.empty() ? 1 : 0);
+  glfwSetWindowUserPointer(win_, this);
+  glfwSetDropCallback(win_, [](GLFWwindow* w, int n, const char** paths) {
+    if (n > 0) static_cast<App*>(glfwGetWindowUserPointer(w))->queue_open(paths[0]);
+  });
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; nothing to save
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(win_, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  const std::string first = !opt_.case_path.empty() ? opt_.case_path : std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/mixed-prefill-decode-fragmented.json";
+  int code = 0;
+  if (!open_case(first) && !opt_.screenshot.empty()) {
+    std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
+    code = 2;
+  }
+  const auto t0 = Clock::now();
+  while (code == 0 && !glfwWindowShouldClose(win_)) {
+    if (opt_.screenshot.empty()) glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
+    else glfwPollEvents();
+    const auto f0 = Clock::now();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    frame();
+    ImGui::Render();
+    int w, h;
+    glfwGetFramebufferSize(win_, &w, &h);
+    glViewport(0, 0, w, h);
+    glClearColor(0.08f, 0.08f, 0.1f, 1);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
+    ++frames_;
+    frame_ms_avg_ = frames_ == 1 ? ms : 0.9 * frame_ms_avg_ + 0.1 * ms;
+    if (frames_ > 5) frame_ms_max_ = std::max(frame_ms_max_, ms);
+    if (!opt_.screenshot.empty()) {
+      const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
+      if (done) ++frames_after_done_;
+      if (frames_after_done_ >= 4) {  // textures built and laid out
+        const std::string err = write_screenshot(opt_.screenshot, w, h);
+        if (!err.empty()) {
+          std::fprintf(stderr, "attnscope: %s\n", err.c_str());
+          code = 1;
+        } else {
+          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames\n", opt_.screenshot.c_str(), w, h,
+                      tab_id(ui_.tab), frame_ms_avg_, frame_ms_max_, frames_);
+        }
+        break;
+      }
+      if (std::chrono::duration<double>(Clock::now() - t0).count() > opt_.screenshot_timeout_s) {
+        std::fprintf(stderr, "attnscope: results not ready after %.0f s; no screenshot\n", opt_.screenshot_timeout_s);
+        code = 1;
+        break;
+      }
+    }
+    glfwSwapBuffers(win_);
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(win_);
+  return code;
+}
+
+}  // namespace attnscope::gui

@@ -1,0 +1,81 @@
+// The attnscope window: case editor sidebar, tabbed panels, status bar, file handling, headless
+// screenshots. The GUI thread plans edits at once (plans are cheap) and hands the backends to the
+// Runner, debounced; it only ever reads snapshots.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gui_state.h"
+#include "panels/diff_panel.h"
+#include "panels/editor_panel.h"
+#include "panels/local_panel.h"
+#include "panels/mask_panel.h"
+#include "panels/pages_panel.h"
+#include "panels/split_panel.h"
+#include "panels/timing_panel.h"
+#include "runner.h"
+
+struct GLFWwindow;
+
+namespace attnscope::gui {
+
+struct AppOptions {
+  std::string case_path;
+  std::string screenshot;          // write a PNG once the results are in, then exit
+  std::optional<Tab> tab;
+  int width = 1600, height = 1000;
+  double screenshot_timeout_s = 300;
+};
+
+class App {
+ public:
+  explicit App(AppOptions o);
+  int run();                        // the frame loop; the process exit code
+
+  // for the drop callback
+  void queue_open(const std::string& path) { drop_path_ = path; }
+
+ private:
+  bool open_case(const std::string& path);    // on failure: error dialog, current session kept
+  void adopt(const CaseFile& f);              // new current case: plan now, run debounced
+  void frame();
+  void draw_menu();
+  void draw_status();
+  void draw_dialogs();
+  void remember_recent(const std::string& path);
+
+  AppOptions opt_;
+  GLFWwindow* win_ = nullptr;
+  Runner runner_;
+  UiState ui_;
+  CaseFile current_;                          // the last valid case
+  CaseSpec edit_;                             // what the editor shows (may be invalid)
+  std::string edit_error_;                    // why edit_ is invalid
+  std::shared_ptr<const Session> shown_;      // what the panels draw
+  std::shared_ptr<const Snapshot> snap_;
+  uint64_t want_gen_ = 0;
+  bool run_pending_ = false;
+  std::chrono::steady_clock::time_point edited_at_;
+  std::string drop_path_;
+  std::string dialog_error_;                  // modal error text
+  std::string open_path_, save_path_;
+  std::vector<std::string> recent_, examples_;
+  std::string env_line_;
+  bool gpu_present_ = false;
+  double frame_ms_avg_ = 0, frame_ms_max_ = 0;
+  int frames_ = 0, frames_after_done_ = 0;
+
+  EditorPanel editor_;
+  MaskPanel mask_;
+  PagesPanel pages_;
+  LocalPanel local_;
+  SplitPanel split_;
+  DiffPanel diff_;
+  TimingPanel timing_;
+};
+
+}  // namespace attnscope::gui

@@ -1,0 +1,43 @@
+#include "gui_state.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace attnscope::gui {
+
+const char* tab_title(Tab t) {
+  switch (t) {
+    case Tab::kMask: return "Mask";
+    case Tab::kPages: return "Pages";
+    case Tab::kLocal: return "Local batches";
+    case Tab::kSplit: return "Split-KV";
+    case Tab::kDiff: return "Diff";
+    case Tab::kTiming: return "Timing";
+  }
+  return "?";
+}
+
+const char* tab_id(Tab t) {
+  switch (t) {
+    case Tab::kMask: return "mask";
+    case Tab::kPages: return "pages";
+    case Tab::kLocal: return "local";
+    case Tab::kSplit: return "split";
+    case Tab::kDiff: return "diff";
+    case Tab::kTiming: return "timing";
+  }
+  return "?";
+}
+
+std::optional<Tab> parse_tab(const std::string& s) {
+  std::string l = s;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (Tab t : kTabs) {
+    std::string title = tab_title(t);
+    std::transform(title.begin(), title.end(), title.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (l == tab_id(t) || l == title) return t;
+  }
+  return std::nullopt;
+}
+
+}  // namespace attnscope::gui

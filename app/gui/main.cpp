@@ -1,0 +1,60 @@
+// attnscope [case.json] [--screenshot out.png --tab NAME] [--size WxH]
+#include <GLFW/glfw3.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gui_app.h"
+
+int main(int argc, char** argv) {
+  using namespace attnscope::gui;
+  AppOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&](const char* what) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "attnscope: %s needs a value\n", what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--screenshot") {
+      o.screenshot = next("--screenshot");
+    } else if (a == "--tab") {
+      const std::string t = next("--tab");
+      o.tab = parse_tab(t);
+      if (!o.tab) {
+        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, diff, timing)\n", t.c_str());
+        return 2;
+      }
+    } else if (a == "--size") {
+      const std::string s = next("--size");
+      if (std::sscanf(s.c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240) {
+        std::fprintf(stderr, "attnscope: --size %s must be WxH, at least 320x240\n", s.c_str());
+        return 2;
+      }
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|diff|timing] [--size WxH]\n");
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());
+      return 2;
+    } else {
+      o.case_path = a;
+    }
+  }
+  const char* display = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  if ((!display || !*display) && (!wayland || !*wayland)) {
+    std::fprintf(stderr, "attnscope: no display (DISPLAY is not set); for headless use run attnscope-cli (validate, plan, run, bench) or xvfb-run -a attnscope --screenshot\n");
+    return 2;
+  }
+  if (!glfwInit()) {
+    std::fprintf(stderr, "attnscope: cannot open the display \"%s\"; for headless use run attnscope-cli\n", display ? display : "");
+    return 2;
+  }
+  const int code = App(o).run();
+  glfwTerminate();
+  return code;
+}

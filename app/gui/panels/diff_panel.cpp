@@ -1,0 +1,177 @@
+#include "diff_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+
+#include "draw/colormap.h"
+
+namespace attnscope::gui {
+
+DiffItems build_diff_items(const Session& s, int index, int max_rows) {
+  DiffItems it;
+  if (s.diffs.empty()) {
+    it.why = s.results.size() < s.spec().backends.size() ? "backends still running" : "this case has no comparisons (/comparisons)";
+    return it;
+  }
+  index = std::clamp(index, 0, static_cast<int>(s.diffs.size()) - 1);
+  const DiffReport& d = s.diffs[index];
+  it.backend = d.backend;
+  it.baseline = d.baseline;
+  if (!d.available) {
+    it.why = d.verdict.detail;
+    return it;
+  }
+  it.available = true;
+  const int H = s.spec().num_qo_heads;
+  const int64_t T = s.spec().total_q();
+  it.tokens_per_row = static_cast<int>(std::max<int64_t>(1, (T + max_rows - 1) / max_rows));
+  it.rows = static_cast<int>((T + it.tokens_per_row - 1) / it.tokens_per_row);
+  it.cols = H;
+  it.log_err.assign(static_cast<size_t>(it.rows) * it.cols, NAN);
+  const int bins = 44;
+  it.histogram.assign(bins, 0.f);
+  float mx = -INFINITY;
+  for (int64_t t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      const float e = d.error_map[t * H + h];
+      if (std::isnan(e)) continue;
+      if (e == 0) ++it.zero_errors;
+      const float l = e > 0 ? std::log10(e) : -12.f;
+      float& cell = it.log_err[static_cast<size_t>(t / it.tokens_per_row) * it.cols + h];
+      cell = std::isnan(cell) ? l : std::max(cell, l);  // max pooling: the worst error shows
+      mx = std::max(mx, l);
+      const int b = std::clamp(static_cast<int>((l - it.hist_lo) / (it.hist_hi - it.hist_lo) * bins), 0, bins - 1);
+      it.histogram[b] += 1;
+    }
+  if (std::isfinite(mx)) {
+    it.hi = std::ceil(mx);
+    it.lo = it.hi - 6;
+  }
+  return it;
+}
+
+void DiffPanel::draw(const Session& s, UiState& ui) {
+  if (!s.diffs.empty()) {
+    ui.diff_index = std::clamp(ui.diff_index, 0, static_cast<int>(s.diffs.size()) - 1);
+    std::vector<std::string> names;
+    for (const auto& d : s.diffs) names.push_back(d.backend + " vs " + d.baseline + " (" + d.verdict.rule + ")");
+    ImGui::SetNextItemWidth(520);
+    if (ImGui::BeginCombo("comparison", names[ui.diff_index].c_str())) {
+      for (size_t i = 0; i < names.size(); ++i)
+        if (ImGui::Selectable(names[i].c_str(), static_cast<int>(i) == ui.diff_index)) ui.diff_index = static_cast<int>(i);
+      ImGui::EndCombo();
+    }
+  }
+  if (built_for_ != &s || built_index_ != ui.diff_index) {
+    items_ = build_diff_items(s, ui.diff_index);
+    if (items_.available) {
+      std::vector<uint32_t> px(items_.log_err.size());
+      for (size_t i = 0; i < px.size(); ++i) {
+        const float l = items_.log_err[i];
+        px[i] = std::isnan(l) ? pack_abgr({20, 20, 24, 255}) : pack_abgr(ramp((l - items_.lo) / (items_.hi - items_.lo)));
+      }
+      tex_.upload(items_.cols, items_.rows, px);
+    }
+    built_for_ = &s;
+    built_index_ = ui.diff_index;
+  }
+  const DiffItems& it = items_;
+  if (!it.available) {
+    ImGui::TextWrapped("%s", it.why.c_str());
+    return;
+  }
+  const DiffReport& d = s.diffs[ui.diff_index];
+  const bool pass = d.verdict.pass;
+  ImGui::TextColored(pass ? ImVec4(0.4f, 0.9f, 0.4f, 1) : ImVec4(1, 0.35f, 0.35f, 1), "%s  %s: %s", pass ? "PASS" : "FAIL",
+                     d.verdict.rule.c_str(), d.verdict.detail.c_str());
+  ImGui::Columns(2, "diffcols", false);
+  ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
+  // heatmap: rows = tokens, columns = heads
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float h = std::max(120.f, avail.y - 60);
+  const float w = std::min(avail.x - 70, std::max(60.f, h * it.cols / std::max(1, it.rows) * 4));
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::Image(tex_.id(), ImVec2(w, h));
+  if (ImGui::IsItemHovered()) {
+    const ImVec2 mp = ImGui::GetIO().MousePos;
+    const int r = std::clamp(static_cast<int>((mp.y - p0.y) / h * it.rows), 0, it.rows - 1);
+    const int c = std::clamp(static_cast<int>((mp.x - p0.x) / w * it.cols), 0, it.cols - 1);
+    const float l = it.log_err[static_cast<size_t>(r) * it.cols + c];
+    ImGui::SetTooltip("tokens %d..%d, head %d: max |err| %s", r * it.tokens_per_row, (r + 1) * it.tokens_per_row - 1, c,
+                      std::isnan(l) ? "not compared" : (std::to_string(std::pow(10.f, l))).c_str());
+    if (ImGui::IsMouseClicked(0)) {
+      ui.diff_token = r * it.tokens_per_row;
+      ui.diff_head = c;
+    }
+  }
+  // legend
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float lx = p0.x + w + 10;
+  for (int i = 0; i < 64; ++i) {
+    const float y0 = p0.y + h * (63 - i) / 64.f;
+    dl->AddRectFilled(ImVec2(lx, y0), ImVec2(lx + 14, y0 + h / 64.f + 1), pack_abgr(ramp(i / 63.f)));
+  }
+  char top[32], bot[32];
+  std::snprintf(top, sizeof top, "1e%.0f", it.hi);
+  std::snprintf(bot, sizeof bot, "1e%.0f", it.lo);
+  dl->AddText(ImVec2(lx + 18, p0.y), IM_COL32(220, 220, 220, 255), top);
+  dl->AddText(ImVec2(lx + 18, p0.y + h - 14), IM_COL32(220, 220, 220, 255), bot);
+  ImGui::Text("rows: tokens (%d per row), columns: heads; log scale", it.tokens_per_row);
+  ImGui::NextColumn();
+  ImGui::PlotHistogram("##hist", it.histogram.data(), static_cast<int>(it.histogram.size()), 0, "log10 |error| from -10 to 1", 0,
+                       FLT_MAX, ImVec2(-1, 110));
+  if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("statistic");
+    ImGui::TableSetupColumn("O");
+    ImGui::TableSetupColumn("LSE");
+    ImGui::TableHeadersRow();
+    auto row = [](const char* name, const std::string& a, const std::string& b) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(a.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(b.c_str());
+    };
+    auto f = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.3g", v);
+      return std::string(b);
+    };
+    row("max abs", f(d.o.max_abs), f(d.lse.max_abs));
+    row("mean abs", f(d.o.mean_abs), f(d.lse.mean_abs));
+    row("relative L2", f(d.o.rel_l2), f(d.lse.rel_l2));
+    row("NMSE", f(d.o.nmse), f(d.lse.nmse));
+    row("max ULP", std::to_string(d.o.max_ulp), std::to_string(d.lse.max_ulp));
+    row("bit-identical", std::to_string(d.o.bit_identical) + " / " + std::to_string(d.o.count),
+        std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
+    row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
+    row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
+    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a), std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
+    if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
+    ImGui::EndTable();
+  }
+  // both backends' values over head_dim for the clicked cell
+  const Result* a = s.result(d.backend);
+  const Result* b = s.result(d.baseline);
+  if (a && b && ui.diff_token >= 0 && ui.diff_token < s.spec().total_q() && ui.diff_head < s.spec().num_qo_heads) {
+    const int D = s.spec().head_dim_vo;
+    const int64_t base = (static_cast<int64_t>(ui.diff_token) * s.spec().num_qo_heads + ui.diff_head) * D;
+    std::vector<float> va(a->o.begin() + base, a->o.begin() + base + D), vb(b->o.begin() + base, b->o.begin() + base + D), vd(D);
+    for (int i = 0; i < D; ++i) vd[i] = va[i] - vb[i];
+    ImGui::Text("token %d, head %d over head_dim:", ui.diff_token, ui.diff_head);
+    ImGui::PlotLines(d.backend.c_str(), va.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines(d.baseline.c_str(), vb.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines("difference", vd.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+  } else {
+    ImGui::TextDisabled("click a cell of the heatmap to plot both backends over head_dim");
+  }
+  ImGui::Columns(1);
+}
+
+}  // namespace attnscope::gui

@@ -1,0 +1,41 @@
+// Diff panel: a comparison's error per (token, head) as a heatmap on a log colour scale with its
+// legend, the histogram of errors, the statistics with verdicts, and for a clicked cell both
+// backends' values over head_dim.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "draw/texture.h"
+#include "gui_state.h"
+#include "session.h"
+
+namespace attnscope::gui {
+
+struct DiffItems {
+  bool available = false;
+  std::string why;                 // when not available
+  std::string backend, baseline;
+  int rows = 0, cols = 0;          // heatmap: token groups x heads
+  int tokens_per_row = 1;
+  std::vector<float> log_err;      // [rows * cols] log10 of the max error in the cell; NaN = not compared
+  float lo = -8, hi = 0;           // colour scale (log10)
+  std::vector<float> histogram;    // counts per bin of log10 error
+  float hist_lo = -10, hist_hi = 1;
+  int zero_errors = 0;             // (token, head) rows with error exactly 0
+};
+
+DiffItems build_diff_items(const Session& s, int diff_index, int max_rows = 512);
+
+class DiffPanel {
+ public:
+  void draw(const Session& s, UiState& ui);
+
+ private:
+  const Session* built_for_ = nullptr;
+  int built_index_ = -1;
+  DiffItems items_;
+  Texture tex_;
+};
+
+}  // namespace attnscope::gui

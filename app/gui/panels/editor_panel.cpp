@@ -1,0 +1,251 @@
+#include "editor_panel.h"
+
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "attnscope/backend.h"
+#include "attnscope/rng.h"
+
+namespace attnscope::gui {
+
+std::vector<RequestSpec> generate_requests(const GeneratorSettings& g) {
+  SplitMix64 rng(g.seed * 0x9e3779b97f4a7c15ull + 7);
+  std::vector<RequestSpec> out;
+  for (int i = 0; i < std::max(1, g.count); ++i) {
+    RequestSpec r;
+    r.kv_len = rng.range(std::max(1, g.kv_min), std::max(g.kv_min, g.kv_max));
+    if (g.kind == 1) r.q_len = 1;
+    else if (g.kind == 2) r.q_len = r.kv_len;
+    else r.q_len = std::min(r.kv_len, rng.range(std::max(1, g.q_min), std::max(g.q_min, g.q_max)));
+    out.push_back(r);
+  }
+  return out;
+}
+
+namespace {
+
+template <class E>
+bool combo(const char* label, E& v, std::initializer_list<std::pair<const char*, E>> items) {
+  const char* cur = "?";
+  for (const auto& [n, e] : items)
+    if (e == v) cur = n;
+  bool changed = false;
+  if (ImGui::BeginCombo(label, cur)) {
+    for (const auto& [n, e] : items)
+      if (ImGui::Selectable(n, e == v)) {
+        changed = e != v;
+        v = e;
+      }
+    ImGui::EndCombo();
+  }
+  return changed;
+}
+
+bool opt_int(const char* label, std::optional<int>& v, int def, int lo, int hi) {
+  bool on = v.has_value(), changed = false;
+  ImGui::PushID(label);
+  if (ImGui::Checkbox("##on", &on)) {
+    v = on ? std::optional<int>(def) : std::nullopt;
+    changed = true;
+  }
+  ImGui::SameLine();
+  if (on) {
+    int x = *v;
+    if (ImGui::InputInt(label, &x)) {
+      v = std::clamp(x, lo, hi);
+      changed = true;
+    }
+  } else {
+    ImGui::TextDisabled("%s (off)", label);
+  }
+  ImGui::PopID();
+  return changed;
+}
+
+bool opt_double(const char* label, std::optional<double>& v, double def) {
+  bool on = v.has_value(), changed = false;
+  ImGui::PushID(label);
+  if (ImGui::Checkbox("##on", &on)) {
+    v = on ? std::optional<double>(def) : std::nullopt;
+    changed = true;
+  }
+  ImGui::SameLine();
+  if (on) {
+    double x = *v;
+    if (ImGui::InputDouble(label, &x, 0, 0, "%.6g")) {
+      v = x;
+      changed = true;
+    }
+  } else {
+    ImGui::TextDisabled("%s (default)", label);
+  }
+  ImGui::PopID();
+  return changed;
+}
+
+}  // namespace
+
+bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, std::string* preset) {
+  bool ch = false;
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("preset", "examples/...")) {
+    for (const auto& e : examples)
+      if (ImGui::Selectable(std::filesystem::path(e).filename().string().c_str())) *preset = e;
+    ImGui::EndCombo();
+  }
+  ch |= ImGui::InputText("name", &c.name);
+  if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
+    ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
+                static_cast<long long>(c.total_kv()));
+    if (ImGui::BeginTable("reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV, ImVec2(0, 170))) {
+      ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, 24);
+      ImGui::TableSetupColumn("q_len");
+      ImGui::TableSetupColumn("kv_len");
+      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 44);
+      ImGui::TableHeadersRow();
+      int remove = -1, dup = -1;
+      for (size_t i = 0; i < c.requests.size(); ++i) {
+        ImGui::PushID(static_cast<int>(i));
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%zu", i);
+        ImGui::TableNextColumn();
+        ImGui::SetNextItemWidth(-1);
+        ch |= ImGui::InputInt("##q", &c.requests[i].q_len, 0);
+        ImGui::TableNextColumn();
+        ImGui::SetNextItemWidth(-1);
+        ch |= ImGui::InputInt("##kv", &c.requests[i].kv_len, 0);
+        ImGui::TableNextColumn();
+        if (ImGui::SmallButton("+")) dup = static_cast<int>(i);
+        ImGui::SameLine();
+        if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+        ImGui::PopID();
+      }
+      ImGui::EndTable();
+      if (dup >= 0) {
+        c.requests.insert(c.requests.begin() + dup + 1, c.requests[dup]);
+        c.requests[dup + 1].seed.reset();
+        ch = true;
+      }
+      if (remove >= 0 && c.requests.size() > 1) {
+        c.requests.erase(c.requests.begin() + remove);
+        ch = true;
+      }
+    }
+    if (ImGui::Button("Add request")) {
+      c.requests.push_back(c.requests.empty() ? RequestSpec{1, 128} : c.requests.back());
+      c.requests.back().seed.reset();
+      ch = true;
+    }
+    if (ImGui::TreeNode("Generate N requests")) {
+      ImGui::InputInt("count", &gen_.count);
+      ImGui::Combo("kind", &gen_.kind, "mixed (uniform q, kv)\0decode (q = 1)\0prefill (q = kv)\0");
+      ImGui::InputInt("q min", &gen_.q_min);
+      ImGui::InputInt("q max", &gen_.q_max);
+      ImGui::InputInt("kv min", &gen_.kv_min);
+      ImGui::InputInt("kv max", &gen_.kv_max);
+      int seed = static_cast<int>(gen_.seed);
+      if (ImGui::InputInt("seed", &seed)) gen_.seed = static_cast<uint64_t>(std::max(0, seed));
+      if (ImGui::Button("Replace requests")) {
+        gen_.count = std::clamp(gen_.count, 1, 4096);
+        c.requests = generate_requests(gen_);
+        ch = true;
+      }
+      ImGui::TreePop();
+    }
+  }
+  if (ImGui::CollapsingHeader("Heads, dims, dtype", ImGuiTreeNodeFlags_DefaultOpen)) {
+    ch |= ImGui::InputInt("qo heads", &c.num_qo_heads);
+    ch |= ImGui::InputInt("kv heads", &c.num_kv_heads);
+    ch |= ImGui::InputInt("head_dim qk", &c.head_dim_qk, 8);
+    ch |= ImGui::InputInt("head_dim vo", &c.head_dim_vo, 8);
+    ch |= combo("dtype", c.dtype, {{"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}});
+  }
+  if (ImGui::CollapsingHeader("KV cache")) {
+    auto& k = c.kv_cache;
+    if (combo("storage", k.storage, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}})) {
+      ch = true;
+      if (k.storage == KvStorage::kRagged) {
+        k.page_size = 1;
+        k.layout = KvLayout::kNHD;
+        k.allocation = PageAlloc::kContiguous;
+        k.null_page = false;
+      } else {
+        k.page_size = 16;
+        k.null_page = true;
+      }
+    }
+    ch |= ImGui::InputInt("page size", &k.page_size);
+    ch |= combo("layout", k.layout, {{"NHD", KvLayout::kNHD}, {"HND", KvLayout::kHND}});
+    ch |= combo("allocation", k.allocation, {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
+    int as = static_cast<int>(k.allocation_seed);
+    if (ImGui::InputInt("allocation seed", &as)) {
+      k.allocation_seed = static_cast<uint64_t>(std::max(0, as));
+      ch = true;
+    }
+    ch |= ImGui::Checkbox("null page 0", &k.null_page);
+    ch |= ImGui::Checkbox("poison unused (NaN)", &k.poison_unused);
+  }
+  if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) {
+    auto& a = c.attention;
+    ch |= ImGui::Checkbox("causal", &a.causal);
+    ch |= opt_int("window W", a.window, 256, 1, 1 << 22);
+    if (a.window) ImGui::TextDisabled("  FlashInfer window_left %d, FA window_size (%d, 0)", *a.window - 1, *a.window - 1);
+    ch |= opt_int("local chunk", a.local_chunk, 256, 1, 1 << 22);
+    if (ImGui::Checkbox("prefix-LM", &a.prefix_lm)) {
+      ch = true;
+      for (auto& r : c.requests) r.prefix_len = a.prefix_lm ? std::optional<int>(std::min(r.kv_len, 16)) : std::nullopt;
+    }
+    ch |= opt_double("soft-cap", a.soft_cap, 50.0);
+    ch |= opt_double("sm_scale", a.sm_scale, c.sm_scale_or_default());
+    ch |= ImGui::Checkbox("ALiBi", &a.alibi);
+  }
+  if (ImGui::CollapsingHeader("Split", ImGuiTreeNodeFlags_DefaultOpen)) {
+    auto& s = c.split;
+    if (combo("planner", s.planner, {{"flashinfer", Planner::kFlashInfer}, {"flash_attn", Planner::kFlashAttn}, {"fixed", Planner::kFixed}, {"off", Planner::kOff}})) {
+      ch = true;
+      if (s.planner == Planner::kFixed && !s.fixed_split_size) s.fixed_split_size = 32;
+      if (s.planner != Planner::kFixed) s.fixed_split_size.reset();
+      if (s.planner == Planner::kFlashAttn || s.planner == Planner::kOff) s.cuda_graph = false;
+    }
+    if (s.planner == Planner::kFixed) ch |= opt_int("fixed split (pages)", s.fixed_split_size, 32, 1, 1 << 22);
+    ch |= opt_int("fixed tile q", s.fixed_tile_q, 64, 16, 128);
+    ch |= ImGui::InputInt("num SMs", &s.num_sms);
+    ch |= ImGui::Checkbox("CUDA graph", &s.cuda_graph);
+    ch |= combo("partials", s.partials, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
+  }
+  if (ImGui::CollapsingHeader("Data")) {
+    int seed = static_cast<int>(c.data.seed);
+    if (ImGui::InputInt("seed", &seed)) {
+      c.data.seed = static_cast<uint64_t>(std::max(0, seed));
+      ch = true;
+    }
+    ch |= ImGui::InputDouble("mean", &c.data.mean, 0, 0, "%.4g");
+    ch |= ImGui::InputDouble("std", &c.data.std, 0, 0, "%.4g");
+    ch |= opt_int("reference sample rows", c.sample_rows, 16, 1, 1 << 22);
+  }
+  if (ImGui::CollapsingHeader("Backends", ImGuiTreeNodeFlags_DefaultOpen)) {
+    for (const auto& id : known_backends()) {
+      bool on = std::find(c.backends.begin(), c.backends.end(), id) != c.backends.end();
+      if (ImGui::Checkbox(id.c_str(), &on)) {
+        ch = true;
+        if (on) {
+          c.backends.push_back(id);
+        } else {
+          c.backends.erase(std::remove(c.backends.begin(), c.backends.end(), id), c.backends.end());
+          // comparisons that name a removed backend go too (else the case is invalid)
+          c.comparisons.erase(std::remove_if(c.comparisons.begin(), c.comparisons.end(),
+                                             [&](const ComparisonSpec& k) { return k.backend == id || k.baseline == id || (k.rule == CompareRule::kTwiceLowp && k.lowp == id); }),
+                              c.comparisons.end());
+        }
+      }
+    }
+  }
+  ImGui::PopItemWidth();
+  return ch;
+}
+
+}  // namespace attnscope::gui

@@ -1,0 +1,33 @@
+// The case editor sidebar: every field of the case format with fitting widgets, a requests table
+// (add, remove, duplicate), a generator for N requests with chosen length distributions, and the
+// examples as presets. Edits go into a CaseSpec copy; the app validates and re-runs it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+
+namespace attnscope::gui {
+
+struct GeneratorSettings {
+  int count = 8;
+  int q_min = 1, q_max = 512;
+  int kv_min = 512, kv_max = 8192;
+  int kind = 0;          // 0 uniform, 1 all decode (q = 1), 2 all prefill (q = kv)
+  uint64_t seed = 1;
+};
+
+// N requests from the settings (seeded, reproducible). Used by the editor and tested.
+std::vector<RequestSpec> generate_requests(const GeneratorSettings& g);
+
+class EditorPanel {
+ public:
+  // Draws the sidebar; returns true when `c` changed. `preset` is set to an example path the user picked.
+  bool draw(CaseSpec& c, const std::vector<std::string>& examples, std::string* preset);
+
+ private:
+  GeneratorSettings gen_;
+};
+
+}  // namespace attnscope::gui

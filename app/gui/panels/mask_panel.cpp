@@ -1,0 +1,156 @@
+#include "mask_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnscope/mask.h"
+#include "attnscope/workload.h"
+#include "draw/colormap.h"
+
+namespace attnscope::gui {
+
+MaskItems build_mask_items(const Session& s, int request, int max_cells) {
+  MaskItems m;
+  const CaseSpec& c = s.spec();
+  request = std::clamp(request, 0, static_cast<int>(c.requests.size()) - 1);
+  m.request = request;
+  m.q_len = c.requests[request].q_len;
+  m.kv_len = c.requests[request].kv_len;
+  m.q_per_cell = std::max(1, (m.q_len + max_cells - 1) / max_cells);
+  m.k_per_cell = std::max(1, (m.kv_len + max_cells - 1) / max_cells);
+  m.rows = (m.q_len + m.q_per_cell - 1) / m.q_per_cell;
+  m.cols = (m.kv_len + m.k_per_cell - 1) / m.k_per_cell;
+  m.cells.assign(static_cast<size_t>(m.rows) * m.cols, Cell::kNone);
+  const RowMask& rm = s.plan.masks[request];
+  // every row sees one interval [lo, hi): a cell is "all" iff each of its rows covers the cell's
+  // keys, "some" iff one row overlaps them
+  std::vector<uint8_t> all(m.cols), any(m.cols);
+  for (int r = 0; r < m.rows; ++r) {
+    std::fill(all.begin(), all.end(), 1);
+    std::fill(any.begin(), any.end(), 0);
+    for (int q = r * m.q_per_cell; q < std::min(m.q_len, (r + 1) * m.q_per_cell); ++q) {
+      int lo, hi;
+      visible_range(rm, q_abs_of(rm, q), &lo, &hi);
+      m.allowed += std::max(0, hi - lo);
+      for (int col = 0; col < m.cols; ++col) {
+        const int k0 = col * m.k_per_cell, k1 = std::min(m.kv_len, k0 + m.k_per_cell);
+        if (!(lo <= k0 && hi >= k1)) all[col] = 0;
+        if (std::max(lo, k0) < std::min(hi, k1)) any[col] = 1;
+      }
+    }
+    for (int col = 0; col < m.cols; ++col)
+      m.cells[static_cast<size_t>(r) * m.cols + col] = all[col] ? Cell::kAll : any[col] ? Cell::kSome : Cell::kNone;
+  }
+  const int G = c.group_size(), T = s.plan.split.cta_tile_q;
+  for (const auto& u : s.plan.units) {
+    if (u.request != request) continue;
+    m.unit_starts.push_back(u.q_begin);
+    for (int row = 0; row < u.q_len * G; row += T) m.q_tile_starts.push_back(u.q_begin + row / G);
+  }
+  return m;
+}
+
+Readout mask_readout(const Session& s, int request, int head, int q, int k) {
+  Readout r;
+  const CaseSpec& c = s.spec();
+  const RowMask& rm = s.plan.masks[request];
+  r.q = q;
+  r.k = k;
+  r.q_abs = q_abs_of(rm, q);
+  r.allowed = allowed(rm, r.q_abs, k);
+  const uint64_t seed = c.request_seed(request);
+  const int kvh = head / c.group_size();
+  double dot = 0;
+  for (int d = 0; d < c.head_dim_qk; ++d) {
+    const double scale = std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
+    const float qv = gen_value(seed, TensorId::kQ, q_index(c, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
+    const float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std, scale, c.dtype);
+    dot += static_cast<double>(qv) * kv;
+  }
+  double x = dot * c.sm_scale_or_default();
+  if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
+  if (c.attention.alibi) x += alibi_slope(head, c.num_qo_heads) * (k - r.q_abs);
+  r.score = x;
+  int64_t token = 0;
+  for (int i = 0; i < request; ++i) token += c.requests[i].q_len;
+  token += q;
+  for (const char* id : {"cpu.reference", "cuda.reference"}) {
+    const Result* ref = s.result(id);
+    if (ref && ref->ok() && ref->row_ok(token) && r.allowed) {
+      r.has_prob = true;
+      r.prob = std::exp(x - ref->lse[token * c.num_qo_heads + head]);
+      break;
+    }
+  }
+  return r;
+}
+
+void MaskPanel::draw(const Session& s, UiState& ui) {
+  const CaseSpec& c = s.spec();
+  const int nreq = static_cast<int>(c.requests.size());
+  ui.request = std::clamp(ui.request, 0, nreq - 1);
+  ui.head = std::clamp(ui.head, 0, c.num_qo_heads - 1);
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderInt("request", &ui.request, 0, nreq - 1);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderInt("head", &ui.head, 0, c.num_qo_heads - 1);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  ImGui::SliderFloat("zoom", &ui.mask_zoom, 1.f, 16.f, "%.1fx", ImGuiSliderFlags_Logarithmic);
+  if (built_for_ != &s || built_request_ != ui.request) {
+    items_ = build_mask_items(s, ui.request);
+    std::vector<uint32_t> px(items_.cells.size());
+    const uint32_t none = pack_abgr({28, 30, 38, 255}), some = pack_abgr({33, 145, 140, 255}), all = pack_abgr({253, 231, 37, 255});
+    for (size_t i = 0; i < px.size(); ++i) px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
+    tex_.upload(items_.cols, items_.rows, px);
+    built_for_ = &s;
+    built_request_ = ui.request;
+  }
+  const auto& m = items_;
+  ImGui::Text("q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
+              m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
+              m.q_per_cell, m.k_per_cell);
+  ImGui::BeginChild("maskview", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 3), true, ImGuiWindowFlags_HorizontalScrollbar);
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
+  const float cell = std::max(0.5f, base) * ui.mask_zoom;
+  const ImVec2 size(cell * m.cols, cell * m.rows);
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::Image(tex_.id(), size);
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  // plan overlay: q-tile boundaries (white) and virtual-batch boundaries (red), KV tiles (grey)
+  for (int qs : m.q_tile_starts) {
+    const float y = p0.y + size.y * qs / std::max(1, m.q_len);
+    dl->AddLine(ImVec2(p0.x, y), ImVec2(p0.x + size.x, y), IM_COL32(255, 255, 255, 90));
+  }
+  for (int qs : m.unit_starts) {
+    const float y = p0.y + size.y * qs / std::max(1, m.q_len);
+    dl->AddLine(ImVec2(p0.x, y), ImVec2(p0.x + size.x, y), IM_COL32(255, 80, 80, 200), 2.f);
+  }
+  if (size.x / std::max(1, m.kv_len) * m.kv_tile > 4)
+    for (int k = m.kv_tile; k < m.kv_len; k += m.kv_tile) {
+      const float x = p0.x + size.x * k / m.kv_len;
+      dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p0.y + size.y), IM_COL32(200, 200, 200, 50));
+    }
+  if (hovered) {
+    const ImVec2 mp = ImGui::GetIO().MousePos;
+    const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
+    const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
+    const Readout r = mask_readout(s, m.request, ui.head, q, k);
+    ImGui::BeginTooltip();
+    ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
+    ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
+    if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
+    ImGui::EndTooltip();
+  }
+  ImGui::EndChild();
+  ImGui::TextWrapped("Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red). Block map: %lld full, %lld partial, %lld empty blocks, sparsity %.1f%%.",
+                     s.plan.split.cta_tile_q, m.kv_tile, static_cast<long long>(s.plan.blocks.full), static_cast<long long>(s.plan.blocks.partial),
+                     static_cast<long long>(s.plan.blocks.empty), 100.0 * s.plan.blocks.sparsity());
+}
+
+}  // namespace attnscope::gui

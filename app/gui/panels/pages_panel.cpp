@@ -1,0 +1,104 @@
+#include "pages_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "draw/colormap.h"
+
+namespace attnscope::gui {
+
+PagesItems build_pages_items(const Session& s) {
+  PagesItems it;
+  const PageTable& pt = s.plan.pages;
+  const bool poison = s.spec().kv_cache.poison_unused;
+  it.page_size = pt.page_size;
+  it.num_pages = pt.num_pages;
+  it.pool.resize(pt.num_pages);
+  for (int p = 0; p < pt.num_pages; ++p) {
+    it.pool[p].owner = pt.owner[p];
+    if (pt.owner[p] == kPageNull) it.has_null = true;
+    if (pt.owner[p] == kPageUnused) {
+      ++it.unused;
+      it.pool[p].poisoned = poison;
+    }
+  }
+  const int R = static_cast<int>(pt.indptr.size()) - 1;
+  for (int r = 0; r < R; ++r) {
+    const int n = pt.pages_of(r);
+    it.table_len.push_back(n);
+    it.last_fill.push_back(pt.last_page_len[r]);
+    std::vector<int> t(pt.indices.begin() + pt.indptr[r], pt.indices.begin() + pt.indptr[r] + std::min(n, 256));
+    it.tables.push_back(std::move(t));
+    for (int i = pt.indptr[r]; i < pt.indptr[r + 1]; ++i) {
+      const bool last = i + 1 == pt.indptr[r + 1];
+      it.pool[pt.indices[i]].fill = last ? static_cast<float>(pt.last_page_len[r]) / pt.page_size : 1.f;
+      if (last && pt.last_page_len[r] < pt.page_size) it.pool[pt.indices[i]].poisoned = poison;
+      ++it.used;
+    }
+  }
+  return it;
+}
+
+void PagesPanel::draw(const Session& s, UiState& ui) {
+  const PagesItems it = build_pages_items(s);
+  ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
+              it.has_null ? ", page 0 is the null page" : "", s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const int max_cells = 4096;
+  const int shown = std::min(it.num_pages, max_cells);
+  const float cell = std::clamp(std::sqrt(avail * 220.f / std::max(1, shown)), 3.f, 22.f);
+  const int per_row = std::max(1, static_cast<int>(avail / cell));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  int hovered = -1;
+  const ImVec2 mp = ImGui::GetIO().MousePos;
+  for (int p = 0; p < shown; ++p) {
+    const float x = p0.x + (p % per_row) * cell, y = p0.y + (p / per_row) * cell;
+    const PageCell& pc = it.pool[p];
+    ImU32 col = IM_COL32(45, 45, 52, 255);
+    if (pc.owner >= 0) col = pack_abgr(owner_colour(pc.owner));
+    if (pc.owner == kPageNull) col = IM_COL32(120, 120, 120, 255);
+    dl->AddRectFilled(ImVec2(x, y), ImVec2(x + cell - 1, y + cell - 1), pc.owner >= 0 ? IM_COL32(60, 60, 70, 255) : col);
+    if (pc.owner >= 0) dl->AddRectFilled(ImVec2(x, y), ImVec2(x + (cell - 1) * pc.fill, y + cell - 1), col);
+    if (pc.poisoned) dl->AddLine(ImVec2(x, y + cell - 1), ImVec2(x + cell - 1, y), IM_COL32(230, 60, 60, 255));
+    if (mp.x >= x && mp.x < x + cell && mp.y >= y && mp.y < y + cell) hovered = p;
+  }
+  ImGui::Dummy(ImVec2(per_row * cell, ((shown + per_row - 1) / per_row) * cell));
+  if (shown < it.num_pages) ImGui::Text("(first %d of %d pages shown)", shown, it.num_pages);
+  if (hovered >= 0 && ImGui::IsWindowHovered()) {
+    const PageCell& pc = it.pool[hovered];
+    ImGui::BeginTooltip();
+    if (pc.owner >= 0) ImGui::Text("page %d: request %d, %.0f%% full%s", hovered, pc.owner, 100 * pc.fill, pc.poisoned ? ", tail slots NaN" : "");
+    else ImGui::Text("page %d: %s%s", hovered, pc.owner == kPageNull ? "null page (never referenced)" : "unused", pc.poisoned ? ", NaN" : "");
+    ImGui::EndTooltip();
+  }
+  ImGui::Separator();
+  if (ImGui::BeginTable("tables", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Borders, ImVec2(0, 0))) {
+    ImGui::TableSetupColumn("request", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("pages", ImGuiTableColumnFlags_WidthFixed, 60);
+    ImGui::TableSetupColumn("last page", ImGuiTableColumnFlags_WidthFixed, 80);
+    ImGui::TableSetupColumn("block table");
+    ImGui::TableHeadersRow();
+    for (size_t r = 0; r < it.tables.size(); ++r) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const Rgba oc = owner_colour(static_cast<int>(r));
+      ImGui::TextColored(ImVec4(oc.r / 255.f, oc.g / 255.f, oc.b / 255.f, 1), "%zu", r);
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", it.table_len[r]);
+      ImGui::TableNextColumn();
+      ImGui::Text("%d / %d", it.last_fill[r], it.page_size);
+      ImGui::TableNextColumn();
+      std::string t;
+      for (size_t i = 0; i < it.tables[r].size() && t.size() < 400; ++i) t += (i ? " " : "") + std::to_string(it.tables[r][i]);
+      if (static_cast<int>(it.tables[r].size()) < it.table_len[r] || t.size() >= 400) t += " ...";
+      ImGui::TextUnformatted(t.c_str());
+    }
+    ImGui::EndTable();
+  }
+  (void)ui;
+}
+
+}  // namespace attnscope::gui

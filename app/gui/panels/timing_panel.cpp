@@ -1,0 +1,73 @@
+#include "timing_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "attnscope/plan.h"
+
+namespace attnscope::gui {
+
+TimingItems build_timing_items(const Session& s) {
+  TimingItems it;
+  const CaseSpec& c = s.spec();
+  it.plan_us = s.plan.plan_us;
+  it.flops = 2.0 * static_cast<double>(allowed_pairs(c, s.plan)) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
+  it.bytes = dtype_bytes(c.dtype) * (static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) +
+                                     static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo));
+  for (const auto& r : s.results) {
+    TimingRow row;
+    row.backend = r.backend;
+    row.status = r.ok() ? "ok" : std::string(status_name(r.status)) + ": " + r.message;
+    row.host_ms = r.timing.host_ms;
+    row.device_ms = r.timing.device_ms;
+    row.device_timed = r.timing.reps > 0;
+    const double ms = row.device_timed ? row.device_ms : row.host_ms;
+    if (r.ok() && ms > 0) {
+      row.tflops = it.flops / (ms * 1e-3) / 1e12;
+      row.gbps = it.bytes / (ms * 1e-3) / 1e9;
+    }
+    it.max_ms = std::max(it.max_ms, std::max(row.host_ms, row.device_ms));
+    it.rows.push_back(row);
+  }
+  return it;
+}
+
+void TimingPanel::draw(const Session& s, UiState& ui) {
+  const TimingItems it = build_timing_items(s);
+  ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9, it.bytes / 1e6);
+  ImGui::TextDisabled("CPU backends: host wall time. GPU backends are timed with CUDA events by attnscope-cli bench (median of N); here they show host time of one run unless benchmarked.");
+  const float bar_w = std::max(120.f, ImGui::GetContentRegionAvail().x - 560);
+  if (ImGui::BeginTable("timing", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("backend", ImGuiTableColumnFlags_WidthFixed, 130);
+    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_WidthFixed, bar_w + 90);
+    ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_WidthFixed, 80);
+    ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_WidthFixed, 80);
+    ImGui::TableSetupColumn("status");
+    ImGui::TableHeadersRow();
+    for (const auto& r : it.rows) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.backend.c_str());
+      ImGui::TableNextColumn();
+      const double ms = r.device_timed ? r.device_ms : r.host_ms;
+      const float frac = it.max_ms > 0 ? static_cast<float>(ms / it.max_ms) : 0.f;
+      char label[48];
+      std::snprintf(label, sizeof label, "%.3g ms %s", ms, r.device_timed ? "device" : "host");
+      ImGui::ProgressBar(frac, ImVec2(bar_w, 0), "");
+      ImGui::SameLine();
+      ImGui::TextUnformatted(label);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3g", r.tflops);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3g", r.gbps);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.status.c_str());
+    }
+    ImGui::EndTable();
+  }
+  (void)ui;
+}
+
+}  // namespace attnscope::gui

@@ -1,0 +1,34 @@
+// Timing panel: per backend host and device time as bars, TFLOP/s and GB/s from the allowed pairs
+// and the least bytes moved, share of the measured device peak, and the host plan time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gui_state.h"
+#include "session.h"
+
+namespace attnscope::gui {
+
+struct TimingRow {
+  std::string backend, status;
+  double host_ms = 0, device_ms = 0;
+  double tflops = 0, gbps = 0;   // from device time when measured, else host time
+  bool device_timed = false;
+};
+
+struct TimingItems {
+  double plan_us = 0;
+  double flops = 0, bytes = 0;
+  std::vector<TimingRow> rows;
+  double max_ms = 0;
+};
+
+TimingItems build_timing_items(const Session& s);
+
+class TimingPanel {
+ public:
+  void draw(const Session& s, UiState& ui);
+};
+
+}  // namespace attnscope::gui
