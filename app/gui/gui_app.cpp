@@ -215,9 +215,11 @@ void App::frame() {
   ImGui::Begin("Views", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoTitleBar);
   if (ImGui::BeginTabBar("tabs")) {
     for (Tab t : kTabs) {
-      const ImGuiTabItemFlags flags = (ui_.tab_forced && ui_.tab == t) ? ImGuiTabItemFlags_SetSelected : 0;
+      // --tab: keep asking for the tab until the tab bar shows it (it takes effect a frame later)
+      const ImGuiTabItemFlags flags = (ui_.tab_forced && opt_.tab == t) ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(tab_title(t), nullptr, flags)) {
         ui_.tab = t;
+        if (ui_.tab_forced && opt_.tab == t) ui_.tab_forced = false;
         if (shown_) {
           switch (t) {
             case Tab::kMask: mask_.draw(*shown_, ui_); break;
@@ -231,7 +233,6 @@ void App::frame() {
         ImGui::EndTabItem();
       }
     }
-    ui_.tab_forced = false;
     ImGui::EndTabBar();
   }
   ImGui::End();

@@ -93,7 +93,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   // heatmap: rows = tokens, columns = heads
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float h = std::max(120.f, avail.y - 60);
-  const float w = std::min(avail.x - 70, std::max(60.f, h * it.cols / std::max(1, it.rows) * 4));
+  const float w = std::max(avail.x * 0.5f, std::min(avail.x - 70, h * it.cols / std::max(1, it.rows) * 4));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::Image(tex_.id(), ImVec2(w, h));
   if (ImGui::IsItemHovered()) {
@@ -122,8 +122,9 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   dl->AddText(ImVec2(lx + 18, p0.y + h - 14), IM_COL32(220, 220, 220, 255), bot);
   ImGui::Text("rows: tokens (%d per row), columns: heads; log scale", it.tokens_per_row);
   ImGui::NextColumn();
-  ImGui::PlotHistogram("##hist", it.histogram.data(), static_cast<int>(it.histogram.size()), 0, "log10 |error| from -10 to 1", 0,
-                       FLT_MAX, ImVec2(-1, 110));
+  ImGui::Text("histogram of log10 |error| per (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);
+  ImGui::PlotHistogram("##hist", it.histogram.data(), static_cast<int>(it.histogram.size()), 0, nullptr, 0, FLT_MAX,
+                       ImVec2(ImGui::GetContentRegionAvail().x, 110));
   if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
     ImGui::TableSetupColumn("statistic");
     ImGui::TableSetupColumn("O");

@@ -1,0 +1,244 @@
+// GUI: draw-item builders checked without a window, then screenshots of every tab under Xvfb with
+// pixel checks that fail on a blank or broken render.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <filesystem>
+#include <algorithm>
+#include <map>
+#include <set>
+
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb/stb_image.h>
+
+#include "attnscope/mask.h"
+#include "case_json.h"
+#include "gui_state.h"
+#include "panels/diff_panel.h"
+#include "panels/editor_panel.h"
+#include "panels/local_panel.h"
+#include "panels/mask_panel.h"
+#include "panels/pages_panel.h"
+#include "panels/split_panel.h"
+#include "panels/timing_panel.h"
+
+using namespace attnscope;
+using namespace attnscope::gui;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string example(const std::string& name) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/" + name; }
+
+std::shared_ptr<Session> session_of(const std::string& name) { return run_session(read_case_file(example(name))); }
+
+}  // namespace
+
+TEST(GuiItems, MaskPoolingIsExact) {
+  auto s = session_of("fully-masked-rows.json");
+  for (int max_cells : {7, 64, 512}) {
+    const MaskItems m = build_mask_items(*s, 0, max_cells);
+    ASSERT_LE(m.rows, max_cells);
+    ASSERT_LE(m.cols, max_cells);
+    const RowMask& rm = s->plan.masks[0];
+    int64_t allowed_pairs = 0;
+    for (int r = 0; r < m.rows; ++r)
+      for (int c = 0; c < m.cols; ++c) {
+        bool all = true, any = false;
+        for (int q = r * m.q_per_cell; q < std::min(m.q_len, (r + 1) * m.q_per_cell); ++q)
+          for (int k = c * m.k_per_cell; k < std::min(m.kv_len, (c + 1) * m.k_per_cell); ++k) {
+            const bool a = allowed(rm, q_abs_of(rm, q), k);
+            all &= a;
+            any |= a;
+            allowed_pairs += a && c == 0 ? 0 : 0;
+          }
+        const Cell want = all ? Cell::kAll : any ? Cell::kSome : Cell::kNone;
+        ASSERT_EQ(static_cast<int>(m.cells[static_cast<size_t>(r) * m.cols + c]), static_cast<int>(want)) << r << "," << c;
+      }
+    for (int q = 0; q < m.q_len; ++q)
+      for (int k = 0; k < m.kv_len; ++k) allowed_pairs += allowed(rm, q_abs_of(rm, q), k);
+    EXPECT_EQ(m.allowed, allowed_pairs);
+  }
+}
+
+TEST(GuiItems, MaskReadoutMatchesTheReference) {
+  auto s = session_of("prefix-lm.json");
+  const Readout r = mask_readout(*s, 0, 1, 50, 10);
+  EXPECT_TRUE(r.allowed);
+  EXPECT_EQ(r.q_abs, 50);
+  ASSERT_TRUE(r.has_prob);
+  EXPECT_GT(r.prob, 0);
+  EXPECT_LT(r.prob, 1);
+  // probabilities of a row over its visible keys sum to 1
+  double sum = 0;
+  for (int k = 0; k < 96; ++k) {
+    const Readout x = mask_readout(*s, 0, 1, 50, k);
+    if (x.allowed) sum += x.prob;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-4);
+  EXPECT_FALSE(mask_readout(*s, 0, 1, 50, 80).allowed);
+}
+
+TEST(GuiItems, PagesShowOwnersNullAndPoison) {
+  auto s = session_of("poisoned-pages.json");
+  const PagesItems p = build_pages_items(*s);
+  EXPECT_EQ(p.num_pages, s->plan.pages.num_pages);
+  EXPECT_TRUE(p.has_null);
+  EXPECT_EQ(p.used + p.unused + 1, p.num_pages);
+  int poisoned = 0;
+  for (const auto& c : p.pool) poisoned += c.poisoned;
+  EXPECT_GE(poisoned, p.unused);  // every unused page, plus partly filled last pages
+  EXPECT_EQ(p.last_fill[1], 1);   // request 1 has 17 keys in pages of 16
+  EXPECT_NEAR(p.pool[s->plan.pages.indices[s->plan.pages.indptr[2] - 1]].fill, 1.0 / 16, 1e-6);
+}
+
+TEST(GuiItems, LocalBatchesFollowThePlan) {
+  auto s = session_of("llama4-chunked-local.json");
+  const LocalItems l = build_local_items(*s);
+  EXPECT_EQ(l.chunk, 256);
+  ASSERT_EQ(l.batches.size(), s->plan.local.batches.size());
+  for (const auto& b : l.batches) EXPECT_EQ(b.kv_begin % 256, 0);
+  EXPECT_TRUE(build_local_items(*session_of("prefix-lm.json")).batches.empty());
+}
+
+TEST(GuiItems, SplitGridAndPlannerModels) {
+  auto s = session_of("gqa-decode-long.json");
+  const SplitItems it = build_split_items(*s);
+  ASSERT_EQ(it.models.size(), 4u);
+  EXPECT_EQ(it.models[0].planner, "flashinfer");
+  EXPECT_EQ(it.models[0].items, 32);  // the worked example
+  EXPECT_EQ(it.models[0].chunk_pages, 24);
+  EXPECT_EQ(it.first_item, (std::vector<int>{0, 3, 11, 13}));
+  for (const auto& m : it.models) EXPECT_TRUE(m.error.empty()) << m.planner << ": " << m.error;
+}
+
+TEST(GuiItems, DiffHeatmapAndHistogramCountEveryRow) {
+  auto s = session_of("poisoned-pages.json");
+  const DiffItems d = build_diff_items(*s, 0, 16);
+  ASSERT_TRUE(d.available) << d.why;
+  EXPECT_LE(d.rows, 16);
+  EXPECT_EQ(d.cols, s->spec().num_qo_heads);
+  float total = 0;
+  for (float h : d.histogram) total += h;
+  EXPECT_EQ(static_cast<int64_t>(total), s->diffs[0].rows_compared);
+  EXPECT_LT(d.lo, d.hi);
+  for (float l : d.log_err) EXPECT_FALSE(std::isnan(l));  // every row of this case is compared
+}
+
+TEST(GuiItems, TimingRowsPerBackend) {
+  auto s = session_of("prefix-lm.json");
+  const TimingItems t = build_timing_items(*s);
+  ASSERT_EQ(t.rows.size(), s->results.size());
+  EXPECT_GT(t.flops, 0);
+  for (const auto& r : t.rows) EXPECT_GT(r.host_ms, 0) << r.backend;
+}
+
+TEST(GuiItems, GeneratorAndTabs) {
+  GeneratorSettings g;
+  g.count = 64;
+  g.kind = 1;
+  const auto reqs = generate_requests(g);
+  ASSERT_EQ(reqs.size(), 64u);
+  for (const auto& r : reqs) {
+    EXPECT_EQ(r.q_len, 1);
+    EXPECT_GE(r.kv_len, g.kv_min);
+    EXPECT_LE(r.kv_len, g.kv_max);
+  }
+  EXPECT_EQ(generate_requests(g)[5].kv_len, reqs[5].kv_len);  // seeded
+  EXPECT_EQ(parse_tab("Split-KV"), Tab::kSplit);
+  EXPECT_EQ(parse_tab("diff"), Tab::kDiff);
+  EXPECT_FALSE(parse_tab("nope").has_value());
+}
+
+// --- screenshots under Xvfb ---
+
+namespace {
+
+struct Image {
+  int w = 0, h = 0;
+  std::vector<unsigned char> px;
+  const unsigned char* at(int x, int y) const { return px.data() + (static_cast<size_t>(y) * w + x) * 4; }
+};
+
+bool shoot(const std::string& case_file, const std::string& tab, Image* img, std::string* log) {
+  const fs::path out = fs::temp_directory_path() / ("attnscope_shot_" + tab + "_" + std::to_string(::getpid()) + ".png");
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file + " --size 1280x800 --screenshot " +
+                          out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lf(out.string() + ".log");
+  log->assign(std::istreambuf_iterator<char>(lf), {});
+  if (rc != 0) return false;
+  int n = 0;
+  unsigned char* data = stbi_load(out.string().c_str(), &img->w, &img->h, &n, 4);
+  if (!data) return false;
+  img->px.assign(data, data + static_cast<size_t>(img->w) * img->h * 4);
+  stbi_image_free(data);
+  fs::remove(out);
+  fs::remove(out.string() + ".log");
+  return true;
+}
+
+// Distinct colours (quantised) in the panel area right of the sidebar.
+int colours_in_panel(const Image& img) {
+  std::set<int> c;
+  for (int y = 60; y < img.h - 40; y += 3)
+    for (int x = img.w * 35 / 100; x < img.w - 10; x += 3) {
+      const unsigned char* p = img.at(x, y);
+      c.insert((p[0] >> 4) << 8 | (p[1] >> 4) << 4 | (p[2] >> 4));
+    }
+  return static_cast<int>(c.size());
+}
+
+int64_t count(const Image& img, bool (*pred)(const unsigned char*)) {
+  int64_t n = 0;
+  for (int y = 0; y < img.h; ++y)
+    for (int x = img.w * 35 / 100; x < img.w; ++x) n += pred(img.at(x, y));
+  return n;
+}
+
+bool yellow(const unsigned char* p) { return p[0] > 230 && p[1] > 200 && p[2] < 80; }
+
+}  // namespace
+
+class Screenshot : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(Screenshot, TabRendersItsContent) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  const auto [tab, file] = GetParam();
+  Image img;
+  std::string log;
+  ASSERT_TRUE(shoot(example(file), tab, &img, &log)) << log;
+  EXPECT_EQ(img.w, 1280);
+  EXPECT_EQ(img.h, 800);
+  EXPECT_NE(log.find(std::string("tab ") + tab), std::string::npos) << log;
+  // a blank or broken render is one or two flat colours; every populated tab has several and
+  // covers a good share of the panel with non-background pixels
+  EXPECT_GT(colours_in_panel(img), 6) << tab;
+  EXPECT_GT(count(img, [](const unsigned char* p) { return p[0] + p[1] + p[2] > 120; }), 20000) << tab << ": panel nearly empty";
+  const std::string t = tab;
+  // saturated colours: page owners, work-item cells, progress bars
+  auto vivid = [](const unsigned char* p) { return std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 90; };
+  if (t == "pages" || t == "split" || t == "timing") EXPECT_GT(count(img, vivid), 1500) << t;
+  if (t == "mask") EXPECT_GT(count(img, yellow), 5000) << "the allowed region of the mask";
+  if (t == "local") EXPECT_GT(count(img, yellow), 500) << "the virtual-batch diagrams";
+  if (t == "diff") EXPECT_GT(count(img, [](const unsigned char* p) { return p[1] > 120 && p[0] < 150 && p[2] < 160 && p[2] > 60; }), 2000)
+      << "the error heatmap's colour ramp";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
+                         ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"), std::make_pair("pages", "poisoned-pages.json"),
+                                           std::make_pair("local", "llama4-chunked-local.json"), std::make_pair("split", "gqa-decode-long.json"),
+                                           std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
+                         [](const auto& info) { return std::string(info.param.first); });
+
+TEST(Gui, WithoutADisplayItSaysSoAndPointsToTheCli) {
+  const std::string cmd = "env -u DISPLAY -u WAYLAND_DISPLAY " + std::string(ATTNSCOPE_GUI) + " > /tmp/attnscope_nodisp.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lf("/tmp/attnscope_nodisp.log");
+  const std::string out((std::istreambuf_iterator<char>(lf)), {});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("no display"), std::string::npos) << out;
+  EXPECT_NE(out.find("attnscope-cli"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
