@@ -1,6 +1,8 @@
 #include "runner.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 namespace attnscope {
 
@@ -63,6 +65,8 @@ void Runner::loop() {
     };
     SessionOptions opt = job.second;
     opt.cancel = &cancel_;
+    // leave one hardware thread to the GUI so it keeps drawing at display rate
+    if (opt.threads == 0) opt.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
     opt.progress = [this](const std::string& stage, double x) {
       char buf[96];
       std::snprintf(buf, sizeof buf, "%s %d%%", stage.c_str(), static_cast<int>(100 * x));

@@ -79,6 +79,7 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
       ro.cancel = opt.cancel;
       ro.sample_rows = s.sample_rows;
       ro.bench_reps = opt.bench_reps;
+      ro.threads = opt.threads;
       ro.progress = [&, id](double x) { progress(id, x); };
       progress(id, 0);
       s.results.push_back(run_one(id, c, s.plan, w, ro));

@@ -45,6 +45,7 @@ struct SessionOptions {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string& stage, double fraction)> progress;
   int bench_reps = 0;
+  int threads = 0;                                   // CPU backends' threads (0 = all)
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.

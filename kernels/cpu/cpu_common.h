@@ -16,7 +16,7 @@ namespace attnscope::cpu {
 // Runs body(i) for i in [0, n) on all hardware threads; dynamic scheduling in blocks of `grain`.
 // Stops handing out work once *cancel is set; reports progress after each block.
 inline void parallel_for(int64_t n, int64_t grain, const RunOptions& opt, const std::function<void(int64_t)>& body) {
-  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<int64_t> next{0}, done{0};
   auto worker = [&]() {
     for (;;) {

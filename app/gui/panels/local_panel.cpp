@@ -29,7 +29,11 @@ LocalItems build_local_items(const Session& s) {
 }
 
 void LocalPanel::draw(const Session& s, UiState& ui) {
-  const LocalItems it = build_local_items(s);
+  if (built_for_ != &s) {
+    items_ = build_local_items(s);
+    built_for_ = &s;
+  }
+  const LocalItems& it = items_;
   if (it.batches.empty()) {
     ImGui::TextWrapped("This case has no chunked local attention (/attention/local_chunk). With a chunk c, vLLM cuts every request into one causal "
                        "virtual request per chunk its new tokens touch; the table and diagrams appear here. Try examples/llama4-chunked-local.json.");

@@ -25,6 +25,10 @@ LocalItems build_local_items(const Session& s);
 class LocalPanel {
  public:
   void draw(const Session& s, UiState& ui);
+
+ private:
+  const Session* built_for_ = nullptr;
+  LocalItems items_;
 };
 
 }  // namespace attnscope::gui

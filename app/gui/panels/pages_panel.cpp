@@ -42,7 +42,11 @@ PagesItems build_pages_items(const Session& s) {
 }
 
 void PagesPanel::draw(const Session& s, UiState& ui) {
-  const PagesItems it = build_pages_items(s);
+  if (built_for_ != &s) {
+    items_ = build_pages_items(s);
+    built_for_ = &s;
+  }
+  const PagesItems& it = items_;
   ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
               it.has_null ? ", page 0 is the null page" : "", s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
   const float avail = ImGui::GetContentRegionAvail().x;

@@ -31,6 +31,10 @@ PagesItems build_pages_items(const Session& s);
 class PagesPanel {
  public:
   void draw(const Session& s, UiState& ui);
+
+ private:
+  const Session* built_for_ = nullptr;
+  PagesItems items_;
 };
 
 }  // namespace attnscope::gui

@@ -44,7 +44,12 @@ SplitItems build_split_items(const Session& s) {
 
 void SplitPanel::draw(const Session& s, UiState& ui) {
   const SplitPlan& sp = s.plan.split;
-  const SplitItems it = build_split_items(s);
+  if (built_for_ != &s) {  // plans of the four models and the case text: once per snapshot
+    items_ = build_split_items(s);
+    key_ = case_to_text(s.spec());
+    built_for_ = &s;
+  }
+  const SplitItems& it = items_;
   ImGui::Text("planner %s: tile %d packed rows, chunk %d pages (%lld keys), %s, %d work items x %d kv heads%s", planner_name(sp.planner),
               sp.cta_tile_q, sp.chunk_pages, static_cast<long long>(sp.chunk_tokens), sp.split_kv ? "split-KV" : "no split", sp.num_items,
               s.spec().num_kv_heads, it.padded_extra > 0 ? (", +" + std::to_string(it.padded_extra) + " padding CTAs").c_str() : "");
@@ -77,7 +82,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTable();
   }
   // batch invariance, computed on demand on a worker
-  const std::string key = case_to_text(s.spec());
+  const std::string& key = key_;
   if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     report_ = pending_.get();
   }

@@ -34,6 +34,9 @@ class SplitPanel {
   void draw(const Session& s, UiState& ui);
 
  private:
+  const Session* built_for_ = nullptr;
+  SplitItems items_;
+  std::string key_;          // the case as text, for the invariance report
   std::future<InvarianceReport> pending_;
   std::optional<InvarianceReport> report_;
   std::string report_for_;   // case text the report belongs to

@@ -19,7 +19,7 @@ TimingItems build_timing_items(const Session& s) {
   for (const auto& r : s.results) {
     TimingRow row;
     row.backend = r.backend;
-    row.status = r.ok() ? "ok" : std::string(status_name(r.status)) + ": " + r.message;
+    row.status = r.ok() ? (r.message.empty() ? "ok" : "ok, " + r.message) : std::string(status_name(r.status)) + ": " + r.message;
     row.host_ms = r.timing.host_ms;
     row.device_ms = r.timing.device_ms;
     row.device_timed = r.timing.reps > 0;
@@ -35,7 +35,11 @@ TimingItems build_timing_items(const Session& s) {
 }
 
 void TimingPanel::draw(const Session& s, UiState& ui) {
-  const TimingItems it = build_timing_items(s);
+  if (built_for_ != &s) {
+    items_ = build_timing_items(s);
+    built_for_ = &s;
+  }
+  const TimingItems& it = items_;
   ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9, it.bytes / 1e6);
   ImGui::TextDisabled("CPU backends: host wall time. GPU backends are timed with CUDA events by attnscope-cli bench (median of N); here they show host time of one run unless benchmarked.");
   const float bar_w = std::max(120.f, ImGui::GetContentRegionAvail().x - 560);

@@ -29,6 +29,10 @@ TimingItems build_timing_items(const Session& s);
 class TimingPanel {
  public:
   void draw(const Session& s, UiState& ui);
+
+ private:
+  const Session* built_for_ = nullptr;
+  TimingItems items_;
 };
 
 }  // namespace attnscope::gui

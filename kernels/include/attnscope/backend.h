@@ -43,6 +43,7 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;  // set by the caller to stop early
   std::function<void(double)> progress;    // fraction done in [0, 1], from any thread
   int bench_reps = 0;                      // GPU backends: timed repetitions (0 = one run)
+  int threads = 0;                         // CPU backends: worker threads (0 = every hardware thread)
 };
 
 class Backend {
