@@ -12,13 +12,17 @@
 namespace attnscope::gui {
 
 DiffItems build_diff_items(const Session& s, int index, int max_rows) {
-  DiffItems it;
   if (s.diffs.empty()) {
+    DiffItems it;
     it.why = s.results.size() < s.spec().backends.size() ? "backends still running" : "this case has no comparisons (/comparisons)";
     return it;
   }
   index = std::clamp(index, 0, static_cast<int>(s.diffs.size()) - 1);
-  const DiffReport& d = s.diffs[index];
+  return build_diff_items(s, s.diffs[index], max_rows);
+}
+
+DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows) {
+  DiffItems it;
   it.backend = d.backend;
   it.baseline = d.baseline;
   if (!d.available) {
@@ -55,7 +59,27 @@ DiffItems build_diff_items(const Session& s, int index, int max_rows) {
 }
 
 void DiffPanel::draw(const Session& s, UiState& ui) {
-  if (!s.diffs.empty()) {
+  ImGui::Checkbox("any two backends", &any_pair_);
+  ImGui::SameLine();
+  std::string pair_key;
+  if (any_pair_) {
+    std::vector<std::string> ok;
+    for (const auto& r : s.results)
+      if (r.ok()) ok.push_back(r.backend);
+    auto pick = [&](const char* label, std::string& v) {
+      if (v.empty() || std::find(ok.begin(), ok.end(), v) == ok.end()) v = ok.empty() ? "" : ok[&v == &pick_a_ ? 0 : ok.size() - 1];
+      ImGui::SetNextItemWidth(180);
+      if (ImGui::BeginCombo(label, v.c_str())) {
+        for (const auto& o : ok)
+          if (ImGui::Selectable(o.c_str(), o == v)) v = o;
+        ImGui::EndCombo();
+      }
+    };
+    pick("backend", pick_a_);
+    ImGui::SameLine();
+    pick("baseline", pick_b_);
+    pair_key = pick_a_ + "|" + pick_b_;
+  } else if (!s.diffs.empty()) {
     ui.diff_index = std::clamp(ui.diff_index, 0, static_cast<int>(s.diffs.size()) - 1);
     std::vector<std::string> names;
     for (const auto& d : s.diffs) names.push_back(d.backend + " vs " + d.baseline + " (" + d.verdict.rule + ")");
@@ -66,8 +90,20 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
       ImGui::EndCombo();
     }
   }
-  if (built_for_ != &s || built_index_ != ui.diff_index) {
-    items_ = build_diff_items(s, ui.diff_index);
+  if (built_for_ != &s || built_index_ != ui.diff_index || built_pair_ != pair_key) {
+    if (any_pair_) {
+      const Result* a = s.result(pick_a_);
+      const Result* b = s.result(pick_b_);
+      if (a && b && pick_a_ != pick_b_) {
+        custom_ = compare_results(s.spec(), *a, *b, ComparisonSpec{pick_a_, pick_b_, CompareRule::kAllclose, 1e-2, 1e-3, ""}, nullptr);
+        items_ = build_diff_items(s, custom_);
+      } else {
+        items_ = DiffItems{};
+        items_.why = "pick two different backends that ran";
+      }
+    } else {
+      items_ = build_diff_items(s, ui.diff_index);
+    }
     if (items_.available) {
       std::vector<uint32_t> px(items_.log_err.size());
       for (size_t i = 0; i < px.size(); ++i) {
@@ -78,13 +114,14 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     }
     built_for_ = &s;
     built_index_ = ui.diff_index;
+    built_pair_ = pair_key;
   }
   const DiffItems& it = items_;
   if (!it.available) {
     ImGui::TextWrapped("%s", it.why.c_str());
     return;
   }
-  const DiffReport& d = s.diffs[ui.diff_index];
+  const DiffReport& d = any_pair_ ? custom_ : s.diffs[ui.diff_index];
   const bool pass = d.verdict.pass;
   ImGui::TextColored(pass ? ImVec4(0.4f, 0.9f, 0.4f, 1) : ImVec4(1, 0.35f, 0.35f, 1), "%s  %s: %s", pass ? "PASS" : "FAIL",
                      d.verdict.rule.c_str(), d.verdict.detail.c_str());

@@ -26,6 +26,7 @@ struct DiffItems {
 };
 
 DiffItems build_diff_items(const Session& s, int diff_index, int max_rows = 512);
+DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows = 512);
 
 class DiffPanel {
  public:
@@ -34,6 +35,10 @@ class DiffPanel {
  private:
   const Session* built_for_ = nullptr;
   int built_index_ = -1;
+  bool any_pair_ = false;          // compare any two results, not only the case's comparisons
+  std::string pick_a_, pick_b_;
+  std::string built_pair_;
+  DiffReport custom_;
   DiffItems items_;
   Texture tex_;
 };

@@ -97,6 +97,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     ImGui::EndCombo();
   }
   ch |= ImGui::InputText("name", &c.name);
+  ch |= ImGui::InputTextMultiline("description", &c.description, ImVec2(-110, 44));
   if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
                 static_cast<long long>(c.total_kv()));
@@ -134,6 +135,38 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
         c.requests.erase(c.requests.begin() + remove);
         ch = true;
       }
+    }
+    if (ImGui::TreeNode("Selected request: prefix, documents, padding, seed")) {
+      sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
+      ImGui::InputInt("request #", &sel_);
+      sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
+      RequestSpec& r = c.requests[sel_];
+      if (c.attention.prefix_lm) ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
+      else ImGui::TextDisabled("prefix_len: enable prefix-LM under Attention");
+      ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
+      std::string docs;
+      for (int d : r.doc_starts) docs += (docs.empty() ? "" : " ") + std::to_string(d);
+      if (ImGui::InputTextWithHint("doc_starts", "0 100 180", &docs, ImGuiInputTextFlags_EnterReturnsTrue)) {
+        r.doc_starts.clear();
+        size_t pos = 0;
+        while (pos < docs.size()) {
+          size_t used = 0;
+          try {
+            r.doc_starts.push_back(std::stoi(docs.substr(pos), &used));
+          } catch (...) {
+            break;
+          }
+          pos += used;
+          while (pos < docs.size() && docs[pos] == ' ') ++pos;
+        }
+        ch = true;
+      }
+      bool has_seed = r.seed.has_value();
+      if (ImGui::Checkbox("own data seed", &has_seed)) {
+        r.seed = has_seed ? std::optional<uint64_t>(c.request_seed(sel_)) : std::nullopt;
+        ch = true;
+      }
+      ImGui::TreePop();
     }
     if (ImGui::Button("Add request")) {
       c.requests.push_back(c.requests.empty() ? RequestSpec{1, 128} : c.requests.back());
@@ -244,6 +277,37 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       }
     }
   }
+  if (ImGui::CollapsingHeader("Comparisons")) {
+    int remove = -1;
+    for (size_t i = 0; i < c.comparisons.size(); ++i) {
+      auto& k = c.comparisons[i];
+      ImGui::PushID(static_cast<int>(i));
+      ImGui::Text("%s vs %s", k.backend.c_str(), k.baseline.c_str());
+      ImGui::SameLine();
+      if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+      ch |= combo("rule", k.rule, {{"allclose", CompareRule::kAllclose}, {"twice_lowp", CompareRule::kTwiceLowp}, {"bitwise", CompareRule::kBitwise}, {"max_abs", CompareRule::kMaxAbs}});
+      ch |= ImGui::InputDouble("rtol", &k.rtol, 0, 0, "%.3g");
+      ch |= ImGui::InputDouble("atol", &k.atol, 0, 0, "%.3g");
+      ImGui::PopID();
+    }
+    if (remove >= 0) {
+      c.comparisons.erase(c.comparisons.begin() + remove);
+      ch = true;
+    }
+    if (c.backends.size() >= 2 && ImGui::BeginCombo("add comparison", "backend vs baseline ...")) {
+      for (const auto& a : c.backends)
+        for (const auto& b : c.backends)
+          if (a != b && ImGui::Selectable((a + " vs " + b).c_str())) {
+            ComparisonSpec k;
+            k.backend = a;
+            k.baseline = b;
+            c.comparisons.push_back(k);
+            ch = true;
+          }
+      ImGui::EndCombo();
+    }
+  }
+  if (ImGui::CollapsingHeader("Kernels")) ch |= opt_int("pad head_dim to (cuda.flash_padded)", c.pad_head_dim_to, 64, 1, 1024);
   ImGui::PopItemWidth();
   return ch;
 }

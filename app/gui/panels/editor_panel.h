@@ -28,6 +28,7 @@ class EditorPanel {
 
  private:
   GeneratorSettings gen_;
+  int sel_ = 0;          // request whose advanced fields are shown
 };
 
 }  // namespace attnscope::gui

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/workload.h"
 #include "draw/colormap.h"
@@ -136,6 +137,31 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       const float x = p0.x + size.x * k / m.kv_len;
       dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p0.y + size.y), IM_COL32(200, 200, 200, 50));
     }
+  // block map: outline each (q-tile x KV tile) block, green = full (no mask needed), orange =
+  // partial (mask applied); empty blocks are skipped by the kernels and left bare
+  {
+    const int G = c.group_size(), T = s.plan.split.cta_tile_q;
+    const float sx = size.x / std::max(1, m.kv_len), sy = size.y / std::max(1, m.q_len);
+    if (sx * kKvTile >= 6 && sy * std::max(1, T / G) >= 4) {
+      int drawn = 0;
+      for (const auto& ub : s.plan.blocks.units) {
+        const WorkUnit& un = s.plan.units[ub.unit];
+        if (un.request != m.request) continue;
+        for (int t = 0; t < ub.q_tiles && drawn < 20000; ++t) {
+          const float q0 = un.q_begin + static_cast<float>(t * T) / G;
+          const float q1 = un.q_begin + std::min(static_cast<float>((t + 1) * T) / G, static_cast<float>(un.q_len));
+          for (int j = 0; j < ub.kv_tiles; ++j, ++drawn) {
+            const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
+            if (tc == TileClass::kEmpty) continue;
+            const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
+            const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
+            dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
+                        tc == TileClass::kFull ? IM_COL32(90, 220, 120, 170) : IM_COL32(255, 150, 50, 200));
+          }
+        }
+      }
+    }
+  }
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
@@ -148,7 +174,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTooltip();
   }
   ImGui::EndChild();
-  ImGui::TextWrapped("Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red). Block map: %lld full, %lld partial, %lld empty blocks, sparsity %.1f%%.",
+  ImGui::TextWrapped("Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red); zoom in to see blocks outlined green (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity %.1f%%.",
                      s.plan.split.cta_tile_q, m.kv_tile, static_cast<long long>(s.plan.blocks.full), static_cast<long long>(s.plan.blocks.partial),
                      static_cast<long long>(s.plan.blocks.empty), 100.0 * s.plan.blocks.sparsity());
 }

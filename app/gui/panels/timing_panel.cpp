@@ -71,6 +71,32 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
     }
     ImGui::EndTable();
   }
+  // GPU timing with CUDA events, the same measurement as attnscope-cli bench
+  ImGui::Separator();
+  std::vector<std::string> gpu;
+  for (const auto& id : s.spec().backends)
+    if (id.rfind("cuda.", 0) == 0) gpu.push_back(id);
+  if (bench_.valid() && bench_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) report_ = bench_.get();
+  if (gpu.empty()) {
+    ImGui::TextDisabled("No GPU backend in this case: add cuda.flash under Backends to benchmark it.");
+  } else if (bench_.valid()) {
+    ImGui::Text("benchmarking %zu GPU backends (CUDA events, 20 runs) ...", gpu.size());
+  } else if (ImGui::Button("Benchmark GPU backends (CUDA events)")) {
+    const CaseSpec c = s.spec();
+    bench_ = std::async(std::launch::async, [c, gpu] { return run_bench(c, gpu, 20); });
+  }
+  if (report_) {
+    const BenchReport& r = *report_;
+    ImGui::Text("%s: copy %.0f GB/s, plan %.1f us", r.device.c_str(), r.copy_gbps, r.plan_us);
+    for (const auto& row : r.rows) {
+      if (row.status != "ok") {
+        ImGui::Text("%-18s %s", row.backend.c_str(), row.status.c_str());
+        continue;
+      }
+      ImGui::Text("%-18s median %.4f ms (%.4f-%.4f), %.1f TFLOP/s, %.0f GB/s, %.0f%% of copy bandwidth", row.backend.c_str(), row.median_ms,
+                  row.min_ms, row.max_ms, row.tflops, row.gbps, 100 * row.copy_share);
+    }
+  }
   (void)ui;
 }
 

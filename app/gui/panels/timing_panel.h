@@ -2,8 +2,12 @@
 // and the least bytes moved, share of the measured device peak, and the host plan time.
 #pragma once
 
+#include <future>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "bench.h"
 
 #include "gui_state.h"
 #include "session.h"
@@ -33,6 +37,8 @@ class TimingPanel {
  private:
   const Session* built_for_ = nullptr;
   TimingItems items_;
+  std::future<BenchReport> bench_;       // attnscope-cli bench's measurement, off the GUI thread
+  std::optional<BenchReport> report_;
 };
 
 }  // namespace attnscope::gui
