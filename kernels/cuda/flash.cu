@@ -12,7 +12,7 @@
 
 namespace attnscope::cuda {
 
-#define FLASH_INSTANCE(D, N, T) void launch_flash_d##D##_##N(const FlashParams&, int, int, dim3, cudaStream_t);
+#define FLASH_INSTANCE(D, N, T) void launch_flash_d##D##_##N(const FlashParams&, int, int, int, dim3, cudaStream_t);
 #include "instances/flash_instances.def"
 #undef FLASH_INSTANCE
 
@@ -26,8 +26,9 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
 }
 
 // Two K/V stages (Q is staged in the second); with split warps, the merge buffer reuses them.
-size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n) {
-  const size_t stages = static_cast<size_t>(2 * 2 * kKvTile) * (head_dim + 8) * 2;
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
+  const size_t q = rb > 1 ? static_cast<size_t>(warps_m * 16 * rb) * (head_dim + 8) * 2 : 0;  // Q's own region
+  const size_t stages = static_cast<size_t>(2 * 2 * kKvTile) * (head_dim + 8) * 2 + q;
   const size_t merge = warps_n > 1 ? static_cast<size_t>(warps_n) * warps_m * 16 * (head_dim + 2) * 4 : 0;
   return std::max(stages, merge);
 }
@@ -192,13 +193,14 @@ class FlashBackend final : public Backend {
     MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
-    const int warps = sp.cta_tile_q / 16, warps_n = sp.kv_warp_split;
+    int warps = 0, warps_n = 0, rb = 0;
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, &warps, &warps_n, &rb);
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" + std::to_string(warps_n) + " warps>";
+    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
-        launch(fp, warps, warps_n, grid, nullptr);
-        check_launch(kname.c_str(), grid, dim3(warps * warps_n * 32), flash_smem_bytes(D, warps, warps_n), sync);
+        launch(fp, warps, warps_n, rb, grid, nullptr);
+        check_launch(kname.c_str(), grid, dim3(warps * warps_n * 32), flash_smem_bytes(D, warps, warps_n, rb), sync);
       }
       if (sp.split_kv) {
         launch_merge(mp, c.dtype, nullptr);

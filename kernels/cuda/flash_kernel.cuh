@@ -79,23 +79,28 @@ __device__ inline float fast_exp2(float x) {
 template <int D>
 constexpr int kStride = D + 8;
 
-// WM warps own 16 query rows each; WN warps split every KV tile's keys between them (the decode
-// path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged in warp order at the
-// end. K/V tiles are double-buffered with cp.async; Q lives in registers.
-template <int D, class T, int WM, int WN>
+// WM warps own RB x 16 query rows each (RB = 2 is FlashAttention-2's layout for 128-row tiles: every
+// K/V fragment loaded from shared memory feeds twice the MMAs); WN warps split every KV tile's keys
+// between them (the decode path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged
+// in warp order at the end. K/V tiles are double-buffered with cp.async. With RB = 1, Q lives in
+// registers; with RB = 2 it stays in shared memory (registers go to the second row block).
+template <int D, class T, int WM, int WN, int RB>
 __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
-  constexpr int kRows = WM * 16;
+  constexpr int kRows = WM * 16 * RB;
   constexpr int S = kStride<D>;
   constexpr int kVec = D / 8;          // 16-byte vectors per row
   constexpr int kKeys = kKvTile / WN;  // keys of a tile per warp
   constexpr int NT = kKeys / 8;        // S n-tiles per warp
-  static_assert(kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
+  static_assert(RB == 1 || RB == 2, "one or two row blocks per warp");
+  static_assert(WN == 1 || RB == 1, "key-split warps own one row block");
+  static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
   if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
   T* stage1 = stage0 + 2 * kKvTile * S;
+  T* qs = RB == 1 ? stage1 : stage1 + 2 * kKvTile * S;  // RB = 2: Q has its own region
   __shared__ int s_lo, s_hi;
 
   const WorkItem it = p.items[blockIdx.x];
@@ -111,8 +116,7 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
   const T* kbase = static_cast<const T*>(p.k);
   const T* vbase = static_cast<const T*>(p.v);
 
-  // Q rows -> shared (stage 1) -> registers; invalid rows are zero
-  T* qs = stage1;
+  // Q rows -> shared memory; invalid rows are zero
   for (int i = tid; i < kRows * kVec; i += kThreads) {
     const int r = i / kVec, c = i % kVec;
     const int row = it.row_begin + r;
@@ -129,42 +133,48 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
     s_hi = INT_MIN;
   }
   __syncthreads();
-  uint32_t qf[D / 16][4];
+  constexpr int kQf = RB == 1 ? D / 16 : 1;  // Q fragments kept in registers (RB = 1 only)
+  uint32_t qf[kQf][4];
+  if constexpr (RB == 1) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (wm * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
-
-  // this thread's two rows: g and g + 8 of its warp's 16
-  const int g = lane / 4, t4 = lane % 4;
-  int lo[2], hi[2], qa[2], head[2];
-  bool valid[2];
-  float slope[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = it.row_begin + wm * 16 + g + 8 * i;
-    valid[i] = row < it.row_end;
-    const int q_local = valid[i] ? row / G : 0;
-    head[i] = kvh * G + (valid[i] ? row % G : 0);
-    qa[i] = q_abs_of(m, un.q_begin + q_local);
-    visible_range(m, qa[i], &lo[i], &hi[i]);
-    lo[i] = max(lo[i], it.kv_begin);
-    hi[i] = min(hi[i], it.kv_end);
-    if (!valid[i] || hi[i] <= lo[i]) {
-      lo[i] = 0;
-      hi[i] = 0;
-    } else {
-      atomicMin(&s_lo, lo[i]);
-      atomicMax(&s_hi, hi[i]);
-    }
-    slope[i] = p.alibi ? p.slopes[head[i]] : 0.f;
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (wm * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
   }
-  __syncthreads();  // s_lo / s_hi final; every warp has its Q fragments, stage 1 is free
+
+  // this thread's rows: g and g + 8 of each of its warp's row blocks
+  const int g = lane / 4, t4 = lane % 4;
+  // Only the visible key range of each row is kept in registers; the row's query position and head
+  // are recomputed where needed (ALiBi, the output), which keeps the RB = 2 kernel near 255 registers.
+  auto row_of = [&](int rb, int i) { return it.row_begin + (wm * RB + rb) * 16 + g + 8 * i; };
+  int lo[RB][2], hi[RB][2];
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(rb, i);
+      const bool ok = row < it.row_end;
+      visible_range(m, q_abs_of(m, un.q_begin + (ok ? row / G : 0)), &lo[rb][i], &hi[rb][i]);
+      lo[rb][i] = max(lo[rb][i], it.kv_begin);
+      hi[rb][i] = min(hi[rb][i], it.kv_end);
+      if (!ok || hi[rb][i] <= lo[rb][i]) {
+        lo[rb][i] = 0;
+        hi[rb][i] = 0;
+      } else {
+        atomicMin(&s_lo, lo[rb][i]);
+        atomicMax(&s_hi, hi[rb][i]);
+      }
+    }
+  __syncthreads();  // s_lo / s_hi final; RB = 1: every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
   const bool plain = p.soft_cap <= 0.f && !p.alibi;
 
-  float o[D / 8][4];
+  float o[RB][D / 8][4];
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
+  for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[rb][j][0] = o[rb][j][1] = o[rb][j][2] = o[rb][j][3] = 0.f;
+  float mx[RB][2], den[RB][2];
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb) mx[rb][0] = mx[rb][1] = -INFINITY, den[rb][0] = den[rb][1] = 0.f;
 
   // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
@@ -218,87 +228,112 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
     const T* vs = ks + kKvTile * S;
     const int k0 = first_tile + ti * kKvTile + wn * kKeys;  // this warp's first key
 
-    // S = Q K^T: this warp's 16 rows x kKeys keys
-    float s[NT][4];
+    // S = Q K^T: this warp's RB x 16 rows x kKeys keys
+    float s[RB][NT][4];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) s[rb][j][0] = s[rb][j][1] = s[rb][j][2] = s[rb][j][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[RB][4];
+      if constexpr (RB == 1) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) a[0][x] = qf[kk][x];
+      } else {
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb) ldmatrix_x4(a[rb], qs + ((wm * RB + rb) * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
+      }
 #pragma unroll
       for (int jj = 0; jj < NT / 2; ++jj) {
         uint32_t b[4];
         const int mi = lane / 8;
         ldmatrix_x4(b, ks + (wn * kKeys + jj * 16 + (mi / 2) * 8 + lane % 8) * S + kk * 16 + (mi % 2) * 8);
-        Mma<T>::run(s[2 * jj], qf[kk], b[0], b[1]);
-        Mma<T>::run(s[2 * jj + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb) {
+          Mma<T>::run(s[rb][2 * jj], a[rb], b[0], b[1]);
+          Mma<T>::run(s[rb][2 * jj + 1], a[rb], b[2], b[3]);
+        }
       }
     }
 
-    // logits in base 2: scale (and soft-cap, ALiBi), mask
-    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+    for (int rb = 0; rb < RB; ++rb) {
+      // logits in base 2: scale (and soft-cap, ALiBi), mask
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2;
-        const int key = k0 + 8 * j + 2 * t4 + (e % 2);
-        float x = -INFINITY;
-        if (key >= lo[i] && key < hi[i]) {
-          if (plain) {
-            x = s[j][e] * p.scale_log2;
-          } else {
-            x = s[j][e] * p.sm_scale;
-            if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
-            if (p.alibi) x += slope[i] * static_cast<float>(key - qa[i]);
-            x *= 1.4426950408889634f;
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const int key = k0 + 8 * j + 2 * t4 + (e % 2);
+          float x = -INFINITY;
+          if (key >= lo[rb][i] && key < hi[rb][i]) {
+            if (plain) {
+              x = s[rb][j][e] * p.scale_log2;
+            } else {
+              x = s[rb][j][e] * p.sm_scale;
+              if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
+              if (p.alibi) {
+                const int row = row_of(rb, i);
+                x += p.slopes[kvh * G + row % G] * static_cast<float>(key - q_abs_of(m, un.q_begin + row / G));
+              }
+              x *= 1.4426950408889634f;
+            }
           }
+          s[rb][j][e] = x;
+          tile_max[i] = fmaxf(tile_max[i], x);
         }
-        s[j][e] = x;
-        tile_max[i] = fmaxf(tile_max[i], x);
+      float corr[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+        const float m_new = fmaxf(mx[rb][i], tile_max[i]);
+        // nothing visible yet: keep the state (exp2(-inf - -inf) would be NaN)
+        corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[rb][i] - m_new);
+        mx[rb][i] = m_new;
+        den[rb][i] *= corr[i];
       }
-    float corr[2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float m_new = fmaxf(mx[i], tile_max[i]);
-      // nothing visible yet: keep the state (exp2(-inf - -inf) would be NaN)
-      corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[i] - m_new);
-      mx[i] = m_new;
-      den[i] *= corr[i];
-    }
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[j][0] *= corr[0];
-      o[j][1] *= corr[0];
-      o[j][2] *= corr[1];
-      o[j][3] *= corr[1];
-    }
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2;
-        const float pv = mx[i] == -INFINITY ? 0.f : fast_exp2(s[j][e] - mx[i]);
-        s[j][e] = pv;
-        den[i] += pv;  // the row sum uses fp32 P, as FA2 does
+      for (int j = 0; j < D / 8; ++j) {
+        o[rb][j][0] *= corr[0];
+        o[rb][j][1] *= corr[0];
+        o[rb][j][2] *= corr[1];
+        o[rb][j][3] *= corr[1];
       }
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const float pv = mx[rb][i] == -INFINITY ? 0.f : fast_exp2(s[rb][j][e] - mx[rb][i]);
+          s[rb][j][e] = pv;
+          den[rb][i] += pv;  // the row sum uses fp32 P, as FA2 does
+        }
+    }
 
     // O += P V: P (rounded to the dtype) from the S accumulators, V through ldmatrix.trans
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk) {
-      uint32_t a[4];
-      a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      uint32_t a[RB][4];
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb) {
+        a[rb][0] = Mma<T>::pack(s[rb][2 * kk][0], s[rb][2 * kk][1]);
+        a[rb][1] = Mma<T>::pack(s[rb][2 * kk][2], s[rb][2 * kk][3]);
+        a[rb][2] = Mma<T>::pack(s[rb][2 * kk + 1][0], s[rb][2 * kk + 1][1]);
+        a[rb][3] = Mma<T>::pack(s[rb][2 * kk + 1][2], s[rb][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int nn = 0; nn < D / 16; ++nn) {
         uint32_t b[4];
         const int mi = lane / 8;
         ldmatrix_x4_trans(b, vs + (wn * kKeys + kk * 16 + (mi % 2) * 8 + lane % 8) * S + nn * 16 + (mi / 2) * 8);
-        Mma<T>::run(o[2 * nn], a, b[0], b[1]);
-        Mma<T>::run(o[2 * nn + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb) {
+          Mma<T>::run(o[rb][2 * nn], a[rb], b[0], b[1]);
+          Mma<T>::run(o[rb][2 * nn + 1], a[rb], b[2], b[3]);
+        }
       }
     }
     __syncthreads();  // this stage is refilled by the next iteration's issue
@@ -306,24 +341,27 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
 
   // the quad's partial row sums
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    den[i] += __shfl_xor_sync(0xffffffffu, den[i], 1);
-    den[i] += __shfl_xor_sync(0xffffffffu, den[i], 2);
-  }
+  for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      den[rb][i] += __shfl_xor_sync(0xffffffffu, den[rb][i], 1);
+      den[rb][i] += __shfl_xor_sync(0xffffffffu, den[rb][i], 2);
+    }
   if constexpr (WN > 1) {
     // merge the key-split warps in warp order: M = max m_w, scale_w = exp2(m_w - M)
+    constexpr int kR = WM * 16;
     float* red_o = reinterpret_cast<float*>(smem_raw);  // [WN][WM * 16][D]
-    float* red_m = red_o + WN * kRows * D;              // [WN][WM * 16]
-    float* red_d = red_m + WN * kRows;
+    float* red_m = red_o + WN * kR * D;                 // [WN][WM * 16]
+    float* red_d = red_m + WN * kR;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = wm * 16 + g + 8 * i;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<float2*>(red_o + (wn * kRows + r) * D + 8 * j + 2 * t4) = make_float2(o[j][2 * i], o[j][2 * i + 1]);
+        *reinterpret_cast<float2*>(red_o + (wn * kR + r) * D + 8 * j + 2 * t4) = make_float2(o[0][j][2 * i], o[0][j][2 * i + 1]);
       if (t4 == 0) {
-        red_m[wn * kRows + r] = mx[i];
-        red_d[wn * kRows + r] = den[i];
+        red_m[wn * kR + r] = mx[0][i];
+        red_d[wn * kR + r] = den[0][i];
       }
     }
     __syncthreads();
@@ -333,81 +371,86 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
       const int r = wm * 16 + g + 8 * i;
       float M = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < WN; ++w) M = fmaxf(M, red_m[w * kRows + r]);
+      for (int w = 0; w < WN; ++w) M = fmaxf(M, red_m[w * kR + r]);
       float sc[WN];
       float dsum = 0.f;
 #pragma unroll
       for (int w = 0; w < WN; ++w) {
-        const float mw = red_m[w * kRows + r];
+        const float mw = red_m[w * kR + r];
         sc[w] = mw == -INFINITY ? 0.f : fast_exp2(mw - M);
-        dsum += red_d[w * kRows + r] * sc[w];
+        dsum += red_d[w * kR + r] * sc[w];
       }
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
         float a = 0.f, b = 0.f;
 #pragma unroll
         for (int w = 0; w < WN; ++w) {
-          const float2 v = *reinterpret_cast<const float2*>(red_o + (w * kRows + r) * D + 8 * j + 2 * t4);
+          const float2 v = *reinterpret_cast<const float2*>(red_o + (w * kR + r) * D + 8 * j + 2 * t4);
           a += v.x * sc[w];
           b += v.y * sc[w];
         }
-        o[j][2 * i] = a;
-        o[j][2 * i + 1] = b;
+        o[0][j][2 * i] = a;
+        o[0][j][2 * i + 1] = b;
       }
-      mx[i] = M;
-      den[i] = dsum;
+      mx[0][i] = M;
+      den[0][i] = dsum;
     }
   }
 
   // O / den and LSE: the final output, or a partial for the merge kernel
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!valid[i]) continue;
-    const int row = it.row_begin + wm * 16 + g + 8 * i;
-    const int q_local = row / G;
-    const bool empty = den[i] == 0.f;
-    const float inv = empty ? 0.f : 1.f / den[i];
-    const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
-    if (p.split) {
-      const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
-      float* dst = p.part_o + (pr * p.hq + head[i]) * D;
+  for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
-        if (p.round_partials) {
-          a = round_to(Mma<T>::kDType, a);
-          b = round_to(Mma<T>::kDType, b);
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(rb, i);
+      if (row >= it.row_end) continue;
+      const int q_local = row / G;
+      const int hd = kvh * G + row % G;
+      const bool empty = den[rb][i] == 0.f;
+      const float inv = empty ? 0.f : 1.f / den[rb][i];
+      const float lse2 = empty ? -INFINITY : mx[rb][i] + log2f(den[rb][i]);
+      if (p.split) {
+        const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
+        float* dst = p.part_o + (pr * p.hq + hd) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          float a = o[rb][j][2 * i] * inv, b = o[rb][j][2 * i + 1] * inv;
+          if (p.round_partials) {
+            a = round_to(Mma<T>::kDType, a);
+            b = round_to(Mma<T>::kDType, b);
+          }
+          *reinterpret_cast<float2*>(dst + 8 * j + 2 * t4) = make_float2(a, b);
         }
-        *reinterpret_cast<float2*>(dst + 8 * j + 2 * t4) = make_float2(a, b);
-      }
-      if (t4 == 0) p.part_lse[pr * p.hq + head[i]] = lse2;
-    } else {
-      const int64_t token = tok0 + q_local;
-      T* dst = static_cast<T*>(p.o) + (token * p.hq + head[i]) * D;
+        if (t4 == 0) p.part_lse[pr * p.hq + hd] = lse2;
+      } else {
+        const int64_t token = tok0 + q_local;
+        T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * D;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
-      if (t4 == 0) p.lse[token * p.hq + head[i]] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(o[rb][j][2 * i] * inv, o[rb][j][2 * i + 1] * inv);
+        if (t4 == 0) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
+      }
     }
-  }
 }
 
 template <int D, class T>
-void launch_flash(const FlashParams& p, int warps_m, int warps_n, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_smem_bytes(D, warps_m, warps_n);
+void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 grid, cudaStream_t stream) {
+  const size_t smem = flash_smem_bytes(D, warps_m, warps_n, rb);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "cudaFuncSetAttribute");
     // prefer shared memory over L1 so several CTAs fit an SM (the default carveout allowed one)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  if (warps_m == 1 && warps_n == 4) return go(flash_kernel<D, T, 1, 4>, 128);
-  if (warps_m == 4 && warps_n == 1) return go(flash_kernel<D, T, 4, 1>, 128);
-  if constexpr (D < 256) {
-    if (warps_m == 8 && warps_n == 1) return go(flash_kernel<D, T, 8, 1>, 256);
+  if (warps_m == 1 && warps_n == 4 && rb == 1) return go(flash_kernel<D, T, 1, 4, 1>, 128);
+  if (warps_m == 4 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 4, 1, 1>, 128);
+  if constexpr (D <= 128) {
+    if (warps_m == 4 && warps_n == 1 && rb == 2) return go(flash_kernel<D, T, 4, 1, 2>, 128);
+  } else if constexpr (D < 256) {
+    if (warps_m == 8 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 8, 1, 1>, 256);
   }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
-                  std::to_string(warps_n) + " warps");
+                  std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
 }
 
 }  // namespace attnscope::cuda

@@ -42,11 +42,19 @@ struct MergeParams {
   int hq, d;
 };
 
+// Kernel geometry of a tile: 16 rows -> 1 row warp x 4 key-split warps; 64 rows -> 4 warps of one
+// row block; 128 rows -> 4 warps of two row blocks (head_dim <= 128; 8 single-block warps above).
+inline void flash_geometry(int tile, int head_dim, int kv_split, int* wm, int* wn, int* rb) {
+  *wn = kv_split;
+  *rb = (tile == 128 && head_dim <= 128) ? 2 : 1;
+  *wm = tile / 16 / *rb;
+}
+
 // One launcher per (head_dim, dtype) instance file; warps_m = cta_tile_q / 16 row warps,
 // warps_n = the plan's kv_warp_split.
-using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, dim3 grid, cudaStream_t);
+using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int row_blocks, dim3 grid, cudaStream_t);
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
-size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n);
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);
 
 }  // namespace attnscope::cuda
