@@ -444,9 +444,7 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
   };
   if (warps_m == 1 && warps_n == 4 && rb == 1) return go(flash_kernel<D, T, 1, 4, 1>, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 4, 1, 1>, 128);
-  if constexpr (D <= 128) {
-    if (warps_m == 4 && warps_n == 1 && rb == 2) return go(flash_kernel<D, T, 4, 1, 2>, 128);
-  } else if constexpr (D < 256) {
+  if constexpr (D < 256) {
     if (warps_m == 8 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 8, 1, 1>, 256);
   }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
