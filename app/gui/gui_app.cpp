@@ -150,6 +150,13 @@ void App::draw_status() {
     for (const auto& d : shown_->diffs) fails += !d.verdict.pass && !d.verdict.skipped;
     ImGui::TextColored(fails ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.5f, 1), "done: %zu backends, %d of %zu comparisons fail",
                        shown_->results.size(), fails, shown_->diffs.size());
+    if (!shown_->replay.empty()) {
+      int same = 0;
+      for (const auto& r : shown_->replay) same += r.match;
+      ImGui::SameLine(0, 20);
+      ImGui::TextColored(same == static_cast<int>(shown_->replay.size()) ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1),
+                         "repro: %d of %zu backends bit-identical to the recorded digests", same, shown_->replay.size());
+    }
   }
   ImGui::SameLine(ImGui::GetIO().DisplaySize.x - 230);
   ImGui::Text("frame %.2f ms (max %.1f)", frame_ms_avg_, frame_ms_max_);

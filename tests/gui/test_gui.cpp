@@ -151,6 +151,18 @@ TEST(GuiItems, GeneratorAndTabs) {
   EXPECT_FALSE(parse_tab("nope").has_value());
 }
 
+TEST(GuiItems, ExportedReproReopensToTheSameState) {
+  // what File > Export repro writes, and what opening it gives back
+  auto s = session_of("gqa-decode-long.json");
+  const std::string text = case_file_to_json(make_repro(*s)).dump(2);
+  const CaseFile f = parse_case_text(text);
+  EXPECT_EQ(f.spec, s->spec());
+  auto again = run_session(f);
+  ASSERT_EQ(again->replay.size(), s->results.size());
+  for (const auto& r : again->replay) EXPECT_TRUE(r.match) << r.backend;
+  EXPECT_EQ(again->plan.split.items.size(), s->plan.split.items.size());
+}
+
 // --- screenshots under Xvfb ---
 
 namespace {

@@ -122,6 +122,15 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::Image(tex_.id(), size);
   const bool hovered = ImGui::IsItemHovered();
+  // pan: drag with the left or right mouse button; zoom: the slider, or Ctrl + wheel
+  if (hovered || ImGui::IsItemActive()) {
+    const ImGuiIO& io = ImGui::GetIO();
+    if (ImGui::IsMouseDragging(ImGuiMouseButton_Left) || ImGui::IsMouseDragging(ImGuiMouseButton_Right)) {
+      ImGui::SetScrollX(ImGui::GetScrollX() - io.MouseDelta.x);
+      ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseDelta.y);
+    }
+    if (io.KeyCtrl && io.MouseWheel != 0) ui.mask_zoom = std::clamp(ui.mask_zoom * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.f, 16.f);
+  }
   ImDrawList* dl = ImGui::GetWindowDrawList();
   // plan overlay: q-tile boundaries (white) and virtual-batch boundaries (red), KV tiles (grey)
   for (int qs : m.q_tile_starts) {
