@@ -8,18 +8,23 @@ namespace attnscope {
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kUnsupported: return "unsupported";
-    case Status::kNotCompiled: return "not compiled";
-    case Status::kError: return "error";
-    case Status::kCancelled: return "cancelled";
+    case Status::kOk:
+      return "ok";
+    case Status::kUnsupported:
+      return "unsupported";
+    case Status::kNotCompiled:
+      return "not compiled";
+    case Status::kError:
+      return "error";
+    case Status::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
 
 const std::vector<std::string>& known_backends() {
-  static const std::vector<std::string> ids = {"cpu.reference", "cpu.lowp", "cpu.tiled",
-                                               "cuda.reference", "cuda.naive", "cuda.flash", "cuda.flash_padded"};
+  static const std::vector<std::string> ids = {"cpu.reference", "cpu.lowp",   "cpu.tiled",        "cuda.reference",
+                                               "cuda.naive",    "cuda.flash", "cuda.flash_padded"};
   return ids;
 }
 

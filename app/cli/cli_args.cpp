@@ -13,7 +13,9 @@ std::optional<int> Args::int_value(const std::string& n, int lo, int hi) const {
     used = 0;
   }
   if (used != v->size() || v->empty()) throw UsageError("--" + n + ": \"" + *v + "\" is not an integer");
-  if (x < lo || x > hi) throw UsageError("--" + n + ": " + *v + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (x < lo || x > hi)
+    throw UsageError("--" + n + ": " + *v + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                     "]");
   return static_cast<int>(x);
 }
 

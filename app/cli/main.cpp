@@ -57,8 +57,10 @@ int cmd_validate(const Args& a) {
 int cmd_plan(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   const Plan p = make_plan(f.spec);
-  if (a.flag("json")) std::cout << plan_to_json(f.spec, p).dump(2) << "\n";
-  else print_plan(std::cout, f.spec, p);
+  if (a.flag("json"))
+    std::cout << plan_to_json(f.spec, p).dump(2) << "\n";
+  else
+    print_plan(std::cout, f.spec, p);
   return 0;
 }
 
@@ -68,17 +70,22 @@ int cmd_run(const Args& a) {
   if (a.value("backends")) {
     auto ids = a.list_value("backends");
     for (const auto& id : ids)
-      if (!is_known_backend(id)) throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+      if (!is_known_backend(id))
+        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
     opt.backends = ids;
   }
   opt.sample_rows = a.int_value("sample-rows", 1, 1 << 22);
   const bool tty = isatty(2);
   if (tty && !a.flag("json"))
-    opt.progress = [](const std::string& stage, double x) { std::cerr << "\r  " << stage << " " << static_cast<int>(100 * x) << "%   " << std::flush; };
+    opt.progress = [](const std::string& stage, double x) {
+      std::cerr << "\r  " << stage << " " << static_cast<int>(100 * x) << "%   " << std::flush;
+    };
   auto s = run_session(f, opt);
   if (tty && !a.flag("json")) std::cerr << "\r" << std::string(40, ' ') << "\r";
-  if (a.flag("json")) std::cout << session_to_json(*s).dump(2) << "\n";
-  else print_session(std::cout, *s);
+  if (a.flag("json"))
+    std::cout << session_to_json(*s).dump(2) << "\n";
+  else
+    print_session(std::cout, *s);
   if (auto path = a.value("report")) write_text_file(*path, session_to_json(*s).dump(2) + "\n");
   if (auto dir = a.value("dump")) {
     const int n = dump_session(*s, *dir);
@@ -103,7 +110,8 @@ int cmd_invariance(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   InvarianceOptions opt;
   if (auto b = a.value("backend")) {
-    if (!is_known_backend(*b)) throw UsageError("--backend: \"" + *b + "\" is not a backend, must be one of " + known_backends_text());
+    if (!is_known_backend(*b))
+      throw UsageError("--backend: \"" + *b + "\" is not a backend, must be one of " + known_backends_text());
     opt.backend = *b;
   }
   if (a.value("planners")) {
@@ -122,9 +130,15 @@ int cmd_invariance(const Args& a) {
     j["num_requests"] = rep.num_requests;
     nlohmann::ordered_json ps = nlohmann::ordered_json::array();
     for (const auto& p : rep.planners)
-      ps.push_back({{"planner", planner_name(p.planner)}, {"note", p.note}, {"error", p.error}, {"batch_tile", p.batch_tile},
-                    {"batch_chunk_pages", p.batch_chunk_pages}, {"alone_tile", p.alone_tile}, {"alone_chunk_pages", p.alone_chunk_pages},
-                    {"differing_values", p.differing_values}, {"identical_requests", p.identical_requests()}});
+      ps.push_back({{"planner", planner_name(p.planner)},
+                    {"note", p.note},
+                    {"error", p.error},
+                    {"batch_tile", p.batch_tile},
+                    {"batch_chunk_pages", p.batch_chunk_pages},
+                    {"alone_tile", p.alone_tile},
+                    {"alone_chunk_pages", p.alone_chunk_pages},
+                    {"differing_values", p.differing_values},
+                    {"identical_requests", p.identical_requests()}});
     j["planners"] = ps;
     std::cout << j.dump(2) << "\n";
   } else {
@@ -139,7 +153,8 @@ int cmd_bench(const Args& a) {
   if (a.value("backends")) {
     ids = a.list_value("backends");
     for (const auto& id : ids)
-      if (!is_known_backend(id)) throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+      if (!is_known_backend(id))
+        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
   }
   const int reps = a.int_value("reps", 1, 10000).value_or(20);
   const BenchReport r = run_bench(f.spec, ids, reps);
@@ -162,8 +177,8 @@ int cmd_devices(const Args& a) {
   }
   if (devs.empty()) std::cout << "no CUDA devices: " << why << "\n";
   for (const auto& d : devs)
-    std::cout << d.index << ": " << d.name << ", " << d.sm_count << " SMs, compute capability " << d.cc_major << "." << d.cc_minor << ", "
-              << static_cast<int>(d.memory_gib) << " GiB\n";
+    std::cout << d.index << ": " << d.name << ", " << d.sm_count << " SMs, compute capability " << d.cc_major << "." << d.cc_minor
+              << ", " << static_cast<int>(d.memory_gib) << " GiB\n";
   return 0;
 }
 

@@ -69,8 +69,8 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   o << "mask  native spellings: ";
   if (c.attention.window) {
     const int w = *c.attention.window;
-    o << "W = " << w << " (cuDNN / vLLM sliding_window " << w << ", FlashInfer window_left " << w - 1 << ", FlashAttention window_size ("
-      << w - 1 << ", 0))";
+    o << "W = " << w << " (cuDNN / vLLM sliding_window " << w << ", FlashInfer window_left " << w - 1
+      << ", FlashAttention window_size (" << w - 1 << ", 0))";
   } else {
     o << "no sliding window (FlashInfer window_left -1, FlashAttention window_size (-1, -1))";
   }
@@ -80,7 +80,8 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   o << "PAGE TABLE  page_size " << pt.page_size << ", " << pt.num_pages << " physical pages";
   int unused = 0;
   for (int ow : pt.owner) unused += ow == kPageUnused;
-  o << " (" << unused << " unused" << (c.kv_cache.null_page && c.kv_cache.storage == KvStorage::kPaged ? ", page 0 null" : "") << ")\n";
+  o << " (" << unused << " unused" << (c.kv_cache.null_page && c.kv_cache.storage == KvStorage::kPaged ? ", page 0 null" : "")
+    << ")\n";
   o << "  kv_indptr        " << list(pt.indptr) << "\n";
   o << "  kv_last_page_len " << list(pt.last_page_len) << "\n";
   for (size_t r = 0; r < c.requests.size() && r < 8; ++r) {
@@ -90,12 +91,14 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   if (c.requests.size() > 8) o << "  ... " << c.requests.size() - 8 << " more requests\n";
 
   if (!p.local.batches.empty()) {
-    o << "\nVIRTUAL BATCHES  chunked local attention, chunk " << p.local.chunk << " (vLLM make_local_attention_virtual_batches)\n";
+    o << "\nVIRTUAL BATCHES  chunked local attention, chunk " << p.local.chunk
+      << " (vLLM make_local_attention_virtual_batches)\n";
     o << "  vb   request  q_begin  q_len  chunk_start  kv_len  block_table\n";
     for (size_t i = 0; i < p.local.batches.size() && i < 32; ++i) {
       const auto& b = p.local.batches[i];
       o << "  " << pad(std::to_string(i), 5) << pad(std::to_string(b.request), 9) << pad(std::to_string(b.q_begin), 9)
-        << pad(std::to_string(b.q_len), 7) << pad(std::to_string(b.kv_begin), 13) << pad(std::to_string(b.kv_len), 8) << list(b.block_table, 8) << "\n";
+        << pad(std::to_string(b.q_len), 7) << pad(std::to_string(b.kv_begin), 13) << pad(std::to_string(b.kv_len), 8)
+        << list(b.block_table, 8) << "\n";
     }
     if (p.local.batches.size() > 32) o << "  ... " << p.local.batches.size() - 32 << " more\n";
     o << "  cu_q " << list(p.local.cu_q, 24) << "\n";
@@ -112,7 +115,8 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
     const int tiles = s.unit_tiles[u], chunks = s.unit_chunks[u];
     if (u < 8) {
       const auto& un = p.units[u];
-      o << "  unit " << u << " (request " << un.request << ", q " << un.q_len << ", kv " << un.kv_len << "): " << tiles << " x " << chunks;
+      o << "  unit " << u << " (request " << un.request << ", q " << un.q_len << ", kv " << un.kv_len << "): " << tiles << " x "
+        << chunks;
       if (tiles * chunks <= 24) {
         o << "  items";
         for (int t = 0; t < tiles; ++t) {
@@ -140,14 +144,16 @@ void print_session(std::ostream& o, const Session& s) {
   o << "case    " << case_summary(c) << "\n";
   o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
     << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
-  if (s.sample_rows) o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
+  if (s.sample_rows)
+    o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
   o << "\n" << pad("backend", 19) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";
   for (const auto& r : s.results) {
     o << pad(r.backend, 19) << pad(status_name(r.status), 14) << pad(fmt("%.1f", r.timing.host_ms), 10)
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   if (!s.diffs.empty()) {
-    o << "\n" << pad("comparison", 42) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
+    o << "\n"
+      << pad("comparison", 42) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
       << pad("bit-eq", 8) << pad("ac 1e-2", 8) << pad("ac 1e-3", 8) << "verdict\n";
     for (const auto& d : s.diffs) {
       const std::string name = d.backend + " vs " + d.baseline;
@@ -166,8 +172,9 @@ void print_session(std::ostream& o, const Session& s) {
     }
   }
   for (const auto& r : s.replay)
-    o << "replay  " << pad(r.backend, 16) << (r.match ? "bit-identical to the recorded digest " + r.recorded
-                                                       : "DIFFERS: recorded " + r.recorded + ", now " + r.now) << "\n";
+    o << "replay  " << pad(r.backend, 16)
+      << (r.match ? "bit-identical to the recorded digest " + r.recorded : "DIFFERS: recorded " + r.recorded + ", now " + r.now)
+      << "\n";
   o << "\n" << (s.failed() ? "FAILED" : "ok") << "\n";
 }
 
@@ -202,8 +209,8 @@ void print_bench(std::ostream& o, const BenchReport& r) {
   o << "       " << fmt("%.3g", r.flops / 1e12) << " TFLOP per run (" << r.allowed_pairs << " allowed pairs per head), "
     << fmt("%.3g", r.bytes / 1e9) << " GB moved at least (K/V " << fmt("%.3g", r.kv_bytes / 1e9) << " GB); device copy "
     << fmt("%.0f", r.copy_gbps) << " GB/s; plan " << fmt("%.1f", r.plan_us) << " us\n\n";
-  o << pad("backend", 16) << pad("median ms", 11) << pad("min-max ms", 18) << pad("TFLOP/s", 10) << pad("GB/s", 9) << pad("KV GB/s", 9)
-    << "of copy\n";
+  o << pad("backend", 16) << pad("median ms", 11) << pad("min-max ms", 18) << pad("TFLOP/s", 10) << pad("GB/s", 9)
+    << pad("KV GB/s", 9) << "of copy\n";
   for (const auto& x : r.rows) {
     if (x.status != "ok") {
       o << pad(x.backend, 16) << x.status << "\n";

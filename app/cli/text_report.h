@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "attnscope/plan.h"
 #include "../core/bench.h"
 #include "../core/invariance.h"
 #include "../core/session.h"
+#include "attnscope/plan.h"
 
 namespace attnscope::cli {
 

@@ -69,8 +69,16 @@ nlohmann::ordered_json bench_to_json(const BenchReport& r) {
   j["kv_bytes"] = r.kv_bytes;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const auto& x : r.rows)
-    rows.push_back({{"backend", x.backend}, {"status", x.status}, {"median_ms", x.median_ms}, {"min_ms", x.min_ms}, {"max_ms", x.max_ms},
-                    {"reps", x.reps}, {"tflops", x.tflops}, {"gbps", x.gbps}, {"kv_gbps", x.kv_gbps}, {"copy_share", x.copy_share}});
+    rows.push_back({{"backend", x.backend},
+                    {"status", x.status},
+                    {"median_ms", x.median_ms},
+                    {"min_ms", x.min_ms},
+                    {"max_ms", x.max_ms},
+                    {"reps", x.reps},
+                    {"tflops", x.tflops},
+                    {"gbps", x.gbps},
+                    {"kv_gbps", x.kv_gbps},
+                    {"copy_share", x.copy_share}});
   j["rows"] = rows;
   return j;
 }

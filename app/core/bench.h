@@ -12,21 +12,21 @@ namespace attnscope {
 
 struct BenchRow {
   std::string backend;
-  std::string status;           // "ok" or the reason it did not run
+  std::string status;  // "ok" or the reason it did not run
   double median_ms = 0, min_ms = 0, max_ms = 0;
   int reps = 0;
-  double tflops = 0;            // 2 x pairs x heads x (d_qk + d_vo) / time
-  double gbps = 0;              // minimum bytes (Q, K, V of live tokens, O) / time
-  double kv_gbps = 0;           // K and V bytes of live tokens / time (the decode target's unit)
-  double copy_share = 0;        // gbps / measured device copy bandwidth
+  double tflops = 0;      // 2 x pairs x heads x (d_qk + d_vo) / time
+  double gbps = 0;        // minimum bytes (Q, K, V of live tokens, O) / time
+  double kv_gbps = 0;     // K and V bytes of live tokens / time (the decode target's unit)
+  double copy_share = 0;  // gbps / measured device copy bandwidth
 };
 
 struct BenchReport {
   std::string case_name;
-  std::string device;           // name of device 0, or why none
-  double copy_gbps = 0;         // measured device-to-device copy bandwidth (read + write)
+  std::string device;    // name of device 0, or why none
+  double copy_gbps = 0;  // measured device-to-device copy bandwidth (read + write)
   double plan_us = 0;
-  int64_t allowed_pairs = 0;    // per head
+  int64_t allowed_pairs = 0;  // per head
   double flops = 0, bytes = 0, kv_bytes = 0;
   std::vector<BenchRow> rows;
 };

@@ -53,13 +53,16 @@ class Obj {
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (x < lo || x > hi)
+      throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
   }
-  int get_int(const char* k, int def, int64_t lo = std::numeric_limits<int>::min(), int64_t hi = std::numeric_limits<int>::max()) const {
+  int get_int(const char* k, int def, int64_t lo = std::numeric_limits<int>::min(),
+              int64_t hi = std::numeric_limits<int>::max()) const {
     return has(k) ? static_cast<int>(integer(j_[k], at(k), lo, hi)) : def;
   }
-  std::optional<int> opt_int(const char* k, int64_t lo = std::numeric_limits<int>::min(), int64_t hi = std::numeric_limits<int>::max()) const {
+  std::optional<int> opt_int(const char* k, int64_t lo = std::numeric_limits<int>::min(),
+                             int64_t hi = std::numeric_limits<int>::max()) const {
     if (!has(k)) return std::nullopt;
     return static_cast<int>(integer(j_[k], at(k), lo, hi));
   }
@@ -107,7 +110,8 @@ class Obj {
   std::string path_;
 };
 
-const std::initializer_list<std::pair<const char*, DType>> kDtypes = {{"fp32", DType::kFp32}, {"fp16", DType::kFp16}, {"bf16", DType::kBf16}};
+const std::initializer_list<std::pair<const char*, DType>> kDtypes = {
+    {"fp32", DType::kFp32}, {"fp16", DType::kFp16}, {"bf16", DType::kBf16}};
 
 RequestSpec parse_request(const json& j, const std::string& path) {
   Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed"});
@@ -123,7 +127,8 @@ RequestSpec parse_request(const json& j, const std::string& path) {
     const json& a = o.array("doc_starts");
     if (a.empty()) throw CaseError(o.at("doc_starts"), "is empty, list at least the start 0 (or leave the key out)");
     for (size_t i = 0; i < a.size(); ++i)
-      r.doc_starts.push_back(static_cast<int>(Obj::integer(a[i], o.at("doc_starts") + "/" + std::to_string(i), 0, std::numeric_limits<int>::max())));
+      r.doc_starts.push_back(
+          static_cast<int>(Obj::integer(a[i], o.at("doc_starts") + "/" + std::to_string(i), 0, std::numeric_limits<int>::max())));
   }
   return r;
 }
@@ -131,8 +136,9 @@ RequestSpec parse_request(const json& j, const std::string& path) {
 }  // namespace
 
 CaseFile parse_case(const json& j) {
-  Obj top(j, "", {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention",
-                  "split", "data", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
+  Obj top(j, "",
+          {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention", "split", "data",
+           "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -158,7 +164,8 @@ CaseFile parse_case(const json& j) {
   {
     const json& hd = top.raw("head_dim");
     if (hd.is_number_integer()) {  // a single number sets qk and vo alike
-      c.head_dim_qk = c.head_dim_vo = static_cast<int>(Obj::integer(hd, "/head_dim", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+      c.head_dim_qk = c.head_dim_vo =
+          static_cast<int>(Obj::integer(hd, "/head_dim", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
     } else {
       Obj h(hd, "/head_dim", {"qk", "vo"});
       h.require("qk");
@@ -170,14 +177,16 @@ CaseFile parse_case(const json& j) {
   c.dtype = top.get_enum("dtype", DType::kBf16, kDtypes);
 
   if (top.has("kv_cache")) {
-    Obj k(top.raw("kv_cache"), "/kv_cache", {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused"});
+    Obj k(top.raw("kv_cache"), "/kv_cache",
+          {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused"});
     auto& kc = c.kv_cache;
     kc.storage = k.get_enum("storage", KvStorage::kPaged, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}});
     const bool ragged = kc.storage == KvStorage::kRagged;
     kc.page_size = k.get_int("page_size", ragged ? 1 : 16);
     kc.layout = k.get_enum("layout", KvLayout::kNHD, {{"NHD", KvLayout::kNHD}, {"HND", KvLayout::kHND}});
-    kc.allocation = k.get_enum("allocation", PageAlloc::kContiguous,
-                               {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
+    kc.allocation = k.get_enum(
+        "allocation", PageAlloc::kContiguous,
+        {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
     kc.allocation_seed = k.opt_u64("allocation_seed").value_or(0);
     kc.null_page = k.get_bool("null_page", !ragged);
     kc.poison_unused = k.get_bool("poison_unused", false);
@@ -197,12 +206,16 @@ CaseFile parse_case(const json& j) {
     Obj s(top.raw("split"), "/split", {"planner", "fixed_split_size", "fixed_tile_q", "num_sms", "cuda_graph", "partials"});
     auto& sp = c.split;
     sp.planner = s.get_enum("planner", Planner::kFlashInfer,
-                            {{"flashinfer", Planner::kFlashInfer}, {"flash_attn", Planner::kFlashAttn}, {"fixed", Planner::kFixed}, {"off", Planner::kOff}});
+                            {{"flashinfer", Planner::kFlashInfer},
+                             {"flash_attn", Planner::kFlashAttn},
+                             {"fixed", Planner::kFixed},
+                             {"off", Planner::kOff}});
     sp.fixed_split_size = s.opt_int("fixed_split_size");
     sp.fixed_tile_q = s.opt_int("fixed_tile_q");
     sp.num_sms = s.get_int("num_sms", 132);
     sp.cuda_graph = s.get_bool("cuda_graph", false);
-    sp.partials = s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
+    sp.partials =
+        s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
   }
   if (top.has("data")) {
     Obj d(top.raw("data"), "/data", {"seed", "mean", "std", "outliers"});
@@ -215,14 +228,17 @@ CaseFile parse_case(const json& j) {
       ol.require("scale");
       const json& ch = ol.array("channels");
       for (size_t i = 0; i < ch.size(); ++i)
-        c.data.outlier_channels.push_back(static_cast<int>(Obj::integer(ch[i], "/data/outliers/channels/" + std::to_string(i), std::numeric_limits<int>::min(), std::numeric_limits<int>::max())));
+        c.data.outlier_channels.push_back(
+            static_cast<int>(Obj::integer(ch[i], "/data/outliers/channels/" + std::to_string(i), std::numeric_limits<int>::min(),
+                                          std::numeric_limits<int>::max())));
       c.data.outlier_scale = ol.get_num("scale", 1.0);
     }
   }
   if (top.has("backends")) {
     const json& b = top.array("backends");
     for (size_t i = 0; i < b.size(); ++i) {
-      if (!b[i].is_string()) throw CaseError("/backends/" + std::to_string(i), "must be a string (a backend id), got " + kind_of(b[i]));
+      if (!b[i].is_string())
+        throw CaseError("/backends/" + std::to_string(i), "must be a string (a backend id), got " + kind_of(b[i]));
       c.backends.push_back(b[i].get<std::string>());
     }
   } else {
@@ -239,7 +255,10 @@ CaseFile parse_case(const json& j) {
       cmp.backend = k.get_str("backend", "");
       cmp.baseline = k.get_str("baseline", "");
       cmp.rule = k.get_enum("rule", CompareRule::kAllclose,
-                            {{"allclose", CompareRule::kAllclose}, {"twice_lowp", CompareRule::kTwiceLowp}, {"bitwise", CompareRule::kBitwise}, {"max_abs", CompareRule::kMaxAbs}});
+                            {{"allclose", CompareRule::kAllclose},
+                             {"twice_lowp", CompareRule::kTwiceLowp},
+                             {"bitwise", CompareRule::kBitwise},
+                             {"max_abs", CompareRule::kMaxAbs}});
       // defaults: allclose at vLLM's looser tolerance; twice_lowp's floor is a rounding allowance
       cmp.rtol = k.get_num("rtol", 1e-2);
       cmp.atol = k.get_num("atol", cmp.rule == CompareRule::kTwiceLowp ? 1e-5 : 1e-3);
@@ -256,7 +275,8 @@ CaseFile parse_case(const json& j) {
     c.pad_head_dim_to = k.opt_int("pad_head_dim_to");
   }
   if (top.has("environment")) {
-    if (!top.raw("environment").is_object()) throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
+    if (!top.raw("environment").is_object())
+      throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
     f.environment = top.raw("environment");
   }
   if (top.has("recorded")) {
@@ -275,7 +295,12 @@ CaseFile parse_case_text(const std::string& text) {
     // byte offset -> line and column
     size_t line = 1, col = 1;
     for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
     }
     std::string msg = e.what();
     const auto pos = msg.find("syntax error");
@@ -315,15 +340,18 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["head_dim"] = {{"qk", c.head_dim_qk}, {"vo", c.head_dim_vo}};
   j["dtype"] = dtype_name(c.dtype);
   const auto& k = c.kv_cache;
-  j["kv_cache"] = {{"storage", storage_name(k.storage)}, {"page_size", k.page_size}, {"layout", layout_name(k.layout)},
-                   {"allocation", alloc_name(k.allocation)}, {"allocation_seed", k.allocation_seed},
-                   {"null_page", k.null_page}, {"poison_unused", k.poison_unused}};
+  j["kv_cache"] = {{"storage", storage_name(k.storage)},   {"page_size", k.page_size},
+                   {"layout", layout_name(k.layout)},      {"allocation", alloc_name(k.allocation)},
+                   {"allocation_seed", k.allocation_seed}, {"null_page", k.null_page},
+                   {"poison_unused", k.poison_unused}};
   const auto& a = c.attention;
-  j["attention"] = {{"causal", a.causal}, {"window", opt(a.window)}, {"local_chunk", opt(a.local_chunk)}, {"prefix_lm", a.prefix_lm},
-                    {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)}, {"alibi", a.alibi}};
+  j["attention"] = {{"causal", a.causal},       {"window", opt(a.window)},     {"local_chunk", opt(a.local_chunk)},
+                    {"prefix_lm", a.prefix_lm}, {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)},
+                    {"alibi", a.alibi}};
   const auto& s = c.split;
-  j["split"] = {{"planner", planner_name(s.planner)}, {"fixed_split_size", opt(s.fixed_split_size)}, {"fixed_tile_q", opt(s.fixed_tile_q)},
-                {"num_sms", s.num_sms}, {"cuda_graph", s.cuda_graph}, {"partials", partials_name(s.partials)}};
+  j["split"] = {{"planner", planner_name(s.planner)},  {"fixed_split_size", opt(s.fixed_split_size)},
+                {"fixed_tile_q", opt(s.fixed_tile_q)}, {"num_sms", s.num_sms},
+                {"cuda_graph", s.cuda_graph},          {"partials", partials_name(s.partials)}};
   ordered_json d;
   d["seed"] = c.data.seed;
   d["mean"] = c.data.mean;

@@ -23,8 +23,10 @@ int dump_session(const Session& s, const std::string& dir) {
     for (int key = 0; key < c.requests[r].kv_len; ++key, ++row)
       for (int h = 0; h < Hk; ++h) {
         const int page = s.plan.pages.page_of(static_cast<int>(r), key);
-        for (int d = 0; d < Dq; ++d) k[(row * Hk + h) * Dq + d] = w.k_pool[kv_offset(c.kv_cache.layout, page, key % ps, h, d, ps, Hk, Dq)];
-        for (int d = 0; d < Dv; ++d) v[(row * Hk + h) * Dv + d] = w.v_pool[kv_offset(c.kv_cache.layout, page, key % ps, h, d, ps, Hk, Dv)];
+        for (int d = 0; d < Dq; ++d)
+          k[(row * Hk + h) * Dq + d] = w.k_pool[kv_offset(c.kv_cache.layout, page, key % ps, h, d, ps, Hk, Dq)];
+        for (int d = 0; d < Dv; ++d)
+          v[(row * Hk + h) * Dv + d] = w.v_pool[kv_offset(c.kv_cache.layout, page, key % ps, h, d, ps, Hk, Dv)];
       }
   int files = 0;
   write_npy(dir + "/q.npy", w.q, {T, c.num_qo_heads, Dq});

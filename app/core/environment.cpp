@@ -69,7 +69,9 @@ nlohmann::ordered_json environment_to_json(const Environment& e) {
   j["cuda_compiled"] = e.cuda_compiled;
   nlohmann::ordered_json devs = nlohmann::ordered_json::array();
   for (const auto& d : e.devices)
-    devs.push_back({{"index", d.index}, {"name", d.name}, {"sm_count", d.sm_count},
+    devs.push_back({{"index", d.index},
+                    {"name", d.name},
+                    {"sm_count", d.sm_count},
                     {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
                     {"memory_gib", d.memory_gib}});
   j["devices"] = devs;

@@ -17,13 +17,13 @@ struct DeviceInfo {
 
 struct Environment {
   std::string version;
-  std::string build;          // compiler, build type, CUDA yes/no
+  std::string build;  // compiler, build type, CUDA yes/no
   std::string host;
   std::string cpu;
   int cpu_threads = 0;
   bool cuda_compiled = false;
   std::vector<DeviceInfo> devices;
-  std::string device_error;   // why no device is listed, if none
+  std::string device_error;  // why no device is listed, if none
 };
 
 Environment capture_environment();

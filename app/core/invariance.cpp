@@ -33,13 +33,14 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
     c.split.planner = pl;
     if (pl == Planner::kFixed) {
       const int ps = c.effective_page_size();
-      c.split.fixed_split_size = opt.fixed_split_size ? opt.fixed_split_size
+      c.split.fixed_split_size = opt.fixed_split_size          ? opt.fixed_split_size
                                  : base.split.fixed_split_size ? base.split.fixed_split_size
                                                                : std::optional<int>(std::max(1, 2048 / ps));
-      c.split.fixed_tile_q = opt.fixed_tile_q ? opt.fixed_tile_q
+      c.split.fixed_tile_q = opt.fixed_tile_q          ? opt.fixed_tile_q
                              : base.split.fixed_tile_q ? base.split.fixed_tile_q
                                                        : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
-      pi.note = "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
+      pi.note =
+          "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
     } else {
       c.split.fixed_split_size.reset();
       if (pl == Planner::kFlashAttn || pl == Planner::kOff) c.split.cuda_graph = false;

@@ -13,11 +13,11 @@ namespace attnscope {
 
 struct PlannerInvariance {
   Planner planner = Planner::kFlashInfer;
-  std::string note;               // settings used (e.g. the fixed split size and tile chosen)
-  std::string error;              // the backend failed or is unavailable: nothing compared
-  int batch_tile = 0, batch_chunk_pages = 0;   // plan of the full batch
+  std::string note;                                // settings used (e.g. the fixed split size and tile chosen)
+  std::string error;                               // the backend failed or is unavailable: nothing compared
+  int batch_tile = 0, batch_chunk_pages = 0;       // plan of the full batch
   std::vector<int> alone_tile, alone_chunk_pages;  // [requests] plan of each request alone
-  std::vector<int> differing_values;  // [requests] O/LSE values whose bits differ (0 = identical)
+  std::vector<int> differing_values;               // [requests] O/LSE values whose bits differ (0 = identical)
   int identical_requests() const;
 };
 

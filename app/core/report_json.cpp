@@ -21,16 +21,21 @@ ordered_json num(double v) {
 ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
   ordered_json j;
   const auto& pt = p.pages;
-  j["page_table"] = {{"page_size", pt.page_size}, {"num_pages", pt.num_pages}, {"indptr", pt.indptr},
-                     {"indices", pt.indices}, {"last_page_len", pt.last_page_len}, {"owner", pt.owner}};
+  j["page_table"] = {{"page_size", pt.page_size}, {"num_pages", pt.num_pages},         {"indptr", pt.indptr},
+                     {"indices", pt.indices},     {"last_page_len", pt.last_page_len}, {"owner", pt.owner}};
   ordered_json vb = ordered_json::array();
   for (const auto& b : p.local.batches)
-    vb.push_back({{"request", b.request}, {"q_begin", b.q_begin}, {"q_len", b.q_len}, {"kv_begin", b.kv_begin},
-                  {"kv_len", b.kv_len}, {"block_table", b.block_table}});
+    vb.push_back({{"request", b.request},
+                  {"q_begin", b.q_begin},
+                  {"q_len", b.q_len},
+                  {"kv_begin", b.kv_begin},
+                  {"kv_len", b.kv_len},
+                  {"block_table", b.block_table}});
   j["virtual_batches"] = {{"chunk", p.local.chunk}, {"batches", vb}, {"cu_q", p.local.cu_q}};
   ordered_json units = ordered_json::array();
   for (const auto& u : p.units)
-    units.push_back({{"request", u.request}, {"q_begin", u.q_begin}, {"q_len", u.q_len}, {"kv_begin", u.kv_begin}, {"kv_len", u.kv_len}});
+    units.push_back(
+        {{"request", u.request}, {"q_begin", u.q_begin}, {"q_len", u.q_len}, {"kv_begin", u.kv_begin}, {"kv_len", u.kv_len}});
   j["units"] = units;
   const auto& s = p.split;
   ordered_json items = ordered_json::array();
@@ -62,11 +67,21 @@ ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
   for (const auto& u : bm.units) {
     std::string cls;
     for (auto t : u.cls) cls += t == TileClass::kFull ? 'F' : t == TileClass::kPartial ? 'P' : '.';
-    bu.push_back({{"unit", u.unit}, {"q_tiles", u.q_tiles}, {"kv_tiles", u.kv_tiles}, {"classes", cls},
-                  {"full", u.full}, {"partial", u.partial}, {"empty", u.empty}});
+    bu.push_back({{"unit", u.unit},
+                  {"q_tiles", u.q_tiles},
+                  {"kv_tiles", u.kv_tiles},
+                  {"classes", cls},
+                  {"full", u.full},
+                  {"partial", u.partial},
+                  {"empty", u.empty}});
   }
-  j["block_map"] = {{"q_tile_rows", bm.q_tile_rows}, {"kv_tile", bm.kv_tile}, {"sparsity", bm.sparsity()},
-                    {"full", bm.full}, {"partial", bm.partial}, {"empty", bm.empty}, {"units", bu},
+  j["block_map"] = {{"q_tile_rows", bm.q_tile_rows},
+                    {"kv_tile", bm.kv_tile},
+                    {"sparsity", bm.sparsity()},
+                    {"full", bm.full},
+                    {"partial", bm.partial},
+                    {"empty", bm.empty},
+                    {"units", bu},
                     {"text", block_map_text(bm)}};
   j["plan_us"] = p.plan_us;
   (void)c;
@@ -82,16 +97,28 @@ ordered_json result_to_json(const Result& r) {
   if (r.ok()) j["digest"] = result_digest(r);
   j["host_ms"] = r.timing.host_ms;
   if (r.timing.reps > 0)
-    j["device_ms"] = {{"median", r.timing.device_ms}, {"min", r.timing.device_ms_min}, {"max", r.timing.device_ms_max}, {"reps", r.timing.reps}};
+    j["device_ms"] = {{"median", r.timing.device_ms},
+                      {"min", r.timing.device_ms_min},
+                      {"max", r.timing.device_ms_max},
+                      {"reps", r.timing.reps}};
   return j;
 }
 
 static ordered_json stats_to_json(const DiffStats& s) {
-  return {{"count", s.count}, {"max_abs", num(s.max_abs)}, {"mean_abs", num(s.mean_abs)}, {"rel_l2", num(s.rel_l2)},
-          {"nmse", num(s.nmse)}, {"max_ulp", s.max_ulp}, {"bit_identical", s.bit_identical},
-          {"nan_a", s.nan_a}, {"inf_a", s.inf_a}, {"nan_b", s.nan_b}, {"inf_b", s.inf_b},
+  return {{"count", s.count},
+          {"max_abs", num(s.max_abs)},
+          {"mean_abs", num(s.mean_abs)},
+          {"rel_l2", num(s.rel_l2)},
+          {"nmse", num(s.nmse)},
+          {"max_ulp", s.max_ulp},
+          {"bit_identical", s.bit_identical},
+          {"nan_a", s.nan_a},
+          {"inf_a", s.inf_a},
+          {"nan_b", s.nan_b},
+          {"inf_b", s.inf_b},
           {"nonfinite_mismatch", s.nonfinite_mismatch},
-          {"allclose_1e-2_1e-3", s.allclose_loose}, {"allclose_1e-3_1e-4", s.allclose_tight}};
+          {"allclose_1e-2_1e-3", s.allclose_loose},
+          {"allclose_1e-3_1e-4", s.allclose_tight}};
 }
 
 ordered_json diff_to_json(const DiffReport& d) {
@@ -99,7 +126,8 @@ ordered_json diff_to_json(const DiffReport& d) {
   j["backend"] = d.backend;
   j["baseline"] = d.baseline;
   j["available"] = d.available;
-  j["verdict"] = {{"pass", d.verdict.pass}, {"skipped", d.verdict.skipped}, {"rule", d.verdict.rule}, {"detail", d.verdict.detail}};
+  j["verdict"] = {
+      {"pass", d.verdict.pass}, {"skipped", d.verdict.skipped}, {"rule", d.verdict.rule}, {"detail", d.verdict.detail}};
   if (!d.available) return j;
   j["sampled"] = d.sampled;
   j["rows_compared"] = d.rows_compared;
@@ -115,8 +143,8 @@ ordered_json session_to_json(const Session& s) {
   j["case"] = s.spec().name;
   j["sample_rows"] = s.sample_rows ? ordered_json(*s.sample_rows) : ordered_json(nullptr);
   j["plan"] = {{"planner", planner_name(s.plan.split.planner)}, {"cta_tile_q", s.plan.split.cta_tile_q},
-               {"chunk_pages", s.plan.split.chunk_pages}, {"split_kv", s.plan.split.split_kv},
-               {"num_items", s.plan.split.num_items}, {"plan_us", s.plan.plan_us}};
+               {"chunk_pages", s.plan.split.chunk_pages},       {"split_kv", s.plan.split.split_kv},
+               {"num_items", s.plan.split.num_items},           {"plan_us", s.plan.plan_us}};
   ordered_json rs = ordered_json::array();
   for (const auto& r : s.results) rs.push_back(result_to_json(r));
   j["results"] = rs;
@@ -124,7 +152,8 @@ ordered_json session_to_json(const Session& s) {
   for (const auto& d : s.diffs) ds.push_back(diff_to_json(d));
   j["comparisons"] = ds;
   ordered_json rp = ordered_json::array();
-  for (const auto& r : s.replay) rp.push_back({{"backend", r.backend}, {"recorded", r.recorded}, {"now", r.now}, {"match", r.match}});
+  for (const auto& r : s.replay)
+    rp.push_back({{"backend", r.backend}, {"recorded", r.recorded}, {"now", r.now}, {"match", r.match}});
   j["replay"] = rp;
   j["environment"] = environment_to_json(s.env);
   j["failed"] = s.failed();

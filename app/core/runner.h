@@ -16,10 +16,10 @@
 namespace attnscope {
 
 struct Snapshot {
-  uint64_t generation = 0;                  // which submit() this belongs to
-  std::shared_ptr<const Session> session;   // null until the plan is ready
-  bool done = false;                        // every stage finished (or failed)
-  std::string error;                        // the case was invalid or a stage threw
+  uint64_t generation = 0;                 // which submit() this belongs to
+  std::shared_ptr<const Session> session;  // null until the plan is ready
+  bool done = false;                       // every stage finished (or failed)
+  std::string error;                       // the case was invalid or a stage threw
 };
 
 class Runner {

@@ -141,11 +141,17 @@ CaseFile make_repro(const Session& s) {
   rec["digests"] = dig;
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& d : s.diffs)
-    verdicts.push_back({{"backend", d.backend}, {"baseline", d.baseline}, {"rule", d.verdict.rule},
-                        {"pass", d.verdict.pass}, {"skipped", d.verdict.skipped}, {"detail", d.verdict.detail}});
+    verdicts.push_back({{"backend", d.backend},
+                        {"baseline", d.baseline},
+                        {"rule", d.verdict.rule},
+                        {"pass", d.verdict.pass},
+                        {"skipped", d.verdict.skipped},
+                        {"detail", d.verdict.detail}});
   rec["verdicts"] = verdicts;
-  rec["plan"] = {{"cta_tile_q", s.plan.split.cta_tile_q}, {"chunk_pages", s.plan.split.chunk_pages},
-                 {"num_items", s.plan.split.num_items}, {"split_kv", s.plan.split.split_kv}};
+  rec["plan"] = {{"cta_tile_q", s.plan.split.cta_tile_q},
+                 {"chunk_pages", s.plan.split.chunk_pages},
+                 {"num_items", s.plan.split.num_items},
+                 {"split_kv", s.plan.split.split_kv}};
   f.recorded = rec;
   return f;
 }

@@ -21,14 +21,14 @@ namespace attnscope {
 // Replay of a repro case: does a backend reproduce the digest recorded with the case?
 struct ReplayCheck {
   std::string backend;
-  std::string recorded, now;   // digests
+  std::string recorded, now;  // digests
   bool match = false;
 };
 
 struct Session {
-  CaseFile file;               // spec + what the file recorded
+  CaseFile file;  // spec + what the file recorded
   Plan plan;
-  std::vector<Result> results; // in the order of the case's backends
+  std::vector<Result> results;    // in the order of the case's backends
   std::vector<DiffReport> diffs;  // in the order of the case's comparisons
   std::vector<ReplayCheck> replay;
   Environment env;
@@ -36,7 +36,7 @@ struct Session {
 
   const CaseSpec& spec() const { return file.spec; }
   const Result* result(const std::string& id) const;
-  bool failed() const;         // a comparison failed, a backend errored, or a replay did not match
+  bool failed() const;  // a comparison failed, a backend errored, or a replay did not match
 };
 
 struct SessionOptions {
@@ -45,7 +45,7 @@ struct SessionOptions {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string& stage, double fraction)> progress;
   int bench_reps = 0;
-  int threads = 0;                                   // CPU backends' threads (0 = all)
+  int threads = 0;  // CPU backends' threads (0 = all)
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.

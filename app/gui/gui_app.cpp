@@ -1,9 +1,9 @@
 #include "gui_app.h"
 
 #include <GLFW/glfw3.h>
-#include <imgui.h>
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
 #include <imgui_stdlib.h>
 
 #include <cstdio>
@@ -148,8 +148,8 @@ void App::draw_status() {
   } else if (shown_) {
     int fails = 0;
     for (const auto& d : shown_->diffs) fails += !d.verdict.pass && !d.verdict.skipped;
-    ImGui::TextColored(fails ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.5f, 1), "done: %zu backends, %d of %zu comparisons fail",
-                       shown_->results.size(), fails, shown_->diffs.size());
+    ImGui::TextColored(fails ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.5f, 1),
+                       "done: %zu backends, %d of %zu comparisons fail", shown_->results.size(), fails, shown_->diffs.size());
     if (!shown_->replay.empty()) {
       int same = 0;
       for (const auto& r : shown_->replay) same += r.match;
@@ -219,7 +219,8 @@ void App::frame() {
 
   ImGui::SetNextWindowPos(ImVec2(side, top));
   ImGui::SetNextWindowSize(ImVec2(io.DisplaySize.x - side, io.DisplaySize.y - top - bottom));
-  ImGui::Begin("Views", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoTitleBar);
+  ImGui::Begin("Views", nullptr,
+               ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoTitleBar);
   if (ImGui::BeginTabBar("tabs")) {
     for (Tab t : kTabs) {
       // --tab: keep asking for the tab until the tab bar shows it (it takes effect a frame later)
@@ -229,12 +230,24 @@ void App::frame() {
         if (ui_.tab_forced && opt_.tab == t) ui_.tab_forced = false;
         if (shown_) {
           switch (t) {
-            case Tab::kMask: mask_.draw(*shown_, ui_); break;
-            case Tab::kPages: pages_.draw(*shown_, ui_); break;
-            case Tab::kLocal: local_.draw(*shown_, ui_); break;
-            case Tab::kSplit: split_.draw(*shown_, ui_); break;
-            case Tab::kDiff: diff_.draw(*shown_, ui_); break;
-            case Tab::kTiming: timing_.draw(*shown_, ui_); break;
+            case Tab::kMask:
+              mask_.draw(*shown_, ui_);
+              break;
+            case Tab::kPages:
+              pages_.draw(*shown_, ui_);
+              break;
+            case Tab::kLocal:
+              local_.draw(*shown_, ui_);
+              break;
+            case Tab::kSplit:
+              split_.draw(*shown_, ui_);
+              break;
+            case Tab::kDiff:
+              diff_.draw(*shown_, ui_);
+              break;
+            case Tab::kTiming:
+              timing_.draw(*shown_, ui_);
+              break;
           }
         }
         ImGui::EndTabItem();
@@ -270,7 +283,9 @@ int App::run() {
   ImGui_ImplGlfw_InitForOpenGL(win_, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  const std::string first = !opt_.case_path.empty() ? opt_.case_path : std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/mixed-prefill-decode-fragmented.json";
+  const std::string first = !opt_.case_path.empty()
+                                ? opt_.case_path
+                                : std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/mixed-prefill-decode-fragmented.json";
   int code = 0;
   if (!open_case(first) && !opt_.screenshot.empty()) {
     std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
@@ -278,8 +293,10 @@ int App::run() {
   }
   const auto t0 = Clock::now();
   while (code == 0 && !glfwWindowShouldClose(win_)) {
-    if (opt_.screenshot.empty()) glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
-    else glfwPollEvents();
+    if (opt_.screenshot.empty())
+      glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
+    else
+      glfwPollEvents();
     const auto f0 = Clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
@@ -305,8 +322,8 @@ int App::run() {
           std::fprintf(stderr, "attnscope: %s\n", err.c_str());
           code = 1;
         } else {
-          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames\n", opt_.screenshot.c_str(), w, h,
-                      tab_id(ui_.tab), frame_ms_avg_, frame_ms_max_, frames_);
+          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames\n",
+                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_ms_avg_, frame_ms_max_, frames_);
         }
         break;
       }

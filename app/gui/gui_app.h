@@ -25,7 +25,7 @@ namespace attnscope::gui {
 
 struct AppOptions {
   std::string case_path;
-  std::string screenshot;          // write a PNG once the results are in, then exit
+  std::string screenshot;  // write a PNG once the results are in, then exit
   std::optional<Tab> tab;
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;
@@ -34,14 +34,14 @@ struct AppOptions {
 class App {
  public:
   explicit App(AppOptions o);
-  int run();                        // the frame loop; the process exit code
+  int run();  // the frame loop; the process exit code
 
   // for the drop callback
   void queue_open(const std::string& path) { drop_path_ = path; }
 
  private:
-  bool open_case(const std::string& path);    // on failure: error dialog, current session kept
-  void adopt(const CaseFile& f);              // new current case: plan now, run debounced
+  bool open_case(const std::string& path);  // on failure: error dialog, current session kept
+  void adopt(const CaseFile& f);            // new current case: plan now, run debounced
   void frame();
   void draw_menu();
   void draw_status();
@@ -52,16 +52,16 @@ class App {
   GLFWwindow* win_ = nullptr;
   Runner runner_;
   UiState ui_;
-  CaseFile current_;                          // the last valid case
-  CaseSpec edit_;                             // what the editor shows (may be invalid)
-  std::string edit_error_;                    // why edit_ is invalid
-  std::shared_ptr<const Session> shown_;      // what the panels draw
+  CaseFile current_;                      // the last valid case
+  CaseSpec edit_;                         // what the editor shows (may be invalid)
+  std::string edit_error_;                // why edit_ is invalid
+  std::shared_ptr<const Session> shown_;  // what the panels draw
   std::shared_ptr<const Snapshot> snap_;
   uint64_t want_gen_ = 0;
   bool run_pending_ = false;
   std::chrono::steady_clock::time_point edited_at_;
   std::string drop_path_;
-  std::string dialog_error_;                  // modal error text
+  std::string dialog_error_;  // modal error text
   std::string open_path_, save_path_;
   std::vector<std::string> recent_, examples_;
   std::string env_line_;

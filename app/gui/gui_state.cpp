@@ -7,24 +7,36 @@ namespace attnscope::gui {
 
 const char* tab_title(Tab t) {
   switch (t) {
-    case Tab::kMask: return "Mask";
-    case Tab::kPages: return "Pages";
-    case Tab::kLocal: return "Local batches";
-    case Tab::kSplit: return "Split-KV";
-    case Tab::kDiff: return "Diff";
-    case Tab::kTiming: return "Timing";
+    case Tab::kMask:
+      return "Mask";
+    case Tab::kPages:
+      return "Pages";
+    case Tab::kLocal:
+      return "Local batches";
+    case Tab::kSplit:
+      return "Split-KV";
+    case Tab::kDiff:
+      return "Diff";
+    case Tab::kTiming:
+      return "Timing";
   }
   return "?";
 }
 
 const char* tab_id(Tab t) {
   switch (t) {
-    case Tab::kMask: return "mask";
-    case Tab::kPages: return "pages";
-    case Tab::kLocal: return "local";
-    case Tab::kSplit: return "split";
-    case Tab::kDiff: return "diff";
-    case Tab::kTiming: return "timing";
+    case Tab::kMask:
+      return "mask";
+    case Tab::kPages:
+      return "pages";
+    case Tab::kLocal:
+      return "local";
+    case Tab::kSplit:
+      return "split";
+    case Tab::kDiff:
+      return "diff";
+    case Tab::kTiming:
+      return "timing";
   }
   return "?";
 }

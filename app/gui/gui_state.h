@@ -10,16 +10,16 @@ namespace attnscope::gui {
 enum class Tab { kMask, kPages, kLocal, kSplit, kDiff, kTiming };
 constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kDiff, Tab::kTiming};
 
-const char* tab_title(Tab t);       // "Mask", "Pages", ...
-const char* tab_id(Tab t);          // "mask", "pages", "local", "split", "diff", "timing"
+const char* tab_title(Tab t);                        // "Mask", "Pages", ...
+const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "diff", "timing"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
   Tab tab = Tab::kMask;
-  bool tab_forced = false;   // --tab: select it once
-  int request = 0;           // mask / pages / local panels
-  int head = 0;              // mask readout
-  int diff_index = 0;        // which comparison the diff panel shows
+  bool tab_forced = false;              // --tab: select it once
+  int request = 0;                      // mask / pages / local panels
+  int head = 0;                         // mask readout
+  int diff_index = 0;                   // which comparison the diff panel shows
   int diff_token = -1, diff_head = -1;  // clicked cell of the error map
   float mask_zoom = 1.f;
   float mask_pan_x = 0.f, mask_pan_y = 0.f;

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|diff|timing] [--size WxH]\n");
+      std::printf(
+          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|diff|timing] [--size WxH]\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());
@@ -47,11 +48,14 @@ int main(int argc, char** argv) {
   const char* display = std::getenv("DISPLAY");
   const char* wayland = std::getenv("WAYLAND_DISPLAY");
   if ((!display || !*display) && (!wayland || !*wayland)) {
-    std::fprintf(stderr, "attnscope: no display (DISPLAY is not set); for headless use run attnscope-cli (validate, plan, run, bench) or xvfb-run -a attnscope --screenshot\n");
+    std::fprintf(stderr,
+                 "attnscope: no display (DISPLAY is not set); for headless use run attnscope-cli (validate, plan, run, bench) or "
+                 "xvfb-run -a attnscope --screenshot\n");
     return 2;
   }
   if (!glfwInit()) {
-    std::fprintf(stderr, "attnscope: cannot open the display \"%s\"; for headless use run attnscope-cli\n", display ? display : "");
+    std::fprintf(stderr, "attnscope: cannot open the display \"%s\"; for headless use run attnscope-cli\n",
+                 display ? display : "");
     return 2;
   }
   const int code = App(o).run();

@@ -44,8 +44,8 @@ class Tiled final : public Backend {
       std::vector<std::vector<float>> way_o(sp.kv_warp_split, std::vector<float>(Dv));
       std::vector<float> way_m(sp.kv_warp_split), way_d(sp.kv_warp_split);
       for (int row = it.row_begin; row < it.row_end; ++row) {
-        const int ql = row / G;                 // query within the unit
-        const int h = kvh * G + row % G;        // qo head
+        const int ql = row / G;           // query within the unit
+        const int h = kvh * G + row % G;  // qo head
         const int qa = q_abs_of(m, un.q_begin + ql);
         const int64_t t = unit_tok[it.unit] + ql;
         const float* qv = w.q_row(t, h, c);
@@ -85,14 +85,14 @@ class Tiled final : public Backend {
               tile_max = std::max(tile_max, x);
             }
             const float m_new = std::max(mx, tile_max);
-            if (m_new == -INFINITY) continue;  // nothing visible yet: exp2(-inf - -inf) would be NaN
+            if (m_new == -INFINITY) continue;          // nothing visible yet: exp2(-inf - -inf) would be NaN
             const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
             den *= corr;
             for (float& x : o) x *= corr;
             for (int k = k0; k < k1; ++k) {
               const float pk = std::exp2(s[k - k0] - m_new);
               if (pk == 0.f) continue;
-              den += pk;  // the row sum uses fp32 P, as FA2 does
+              den += pk;                          // the row sum uses fp32 P, as FA2 does
               const float pr = round_to(dt, pk);  // P enters the MMA in the dtype
               const float* vr = kv.v(un.request, k, kvh);
               for (int d = 0; d < Dv; ++d) o[d] += pr * vr[d];

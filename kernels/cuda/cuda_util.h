@@ -21,7 +21,8 @@ inline void check(cudaError_t e, const char* what) {
 
 inline std::string shape(dim3 g, dim3 b, size_t smem) {
   return "grid (" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " + std::to_string(g.z) + "), block (" +
-         std::to_string(b.x) + ", " + std::to_string(b.y) + ", " + std::to_string(b.z) + "), " + std::to_string(smem) + " B shared";
+         std::to_string(b.x) + ", " + std::to_string(b.y) + ", " + std::to_string(b.z) + "), " + std::to_string(smem) +
+         " B shared";
 }
 
 // After a launch: the launch error at once, and (when sync) any fault the kernel raised, both
@@ -40,9 +41,18 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) { alloc(bytes); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) { reset(); p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }
+    if (this != &o) {
+      reset();
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
     return *this;
   }
   ~DeviceBuffer() { reset(); }
@@ -58,7 +68,9 @@ class DeviceBuffer {
     n_ = 0;
   }
   template <class T>
-  T* as() const { return static_cast<T*>(p_); }
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
   size_t bytes() const { return n_; }
 
   template <class T>

@@ -13,24 +13,30 @@ __device__ inline int find_request(const int64_t* indptr, int n, int64_t t) {
   int lo = 0, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (indptr[mid] <= t) lo = mid; else hi = mid - 1;
+    if (indptr[mid] <= t)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
 
 __device__ inline void store(void* base, int64_t i, float v, DType t) {
-  if (t == DType::kFp32) static_cast<float*>(base)[i] = v;
-  else if (t == DType::kFp16) static_cast<uint16_t*>(base)[i] = f32_to_f16_bits(v);
-  else static_cast<uint16_t*>(base)[i] = f32_to_bf16_bits(v);
+  if (t == DType::kFp32)
+    static_cast<float*>(base)[i] = v;
+  else if (t == DType::kFp16)
+    static_cast<uint16_t*>(base)[i] = f32_to_f16_bits(v);
+  else
+    static_cast<uint16_t*>(base)[i] = f32_to_bf16_bits(v);
 }
 
 struct GenParams {
-  const uint64_t* seeds;      // [requests]
-  const int64_t* q_indptr;    // [requests + 1]
-  const int* page_owner;      // [num_pages] request or < 0
-  const int* page_pos;        // [num_pages] page index inside its request
-  const int* kv_len;          // [requests]
-  const double* k_scale;      // [head_dim_qk] outlier scale per channel
+  const uint64_t* seeds;    // [requests]
+  const int64_t* q_indptr;  // [requests + 1]
+  const int* page_owner;    // [num_pages] request or < 0
+  const int* page_pos;      // [num_pages] page index inside its request
+  const int* kv_len;        // [requests]
+  const double* k_scale;    // [head_dim_qk] outlier scale per channel
   int num_requests, hq, hk, dq, dv, page_size, num_pages;
   KvLayout layout;
   double mean, std;
@@ -39,7 +45,8 @@ struct GenParams {
 };
 
 __global__ void gen_q_kernel(GenParams p, void* q, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(i % p.dq);
     const int h = static_cast<int>((i / p.dq) % p.hq);
     const int64_t t = i / (static_cast<int64_t>(p.dq) * p.hq);
@@ -51,7 +58,8 @@ __global__ void gen_q_kernel(GenParams p, void* q, int64_t n) {
 }
 
 __global__ void gen_kv_kernel(GenParams p, void* pool, int dim, TensorId tensor, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(i % dim);
     int64_t rest = i / dim;
     int h, slot;
@@ -95,8 +103,9 @@ void require_device_memory(int64_t need, const std::string& what) {
   // keep 5% and 256 MiB for the runtime and other tenants
   const int64_t usable = static_cast<int64_t>(free_b) - std::max<int64_t>(static_cast<int64_t>(total_b) / 20, int64_t{256} << 20);
   if (need > usable)
-    throw CudaError(what + " needs " + std::to_string(need >> 20) + " MiB of device memory, " + std::to_string(std::max<int64_t>(usable, 0) >> 20) +
-                    " MiB usable (" + std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) + ")");
+    throw CudaError(what + " needs " + std::to_string(need >> 20) + " MiB of device memory, " +
+                    std::to_string(std::max<int64_t>(usable, 0) >> 20) + " MiB usable (" + std::to_string(free_b >> 20) +
+                    " MiB free of " + std::to_string(total_b >> 20) + ")");
 }
 
 DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
@@ -129,8 +138,9 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   int shift = -1;
   for (int b = 0; b < 31; ++b)
     if ((1 << b) == pt.page_size) shift = b;
-  w.view = DevicePlanView{w.masks.as<RowMask>(), w.kv_indptr.as<int>(), w.kv_indices.as<int>(), w.q_indptr.as<int64_t>(), R,
-                          pt.page_size, shift, c.kv_cache.layout};
+  w.view = DevicePlanView{
+      w.masks.as<RowMask>(), w.kv_indptr.as<int>(), w.kv_indices.as<int>(), w.q_indptr.as<int64_t>(), R, pt.page_size, shift,
+      c.kv_cache.layout};
 
   // generation
   std::vector<int> owner(pt.num_pages, -1), pos(pt.num_pages, 0);
@@ -143,9 +153,24 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   for (int ch : c.data.outlier_channels) k_scale[ch] = c.data.outlier_scale;
   DeviceBuffer d_seeds = DeviceBuffer::from(seeds), d_owner = DeviceBuffer::from(owner), d_pos = DeviceBuffer::from(pos),
                d_kv = DeviceBuffer::from(kv_len), d_scale = DeviceBuffer::from(k_scale);
-  GenParams g{d_seeds.as<uint64_t>(), w.q_indptr.as<int64_t>(), d_owner.as<int>(), d_pos.as<int>(), d_kv.as<int>(), d_scale.as<double>(),
-              R, c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, pt.page_size, pt.num_pages, c.kv_cache.layout,
-              c.data.mean, c.data.std, c.dtype, c.kv_cache.poison_unused};
+  GenParams g{d_seeds.as<uint64_t>(),
+              w.q_indptr.as<int64_t>(),
+              d_owner.as<int>(),
+              d_pos.as<int>(),
+              d_kv.as<int>(),
+              d_scale.as<double>(),
+              R,
+              c.num_qo_heads,
+              c.num_kv_heads,
+              c.head_dim_qk,
+              c.head_dim_vo,
+              pt.page_size,
+              pt.num_pages,
+              c.kv_cache.layout,
+              c.data.mean,
+              c.data.std,
+              c.dtype,
+              c.kv_cache.poison_unused};
   const int eb = dtype_bytes(c.dtype);
   w.q_elems = w.total_q * c.num_qo_heads * c.head_dim_qk;
   const int64_t slots = static_cast<int64_t>(pt.num_pages) * pt.page_size * c.num_kv_heads;

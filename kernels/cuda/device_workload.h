@@ -11,13 +11,13 @@ namespace attnscope::cuda {
 
 // Device views of the plan's per-request metadata.
 struct DevicePlanView {
-  const RowMask* masks = nullptr;      // [requests], doc_starts pointing into device memory
-  const int* kv_indptr = nullptr;      // [requests + 1]
-  const int* kv_indices = nullptr;     // [pages used]
-  const int64_t* q_indptr = nullptr;   // [requests + 1] token offsets
+  const RowMask* masks = nullptr;     // [requests], doc_starts pointing into device memory
+  const int* kv_indptr = nullptr;     // [requests + 1]
+  const int* kv_indices = nullptr;    // [pages used]
+  const int64_t* q_indptr = nullptr;  // [requests + 1] token offsets
   int num_requests = 0;
   int page_size = 1;
-  int page_shift = -1;                 // log2(page_size) when a power of two (key >> shift), else -1
+  int page_shift = -1;  // log2(page_size) when a power of two (key >> shift), else -1
   KvLayout layout = KvLayout::kNHD;
 };
 
@@ -30,7 +30,7 @@ __device__ inline void page_slot(const DevicePlanView& v, int k, int* page_col, 
 
 struct DeviceWorkload {
   DType dtype = DType::kBf16;
-  DeviceBuffer q, k, v;                // raw storage in the dtype: 2 bytes (fp16/bf16) or 4 (fp32)
+  DeviceBuffer q, k, v;  // raw storage in the dtype: 2 bytes (fp16/bf16) or 4 (fp32)
   DeviceBuffer masks, docs, kv_indptr, kv_indices, q_indptr;
   DevicePlanView view;
   int64_t total_q = 0;

@@ -89,7 +89,8 @@ constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
 // Zero-pads the innermost dimension of `rows` rows from d to dp (2-byte elements).
 __global__ void pad_rows_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int d, int dp) {
   const int64_t n = rows * dp;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / dp;
     const int c = static_cast<int>(i % dp);
     out[i] = c < d ? in[r * d + c] : 0;
@@ -126,7 +127,8 @@ class FlashBackend final : public Backend {
     if (padded_ && c.dtype != DType::kFp32) return "";
     if (c.dtype == DType::kFp32) return "dtype fp32: cuda.flash runs fp16/bf16 on tensor cores (use cuda.naive for fp32)";
     if (c.head_dim_qk != c.head_dim_vo)
-      return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) + ": cuda.flash needs equal head dims";
+      return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
+             ": cuda.flash needs equal head dims";
     if (!find_flash_launcher(c.head_dim_qk, c.dtype)) {
       std::string dims;
       for (int d : kHeadDims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
@@ -196,7 +198,8 @@ class FlashBackend final : public Backend {
     int warps = 0, warps_n = 0, rb = 0;
     flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, &warps, &warps_n, &rb);
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";
+    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) +
+                              "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         launch(fp, warps, warps_n, rb, grid, nullptr);

@@ -49,12 +49,14 @@ struct Mma<__half> {
 __device__ inline void ldmatrix_x4(uint32_t* r, const void* smem) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 __device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 __device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -85,7 +87,7 @@ constexpr int kStride = D + 8;
 // in warp order at the end. K/V tiles are double-buffered with cp.async. With RB = 1, Q lives in
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
 template <int D, class T, int WM, int WN, int RB>
-__global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
   constexpr int S = kStride<D>;
@@ -242,7 +244,8 @@ __global__ void __launch_bounds__(WM * WN * 32) flash_kernel(const FlashParams p
         for (int x = 0; x < 4; ++x) a[0][x] = qf[kk][x];
       } else {
 #pragma unroll
-        for (int rb = 0; rb < RB; ++rb) ldmatrix_x4(a[rb], qs + ((wm * RB + rb) * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
+        for (int rb = 0; rb < RB; ++rb)
+          ldmatrix_x4(a[rb], qs + ((wm * RB + rb) * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
       }
 #pragma unroll
       for (int jj = 0; jj < NT / 2; ++jj) {
@@ -437,7 +440,8 @@ template <int D, class T>
 void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 grid, cudaStream_t stream) {
   const size_t smem = flash_smem_bytes(D, warps_m, warps_n, rb);
   auto go = [&](auto kernel, int threads) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "cudaFuncSetAttribute");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "cudaFuncSetAttribute");
     // prefer shared memory over L1 so several CTAs fit an SM (the default carveout allowed one)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);

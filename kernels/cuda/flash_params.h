@@ -10,30 +10,30 @@ namespace attnscope::cuda {
 
 struct FlashParams {
   DevicePlanView view;
-  const void* q;               // [total_q, hq, D] dtype
-  const void* k;               // paged pool, dtype
+  const void* q;  // [total_q, hq, D] dtype
+  const void* k;  // paged pool, dtype
   const void* v;
-  const WorkItem* items;       // [num_items]
-  const WorkUnit* units;       // [units]
-  const int64_t* unit_tok;     // [units] first output token of each unit
-  const int* unit_chunks;      // [units]
-  const int* o_indptr;         // [units + 1] first partial row of each unit
-  const float* slopes;         // [hq] ALiBi
-  int num_items;               // grid x may be padded (CUDA graph): CTAs past this do nothing
+  const WorkItem* items;    // [num_items]
+  const WorkUnit* units;    // [units]
+  const int64_t* unit_tok;  // [units] first output token of each unit
+  const int* unit_chunks;   // [units]
+  const int* o_indptr;      // [units + 1] first partial row of each unit
+  const float* slopes;      // [hq] ALiBi
+  int num_items;            // grid x may be padded (CUDA graph): CTAs past this do nothing
   int hq, hk, group;
-  float sm_scale, soft_cap;    // soft_cap 0 = off
-  float scale_log2;            // sm_scale * log2(e), both as float (the plain-logit path)
+  float sm_scale, soft_cap;  // soft_cap 0 = off
+  float scale_log2;          // sm_scale * log2(e), both as float (the plain-logit path)
   int alibi;
-  int split;                   // 1: write partials (fp32 buffer) for the merge kernel
-  int round_partials;          // partials rounded to the dtype (FlashInfer)
-  void* o;                     // [total_q, hq, D] dtype (split == 0)
-  float* lse;                  // [total_q, hq] natural log (split == 0)
-  float* part_o;               // [partial rows, hq, D] (split == 1)
-  float* part_lse;             // [partial rows, hq] base 2 (split == 1)
+  int split;           // 1: write partials (fp32 buffer) for the merge kernel
+  int round_partials;  // partials rounded to the dtype (FlashInfer)
+  void* o;             // [total_q, hq, D] dtype (split == 0)
+  float* lse;          // [total_q, hq] natural log (split == 0)
+  float* part_o;       // [partial rows, hq, D] (split == 1)
+  float* part_lse;     // [partial rows, hq] base 2 (split == 1)
 };
 
 struct MergeParams {
-  const int* merge_indptr;     // [total_q + 1]
+  const int* merge_indptr;  // [total_q + 1]
   const float* part_o;
   const float* part_lse;
   void* o;

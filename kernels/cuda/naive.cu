@@ -31,13 +31,13 @@ struct NaiveParams {
   int hq, hk, dq, dv, group;
   double sm_scale, soft_cap;
   int alibi;
-  const double* slopes;        // [hq]
-  const int64_t* tokens;       // [rows / hq] tokens computed by this launch
-  float* o;                    // [total_q, hq, dv]
-  float* lse;                  // [total_q, hq]
-  void* scratch;               // [rows in launch, max_kv] Acc
+  const double* slopes;   // [hq]
+  const int64_t* tokens;  // [rows / hq] tokens computed by this launch
+  float* o;               // [total_q, hq, dv]
+  float* lse;             // [total_q, hq]
+  void* scratch;          // [rows in launch, max_kv] Acc
   int64_t scratch_stride;
-  int round_output;            // cuda.naive writes O rounded to the dtype
+  int round_output;  // cuda.naive writes O rounded to the dtype
 };
 
 template <class Acc>
@@ -120,7 +120,8 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
   for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
     Acc acc = 0;
     for (int k = lo; k < hi; ++k)
-      acc += s[k - lo] * static_cast<Acc>(load_elem(p.v, kv_offset(p.view.layout, pages[k / ps], k % ps, kvh, d, ps, p.hk, p.dv), p.dt));
+      acc += s[k - lo] *
+             static_cast<Acc>(load_elem(p.v, kv_offset(p.view.layout, pages[k / ps], k % ps, kvh, d, ps, p.hk, p.dv), p.dt));
     const float out = static_cast<float>(acc / den);
     o[d] = p.round_output ? round_to(p.dt, out) : out;
   }
@@ -168,10 +169,26 @@ class NaiveBackend final : public Backend {
     const int64_t rows_per_launch = std::max<int64_t>(1, std::min<int64_t>((int64_t{256} << 20) / (max_kv * acc), 65535));
     const int64_t tokens_per_launch = std::max<int64_t>(1, rows_per_launch / c.num_qo_heads);
     DeviceBuffer scratch(static_cast<size_t>(tokens_per_launch * c.num_qo_heads * max_kv * acc));
-    NaiveParams prm{w.view, w.q.as<void>(), w.k.as<void>(), w.v.as<void>(), c.dtype, c.num_qo_heads, c.num_kv_heads,
-                    c.head_dim_qk, c.head_dim_vo, c.group_size(), c.sm_scale_or_default(),
-                    c.attention.soft_cap.value_or(0.0), c.attention.alibi ? 1 : 0, d_slopes.as<double>(), nullptr,
-                    o.as<float>(), lse.as<float>(), scratch.as<void>(), max_kv, fp64_ ? 0 : 1};
+    NaiveParams prm{w.view,
+                    w.q.as<void>(),
+                    w.k.as<void>(),
+                    w.v.as<void>(),
+                    c.dtype,
+                    c.num_qo_heads,
+                    c.num_kv_heads,
+                    c.head_dim_qk,
+                    c.head_dim_vo,
+                    c.group_size(),
+                    c.sm_scale_or_default(),
+                    c.attention.soft_cap.value_or(0.0),
+                    c.attention.alibi ? 1 : 0,
+                    d_slopes.as<double>(),
+                    nullptr,
+                    o.as<float>(),
+                    lse.as<float>(),
+                    scratch.as<void>(),
+                    max_kv,
+                    fp64_ ? 0 : 1};
     const size_t smem = c.head_dim_qk * acc;
     for (int64_t first = 0; first < static_cast<int64_t>(tokens.size()); first += tokens_per_launch) {
       if (opt.cancel && opt.cancel->load()) break;
@@ -179,8 +196,10 @@ class NaiveBackend final : public Backend {
       DeviceBuffer d_tok = DeviceBuffer::from(std::vector<int64_t>(tokens.begin() + first, tokens.begin() + first + n));
       prm.tokens = d_tok.as<int64_t>();
       const dim3 grid(static_cast<unsigned>(n * c.num_qo_heads));
-      if (fp64_) naive_kernel<double><<<grid, kThreads, smem>>>(prm);
-      else naive_kernel<float><<<grid, kThreads, smem>>>(prm);
+      if (fp64_)
+        naive_kernel<double><<<grid, kThreads, smem>>>(prm);
+      else
+        naive_kernel<float><<<grid, kThreads, smem>>>(prm);
       check_launch(fp64_ ? "naive_kernel<double>" : "naive_kernel<float>", grid, dim3(kThreads), smem);
       if (opt.progress) opt.progress(static_cast<double>(first + n) / tokens.size());
     }

@@ -48,7 +48,8 @@ BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<Ro
 std::string block_map_text(const BlockMap& bm, int max_units, int max_cols) {
   std::ostringstream o;
   char buf[160];
-  std::snprintf(buf, sizeof buf, "BlockMask(q_tile=%d packed rows, kv_tile=%d keys, sparsity=%.2f%%, full=%lld, partial=%lld, empty=%lld)\n",
+  std::snprintf(buf, sizeof buf,
+                "BlockMask(q_tile=%d packed rows, kv_tile=%d keys, sparsity=%.2f%%, full=%lld, partial=%lld, empty=%lld)\n",
                 bm.q_tile_rows, bm.kv_tile, 100.0 * bm.sparsity(), static_cast<long long>(bm.full),
                 static_cast<long long>(bm.partial), static_cast<long long>(bm.empty));
   o << buf;

@@ -12,9 +12,7 @@ namespace attnscope {
 
 namespace {
 
-std::string req_path(size_t i, const char* field) {
-  return "/requests/" + std::to_string(i) + "/" + field;
-}
+std::string req_path(size_t i, const char* field) { return "/requests/" + std::to_string(i) + "/" + field; }
 
 void require(bool ok, const std::string& path, const std::string& rule) {
   if (!ok) throw CaseError(path, rule);
@@ -27,7 +25,7 @@ std::string num(double v) {
 }
 
 constexpr int kMaxRequests = 4096;
-constexpr int kMaxLen = 1 << 22;   // tokens per request: keeps every host index in int range per request
+constexpr int kMaxLen = 1 << 22;  // tokens per request: keeps every host index in int range per request
 constexpr int kMaxHeads = 256;
 constexpr int kMaxHeadDim = 1024;
 
@@ -35,37 +33,51 @@ constexpr int kMaxHeadDim = 1024;
 
 const char* planner_name(Planner p) {
   switch (p) {
-    case Planner::kFlashInfer: return "flashinfer";
-    case Planner::kFlashAttn: return "flash_attn";
-    case Planner::kFixed: return "fixed";
-    case Planner::kOff: return "off";
+    case Planner::kFlashInfer:
+      return "flashinfer";
+    case Planner::kFlashAttn:
+      return "flash_attn";
+    case Planner::kFixed:
+      return "fixed";
+    case Planner::kOff:
+      return "off";
   }
   return "?";
 }
 const char* alloc_name(PageAlloc a) {
   switch (a) {
-    case PageAlloc::kContiguous: return "contiguous";
-    case PageAlloc::kShuffled: return "shuffled";
-    case PageAlloc::kFragmented: return "fragmented";
+    case PageAlloc::kContiguous:
+      return "contiguous";
+    case PageAlloc::kShuffled:
+      return "shuffled";
+    case PageAlloc::kFragmented:
+      return "fragmented";
   }
   return "?";
 }
 const char* storage_name(KvStorage s) { return s == KvStorage::kPaged ? "paged" : "ragged"; }
 const char* rule_name(CompareRule r) {
   switch (r) {
-    case CompareRule::kAllclose: return "allclose";
-    case CompareRule::kTwiceLowp: return "twice_lowp";
-    case CompareRule::kBitwise: return "bitwise";
-    case CompareRule::kMaxAbs: return "max_abs";
+    case CompareRule::kAllclose:
+      return "allclose";
+    case CompareRule::kTwiceLowp:
+      return "twice_lowp";
+    case CompareRule::kBitwise:
+      return "bitwise";
+    case CompareRule::kMaxAbs:
+      return "max_abs";
   }
   return "?";
 }
 const char* partials_name(PartialPrecision p) { return p == PartialPrecision::kFp32 ? "fp32" : "dtype"; }
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kFp32: return "fp32";
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
   }
   return "?";
 }
@@ -128,14 +140,17 @@ void validate_case(const CaseSpec& c) {
   require(ps >= 1 && ps <= 4096, "/kv_cache/page_size", std::to_string(ps) + " is out of range, must be in [1, 4096]");
   if (c.kv_cache.storage == KvStorage::kRagged) {
     require(ps == 1, "/kv_cache/page_size", std::to_string(ps) + " with ragged storage, must be 1 (or absent)");
-    require(c.kv_cache.layout == KvLayout::kNHD, "/kv_cache/layout", "HND with ragged storage, ragged KV is [tokens, heads, dim] (NHD)");
+    require(c.kv_cache.layout == KvLayout::kNHD, "/kv_cache/layout",
+            "HND with ragged storage, ragged KV is [tokens, heads, dim] (NHD)");
     require(c.kv_cache.allocation == PageAlloc::kContiguous, "/kv_cache/allocation",
             std::string(alloc_name(c.kv_cache.allocation)) + " with ragged storage, ragged KV is contiguous");
     require(!c.kv_cache.null_page, "/kv_cache/null_page", "true with ragged storage, only a paged cache has a null page");
   }
 
   // attention
-  if (a.window) require(*a.window >= 1, "/attention/window", std::to_string(*a.window) + " is not allowed, must be >= 1 (W counts the query itself)");
+  if (a.window)
+    require(*a.window >= 1, "/attention/window",
+            std::to_string(*a.window) + " is not allowed, must be >= 1 (W counts the query itself)");
   if (a.local_chunk) {
     require(*a.local_chunk >= 1, "/attention/local_chunk", std::to_string(*a.local_chunk) + " is not allowed, must be >= 1");
     require(a.causal, "/attention/local_chunk", "chunked local attention is causal, set /attention/causal to true");
@@ -149,22 +164,30 @@ void validate_case(const CaseSpec& c) {
     require(a.causal, "/attention/prefix_lm", "prefix-LM extends a causal mask, set /attention/causal to true");
     require(!a.window, "/attention/window", "cannot be combined with prefix_lm");
   }
-  if (a.soft_cap) require(std::isfinite(*a.soft_cap) && *a.soft_cap > 0, "/attention/soft_cap", num(*a.soft_cap) + " is not allowed, must be > 0");
-  if (a.sm_scale) require(std::isfinite(*a.sm_scale) && *a.sm_scale > 0, "/attention/sm_scale", num(*a.sm_scale) + " is not allowed, must be > 0 and finite");
+  if (a.soft_cap)
+    require(std::isfinite(*a.soft_cap) && *a.soft_cap > 0, "/attention/soft_cap",
+            num(*a.soft_cap) + " is not allowed, must be > 0");
+  if (a.sm_scale)
+    require(std::isfinite(*a.sm_scale) && *a.sm_scale > 0, "/attention/sm_scale",
+            num(*a.sm_scale) + " is not allowed, must be > 0 and finite");
 
   // requests
   for (size_t i = 0; i < c.requests.size(); ++i) {
     const auto& r = c.requests[i];
     require(r.q_len >= 1, req_path(i, "q_len"), std::to_string(r.q_len) + " is not allowed, must be >= 1");
     require(r.kv_len >= 1, req_path(i, "kv_len"), std::to_string(r.kv_len) + " is not allowed, must be >= 1");
-    require(r.q_len <= kMaxLen, req_path(i, "q_len"), std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
-    require(r.kv_len <= kMaxLen, req_path(i, "kv_len"), std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
+    require(r.q_len <= kMaxLen, req_path(i, "q_len"),
+            std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
+    require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
+            std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
     if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start)
       require(r.q_len <= r.kv_len, req_path(i, "q_len"),
               std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
-                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document or padding mask");
+                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document or "
+                  "padding mask");
     if (a.prefix_lm) {
-      require(r.prefix_len.has_value(), req_path(i, "prefix_len"), "missing, /attention/prefix_lm needs a prefix_len on every request");
+      require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
+              "missing, /attention/prefix_lm needs a prefix_len on every request");
     } else {
       require(!r.prefix_len.has_value(), req_path(i, "prefix_len"), "set while /attention/prefix_lm is false");
     }
@@ -172,10 +195,12 @@ void validate_case(const CaseSpec& c) {
       require(*r.prefix_len >= 0 && *r.prefix_len <= r.kv_len, req_path(i, "prefix_len"),
               std::to_string(*r.prefix_len) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
     if (!r.doc_starts.empty()) {
-      require(r.doc_starts[0] == 0, req_path(i, "doc_starts") + "/0", std::to_string(r.doc_starts[0]) + " is not allowed, the first document starts at 0");
+      require(r.doc_starts[0] == 0, req_path(i, "doc_starts") + "/0",
+              std::to_string(r.doc_starts[0]) + " is not allowed, the first document starts at 0");
       for (size_t d = 1; d < r.doc_starts.size(); ++d) {
-        require(r.doc_starts[d] > r.doc_starts[d - 1], req_path(i, "doc_starts") + "/" + std::to_string(d),
-                std::to_string(r.doc_starts[d]) + " must be greater than the previous start " + std::to_string(r.doc_starts[d - 1]));
+        require(
+            r.doc_starts[d] > r.doc_starts[d - 1], req_path(i, "doc_starts") + "/" + std::to_string(d),
+            std::to_string(r.doc_starts[d]) + " must be greater than the previous start " + std::to_string(r.doc_starts[d - 1]));
         require(r.doc_starts[d] < r.kv_len, req_path(i, "doc_starts") + "/" + std::to_string(d),
                 std::to_string(r.doc_starts[d]) + " is not a key position, must be < kv_len " + std::to_string(r.kv_len));
       }
@@ -188,21 +213,27 @@ void validate_case(const CaseSpec& c) {
   // split
   const auto& s = c.split;
   if (s.planner == Planner::kFixed)
-    require(s.fixed_split_size.has_value(), "/split/fixed_split_size", "missing, planner \"fixed\" needs a fixed split size (pages)");
+    require(s.fixed_split_size.has_value(), "/split/fixed_split_size",
+            "missing, planner \"fixed\" needs a fixed split size (pages)");
   if (s.fixed_split_size) {
     require(s.planner == Planner::kFixed, "/split/fixed_split_size",
             std::string("set with planner \"") + planner_name(s.planner) + "\", only planner \"fixed\" uses it");
-    require(*s.fixed_split_size >= 1, "/split/fixed_split_size", std::to_string(*s.fixed_split_size) + " is not allowed, must be >= 1");
+    require(*s.fixed_split_size >= 1, "/split/fixed_split_size",
+            std::to_string(*s.fixed_split_size) + " is not allowed, must be >= 1");
   }
   if (s.fixed_tile_q) {
     const int t = *s.fixed_tile_q;
-    require(t == 16 || t == 64 || t == 128, "/split/fixed_tile_q", std::to_string(t) + " is not a FlashInfer query tile, must be 16, 64 or 128");
-    require(!(t == 128 && c.head_dim_vo >= 256), "/split/fixed_tile_q", "128 with head_dim vo >= 256, FlashInfer uses at most 64 there");
+    require(t == 16 || t == 64 || t == 128, "/split/fixed_tile_q",
+            std::to_string(t) + " is not a FlashInfer query tile, must be 16, 64 or 128");
+    require(!(t == 128 && c.head_dim_vo >= 256), "/split/fixed_tile_q",
+            "128 with head_dim vo >= 256, FlashInfer uses at most 64 there");
   }
-  require(s.num_sms >= 1 && s.num_sms <= 1024, "/split/num_sms", std::to_string(s.num_sms) + " is out of range, must be in [1, 1024]");
+  require(s.num_sms >= 1 && s.num_sms <= 1024, "/split/num_sms",
+          std::to_string(s.num_sms) + " is out of range, must be in [1, 1024]");
   if (s.cuda_graph)
-    require(s.planner == Planner::kFlashInfer || s.planner == Planner::kFixed, "/split/cuda_graph",
-            std::string("true with planner \"") + planner_name(s.planner) + "\", only the FlashInfer models plan for CUDA graphs");
+    require(
+        s.planner == Planner::kFlashInfer || s.planner == Planner::kFixed, "/split/cuda_graph",
+        std::string("true with planner \"") + planner_name(s.planner) + "\", only the FlashInfer models plan for CUDA graphs");
 
   // data
   require(std::isfinite(c.data.mean), "/data/mean", "must be finite");
@@ -234,10 +265,12 @@ void validate_case(const CaseSpec& c) {
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }
   if (c.pad_head_dim_to)
-    require(*c.pad_head_dim_to > std::max(c.head_dim_qk, c.head_dim_vo) && *c.pad_head_dim_to <= kMaxHeadDim, "/kernels/pad_head_dim_to",
+    require(*c.pad_head_dim_to > std::max(c.head_dim_qk, c.head_dim_vo) && *c.pad_head_dim_to <= kMaxHeadDim,
+            "/kernels/pad_head_dim_to",
             std::to_string(*c.pad_head_dim_to) + " must be greater than the head dims (" + std::to_string(c.head_dim_qk) + ", " +
                 std::to_string(c.head_dim_vo) + ") and <= " + std::to_string(kMaxHeadDim));
-  if (c.sample_rows) require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
+  if (c.sample_rows)
+    require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
 }
 
 }  // namespace attnscope

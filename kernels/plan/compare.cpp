@@ -32,10 +32,14 @@ struct Acc {
 void accumulate(DiffStats& s, Acc& acc, DType t, float a, float b, int64_t index) {
   ++s.count;
   const bool fa = std::isfinite(a), fb = std::isfinite(b);
-  if (std::isnan(a)) ++s.nan_a;
-  else if (std::isinf(a)) ++s.inf_a;
-  if (std::isnan(b)) ++s.nan_b;
-  else if (std::isinf(b)) ++s.inf_b;
+  if (std::isnan(a))
+    ++s.nan_a;
+  else if (std::isinf(a))
+    ++s.inf_a;
+  if (std::isnan(b))
+    ++s.nan_b;
+  else if (std::isinf(b))
+    ++s.inf_b;
   if (!fa || !fb) {
     // equal infinities (LSE -inf of a fully masked row on both sides) agree exactly
     const bool same_inf = std::isinf(a) && std::isinf(b) && (a > 0) == (b > 0);
@@ -137,7 +141,8 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
 
   Verdict& v = rep.verdict;
   const bool finite_ok = rep.o.nonfinite_mismatch == 0 && rep.lse.nonfinite_mismatch == 0;
-  const std::string nf = finite_ok ? "" : "; " + std::to_string(rep.o.nonfinite_mismatch + rep.lse.nonfinite_mismatch) + " NaN/Inf mismatches";
+  const std::string nf =
+      finite_ok ? "" : "; " + std::to_string(rep.o.nonfinite_mismatch + rep.lse.nonfinite_mismatch) + " NaN/Inf mismatches";
   switch (k.rule) {
     case CompareRule::kAllclose: {
       v.rule = "allclose(rtol=" + fmt(k.rtol) + ", atol=" + fmt(k.atol) + ")";
@@ -148,7 +153,8 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
           if (!(std::fabs(a.o[i] - b.o[i]) <= k.atol + k.rtol * std::fabs(b.o[i]))) ++bad;
       }
       v.pass = bad == 0 && finite_ok;
-      v.detail = std::to_string(bad) + " of " + std::to_string(rep.o.count) + " elements outside; max abs " + fmt(rep.o.max_abs) + nf;
+      v.detail =
+          std::to_string(bad) + " of " + std::to_string(rep.o.count) + " elements outside; max abs " + fmt(rep.o.max_abs) + nf;
       break;
     }
     case CompareRule::kTwiceLowp: {
@@ -158,11 +164,13 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
         v.detail = "no " + k.lowp + " result to set the bound";
         break;
       }
-      const DiffReport lr = compare_results(c, *lowp, b, ComparisonSpec{k.lowp, k.baseline, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr);
+      const DiffReport lr =
+          compare_results(c, *lowp, b, ComparisonSpec{k.lowp, k.baseline, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr);
       rep.lowp_max_abs = lr.o.max_abs;
       const double bound = 2 * lr.o.max_abs + k.atol;
       v.pass = rep.o.max_abs <= bound && finite_ok;
-      v.detail = "max abs " + fmt(rep.o.max_abs) + (v.pass ? " <= " : " > ") + "bound " + fmt(bound) + " (lowp max abs " + fmt(lr.o.max_abs) + ")" + nf;
+      v.detail = "max abs " + fmt(rep.o.max_abs) + (v.pass ? " <= " : " > ") + "bound " + fmt(bound) + " (lowp max abs " +
+                 fmt(lr.o.max_abs) + ")" + nf;
       break;
     }
     case CompareRule::kBitwise: {

@@ -1,8 +1,9 @@
 // Page table from the allocation policy.
+#include "attnscope/paging.h"
+
 #include <algorithm>
 #include <numeric>
 
-#include "attnscope/paging.h"
 #include "attnscope/rng.h"
 
 namespace attnscope {

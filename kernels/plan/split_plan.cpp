@@ -25,8 +25,7 @@ int fa2_cta_tile_q(int64_t packed, int head_dim_vo) {
 // Work items for chunks of `chunk_tokens` keys (sum over units of tiles x chunks).
 int64_t count_items(const std::vector<int64_t>& packed, const std::vector<int>& kv_pages, int tile, int64_t chunk_pages) {
   int64_t n = 0;
-  for (size_t i = 0; i < packed.size(); ++i)
-    n += ceil_div(packed[i], tile) * ceil_div(std::max(kv_pages[i], 1), chunk_pages);
+  for (size_t i = 0; i < packed.size(); ++i) n += ceil_div(packed[i], tile) * ceil_div(std::max(kv_pages[i], 1), chunk_pages);
   return n;
 }
 
@@ -71,7 +70,8 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
   sp.max_items = (2 * c.split.num_sms) / c.num_kv_heads;
 
   if (c.attention.local_chunk)
-    why.push_back(str(B) + " units: the virtual batches of chunked local attention (chunk " + str(*c.attention.local_chunk) + ")");
+    why.push_back(str(B) + " units: the virtual batches of chunked local attention (chunk " + str(*c.attention.local_chunk) +
+                  ")");
   why.push_back("GQA group " + str(G) + ": " + str(G) + " qo heads share a kv head, so each query is " + str(G) +
                 " packed rows; total packed rows " + str(total_rows));
 
@@ -90,16 +90,20 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
   } else {
     sp.cta_tile_q = fa2_cta_tile_q(sp.avg_packed_rows, c.head_dim_vo);
     std::string rule;
-    if (sp.cta_tile_q == 128) rule = " > 64 and head_dim_vo " + str(c.head_dim_vo) + " < 256";
-    else if (sp.cta_tile_q == 64) rule = sp.avg_packed_rows > 64 ? " > 64 but head_dim_vo " + str(c.head_dim_vo) + " >= 256, and > 16" : " in (16, 64]";
-    else rule = " <= 16";
+    if (sp.cta_tile_q == 128)
+      rule = " > 64 and head_dim_vo " + str(c.head_dim_vo) + " < 256";
+    else if (sp.cta_tile_q == 64)
+      rule = sp.avg_packed_rows > 64 ? " > 64 but head_dim_vo " + str(c.head_dim_vo) + " >= 256, and > 16" : " in (16, 64]";
+    else
+      rule = " <= 16";
     why.push_back("avg packed rows = " + str(total_rows) + " / " + str(B) + " = " + str(sp.avg_packed_rows) + rule +
                   ", so cta_tile_q = " + str(sp.cta_tile_q) + " (depends on the whole batch: FlashInfer #2424)");
   }
   const int T = sp.cta_tile_q;
   if (T == 16) {
     sp.kv_warp_split = 4;
-    why.push_back("tile 16 (decode-like): 4 warps share it, each taking 16 keys of every 64-key KV tile; their states merge in warp order");
+    why.push_back(
+        "tile 16 (decode-like): 4 warps share it, each taking 16 keys of every 64-key KV tile; their states merge in warp order");
   }
 
   // 2. effective KV length (pages); a causal sliding window bounds what one q-tile can see
@@ -116,7 +120,8 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
   if (causal_window && sp.planner != Planner::kFlashAttn) {
     sp.window_chunks = true;
     why.push_back("sliding window W " + str(*c.attention.window) + ": effective KV per q-tile is min(L, ceil((window_left " +
-                  str(*c.attention.window - 1) + " + " + str(T) + ") / page " + str(ps) + ")) pages, chunks start at each q-tile's window start");
+                  str(*c.attention.window - 1) + " + " + str(T) + ") / page " + str(ps) +
+                  ")) pages, chunks start at each q-tile's window start");
   }
 
   // 3. chunk size
@@ -129,15 +134,20 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
     case Planner::kFixed:
       sp.chunk_pages = *c.split.fixed_split_size;
       sp.split_kv = c.split.cuda_graph || sp.chunk_pages < max_pages;
-      why.push_back("fixed split size " + str(sp.chunk_pages) + " pages: chunk boundaries of a request do not depend on the batch (FlashInfer PR #1675)");
+      why.push_back("fixed split size " + str(sp.chunk_pages) +
+                    " pages: chunk boundaries of a request do not depend on the batch (FlashInfer PR #1675)");
       break;
     case Planner::kFlashInfer: {
-      why.push_back("grid budget: 2 x " + str(c.split.num_sms) + " SMs / " + str(c.num_kv_heads) + " kv heads = " + str(sp.max_items) + " work items");
+      why.push_back("grid budget: 2 x " + str(c.split.num_sms) + " SMs / " + str(c.num_kv_heads) +
+                    " kv heads = " + str(sp.max_items) + " work items");
       const int64_t lo0 = std::max(128 / ps, 1);
       int64_t lo = lo0, hi = max_pages;
       while (lo < hi) {
         const int64_t mid = (lo + hi) / 2;
-        if (count_items(sp.packed_rows, sp.kv_pages, T, mid) > sp.max_items) lo = mid + 1; else hi = mid;
+        if (count_items(sp.packed_rows, sp.kv_pages, T, mid) > sp.max_items)
+          lo = mid + 1;
+        else
+          hi = mid;
       }
       sp.chunk_pages = static_cast<int>(lo);
       sp.split_kv = c.split.cuda_graph || lo < max_pages;
@@ -148,7 +158,9 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
       if (n > sp.max_items) line += "; no chunk fits the budget, so the longest KV is one chunk";
       why.push_back(line);
       why.push_back(std::string("split_kv = ") + (sp.split_kv ? "true" : "false") +
-                    (c.split.cuda_graph ? " (always with CUDA graphs)" : " (chunk " + str(lo) + (sp.split_kv ? " < " : " >= ") + "max L " + str(max_pages) + ")"));
+                    (c.split.cuda_graph
+                         ? " (always with CUDA graphs)"
+                         : " (chunk " + str(lo) + (sp.split_kv ? " < " : " >= ") + "max L " + str(max_pages) + ")"));
       break;
     }
     case Planner::kFlashAttn: {
@@ -168,10 +180,13 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
       sp.chunk_tokens = per * block_n;
       sp.chunk_pages = static_cast<int>(ceil_div(sp.chunk_tokens, ps));
       sp.split_kv = s > 1;
-      why.push_back(std::string(swapped ? "GQA decode: seqlen_q and group swapped, " : "") + "blocks = " + str(B) + " x " + str(heads) +
-                    " heads x " + str(m_blocks) + " m-blocks = " + str(blocks) + "; n_blocks = ceil(" + str(max_kv_tokens) + " / " + str(block_n) + ") = " + str(n_blocks));
-      if (blocks >= 0.8 * sms2) why.push_back(str(blocks) + " >= 0.8 x " + str(sms2) + " (2 x SMs): 1 split");
-      else why.push_back("efficiency rule over s <= min(128, " + str(sms2) + ", " + str(n_blocks) + "): num_splits = " + str(s));
+      why.push_back(std::string(swapped ? "GQA decode: seqlen_q and group swapped, " : "") + "blocks = " + str(B) + " x " +
+                    str(heads) + " heads x " + str(m_blocks) + " m-blocks = " + str(blocks) + "; n_blocks = ceil(" +
+                    str(max_kv_tokens) + " / " + str(block_n) + ") = " + str(n_blocks));
+      if (blocks >= 0.8 * sms2)
+        why.push_back(str(blocks) + " >= 0.8 x " + str(sms2) + " (2 x SMs): 1 split");
+      else
+        why.push_back("efficiency rule over s <= min(128, " + str(sms2) + ", " + str(n_blocks) + "): num_splits = " + str(s));
       why.push_back("each split covers " + str(per) + " blocks = " + str(sp.chunk_tokens) + " keys; every unit gets " + str(s) +
                     " splits, short ones empty (they depend on the longest KV in the batch)");
       break;
@@ -223,17 +238,19 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
   sp.num_items = static_cast<int>(sp.items.size());
   if (c.split.cuda_graph) {
     const int64_t graph_grid = std::max<int64_t>(sp.max_items, tiles_total);
-    why.push_back("CUDA graph: grid padded to max(" + str(sp.max_items) + ", " + str(tiles_total) + " q-tiles) = " + str(graph_grid) +
-                  " CTAs; " + str(std::max<int64_t>(0, graph_grid - sp.num_items)) + " masked out by block_valid_mask");
+    why.push_back("CUDA graph: grid padded to max(" + str(sp.max_items) + ", " + str(tiles_total) +
+                  " q-tiles) = " + str(graph_grid) + " CTAs; " + str(std::max<int64_t>(0, graph_grid - sp.num_items)) +
+                  " masked out by block_valid_mask");
     if (sp.num_items > graph_grid)
-      why.push_back("warning: " + str(sp.num_items) + " work items exceed that grid: FlashInfer sizes its CUDA-graph buffers for " +
-                    str(graph_grid) + " (the split-KV workspace overflow failure mode); attnscope launches all " + str(sp.num_items));
+      why.push_back("warning: " + str(sp.num_items) +
+                    " work items exceed that grid: FlashInfer sizes its CUDA-graph buffers for " + str(graph_grid) +
+                    " (the split-KV workspace overflow failure mode); attnscope launches all " + str(sp.num_items));
     sp.padded_items = static_cast<int>(std::max<int64_t>(graph_grid, sp.num_items));
   } else {
     sp.padded_items = sp.num_items;
   }
-  why.push_back(str(sp.num_items) + " work items x " + str(c.num_kv_heads) + " kv heads (grid " + str(sp.padded_items) + " x 1 x " +
-                str(c.num_kv_heads) + ")");
+  why.push_back(str(sp.num_items) + " work items x " + str(c.num_kv_heads) + " kv heads (grid " + str(sp.padded_items) +
+                " x 1 x " + str(c.num_kv_heads) + ")");
 
   // 5. merge bookkeeping
   sp.merge_indptr.push_back(0);
@@ -243,8 +260,11 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
     sp.o_indptr.push_back(sp.o_indptr.back() + units[u].q_len * sp.unit_chunks[u]);
   }
   if (sp.split_kv)
-    why.push_back("merge: each query row merges its chunk partials in chunk order 0..n-1 (LSE form, softmax_state.h); partials kept in " +
-                  std::string(c.split.partials == PartialPrecision::kFp32 ? "fp32" : std::string(dtype_name(c.dtype)) + " (rounded, as FlashInfer does)"));
+    why.push_back(
+        "merge: each query row merges its chunk partials in chunk order 0..n-1 (LSE form, softmax_state.h); partials kept in " +
+        std::string(c.split.partials == PartialPrecision::kFp32
+                        ? "fp32"
+                        : std::string(dtype_name(c.dtype)) + " (rounded, as FlashInfer does)"));
   return sp;
 }
 

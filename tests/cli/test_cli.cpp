@@ -1,12 +1,12 @@
 // attnscope-cli as a user runs it: exit codes, error lines, JSON outputs, repro replay.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 namespace fs = std::filesystem;
 
@@ -86,9 +86,9 @@ TEST(Cli, BrokenCasesExitTwoWithOneLineNamingThePath) {
 
 TEST(Cli, BadArgumentsExitTwo) {
   const std::string ex = src("examples/gqa-decode-long.json");
-  for (const std::string& args : std::vector<std::string>{"frobnicate " + ex, "run", "run " + ex + " --no-such-flag", "run " + ex + " --sample-rows x",
-                                 "run " + ex + " --backends cpu.nope", "invariance " + ex + " --planners nope",
-                                 "run " + ex + " " + ex}) {
+  for (const std::string& args : std::vector<std::string>{"frobnicate " + ex, "run", "run " + ex + " --no-such-flag",
+                                                          "run " + ex + " --sample-rows x", "run " + ex + " --backends cpu.nope",
+                                                          "invariance " + ex + " --planners nope", "run " + ex + " " + ex}) {
     const Out o = cli(args);
     EXPECT_EQ(o.code, 2) << args;
     EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << args << ": " << o.err;

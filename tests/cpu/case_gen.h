@@ -62,7 +62,8 @@ inline CaseSpec random_case(uint64_t seed, const GenLimits& lim = {}) {
   if (mask_kind == 5) {
     for (auto& r : c.requests) {
       r.doc_starts = {0};
-      while (g.coin() && r.doc_starts.back() + 1 < r.kv_len) r.doc_starts.push_back(g.range(r.doc_starts.back() + 1, r.kv_len - 1));
+      while (g.coin() && r.doc_starts.back() + 1 < r.kv_len)
+        r.doc_starts.push_back(g.range(r.doc_starts.back() + 1, r.kv_len - 1));
     }
   }
   if (mask_kind == 6) {
@@ -78,7 +79,8 @@ inline CaseSpec random_case(uint64_t seed, const GenLimits& lim = {}) {
     const int tiles[] = {16, 64, 128};
     c.split.fixed_tile_q = tiles[g.range(0, 2)];
   }
-  if ((c.split.planner == Planner::kFlashInfer || c.split.planner == Planner::kFixed) && g.range(0, 4) == 0) c.split.cuda_graph = true;
+  if ((c.split.planner == Planner::kFlashInfer || c.split.planner == Planner::kFixed) && g.range(0, 4) == 0)
+    c.split.cuda_graph = true;
   c.split.partials = g.coin() ? PartialPrecision::kFp32 : PartialPrecision::kDtype;
   c.data.seed = g.next();
   c.data.std = 0.5 + 0.25 * g.range(0, 6);

@@ -107,9 +107,11 @@ TEST(Backends, SingleKeyGivesItsValueExactly) {
   const Result r = run("cpu.reference", c);
   const int G = c.group_size();
   for (int h = 0; h < c.num_qo_heads; ++h) {
-    const float* v = w.v_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(0, 0), 0, h / G, 0, p.pages.page_size, c.num_kv_heads, c.head_dim_vo);
+    const float* v = w.v_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(0, 0), 0, h / G, 0, p.pages.page_size,
+                                                 c.num_kv_heads, c.head_dim_vo);
     for (int d = 0; d < c.head_dim_vo; ++d) EXPECT_EQ(r.o[h * c.head_dim_vo + d], v[d]);
-    const float* k = w.k_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(0, 0), 0, h / G, 0, p.pages.page_size, c.num_kv_heads, c.head_dim_qk);
+    const float* k = w.k_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(0, 0), 0, h / G, 0, p.pages.page_size,
+                                                 c.num_kv_heads, c.head_dim_qk);
     double s = 0;
     for (int d = 0; d < c.head_dim_qk; ++d) s += static_cast<double>(w.q[h * c.head_dim_qk + d]) * k[d];
     EXPECT_NEAR(r.lse[h], s * c.sm_scale_or_default(), 1e-5);

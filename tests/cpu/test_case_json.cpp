@@ -89,9 +89,7 @@ TEST(CaseJson, EveryExampleParsesAndRoundTrips) {
   EXPECT_GE(n, 8);
 }
 
-TEST(CaseJson, MissingFileIsACaseError) {
-  EXPECT_THROW(read_case_file("/nonexistent/case.json"), CaseError);
-}
+TEST(CaseJson, MissingFileIsACaseError) { EXPECT_THROW(read_case_file("/nonexistent/case.json"), CaseError); }
 
 TEST(CaseJson, ReproFieldsAreKept) {
   const CaseFile f = parse_case_text(R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 5}],

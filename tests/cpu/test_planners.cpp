@@ -111,7 +111,7 @@ TEST(Planner, VirtualBatchesDocumentedExample) {
   EXPECT_EQ(start, (std::vector<int>{0, 4, 4, 8, 12, 16, 4, 8}));
   // block tables: 2 pages per chunk, sliced from the request's table (contiguous pages here)
   EXPECT_EQ(p.local.batches[0].block_table, (std::vector<int>{0, 1}));
-  EXPECT_EQ(p.local.batches[1].block_table, (std::vector<int>{2, 2}));  // request 0 has 3 pages: clipped
+  EXPECT_EQ(p.local.batches[1].block_table, (std::vector<int>{2, 2}));          // request 0 has 3 pages: clipped
   EXPECT_EQ(p.local.batches[5].block_table, (std::vector<int>{3 + 8, 3 + 8}));  // request 1, chunk 16: page 8, clipped
 }
 
@@ -186,7 +186,8 @@ TEST(PlannerProperties, RandomCases) {
         for (int g = 0; g < G; ++g)
           for (int k = 0; k < rq.kv_len; ++k) {
             const bool a = allowed(p.masks[r], q_abs_of(p.masks[r], q), k);
-            ASSERT_EQ(cover[(static_cast<size_t>(q) * G + g) * rq.kv_len + k], a ? 1 : 0) << "request " << r << " q " << q << " k " << k;
+            ASSERT_EQ(cover[(static_cast<size_t>(q) * G + g) * rq.kv_len + k], a ? 1 : 0)
+                << "request " << r << " q " << q << " k " << k;
           }
     }
 

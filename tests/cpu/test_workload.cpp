@@ -49,7 +49,8 @@ TEST(Workload, PagedValuesMatchTheLogicalStream) {
           const int64_t off = kv_offset(c.kv_cache.layout, page, slot, h, 0, pt.page_size, c.num_kv_heads, c.head_dim_qk);
           const double scale = 1.0;
           ASSERT_EQ(w.k_pool[off + 1 % c.head_dim_qk],
-                    gen_value(s, TensorId::kK, kv_index(k, h, 1 % c.head_dim_qk, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std, scale, c.dtype));
+                    gen_value(s, TensorId::kK, kv_index(k, h, 1 % c.head_dim_qk, c.num_kv_heads, c.head_dim_qk), c.data.mean,
+                              c.data.std, scale, c.dtype));
           touched[off / c.head_dim_qk] = 1;
         }
     }
@@ -57,8 +58,10 @@ TEST(Workload, PagedValuesMatchTheLogicalStream) {
     for (size_t i = 0; i < touched.size(); ++i) {
       if (touched[i]) continue;
       const float v = w.k_pool[i * c.head_dim_qk];
-      if (c.kv_cache.poison_unused) ASSERT_TRUE(std::isnan(v));
-      else ASSERT_EQ(v, 0.0f);
+      if (c.kv_cache.poison_unused)
+        ASSERT_TRUE(std::isnan(v));
+      else
+        ASSERT_EQ(v, 0.0f);
     }
   }
 }

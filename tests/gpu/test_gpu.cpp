@@ -20,11 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define REQUIRE_GPU()                                                              \
-  do {                                                                             \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends";       \
-    std::string why_;                                                              \
-    if (list_devices_or(&why_)) GTEST_SKIP() << why_;                              \
+#define REQUIRE_GPU()                                                        \
+  do {                                                                       \
+    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
+    std::string why_;                                                        \
+    if (list_devices_or(&why_)) GTEST_SKIP() << why_;                        \
   } while (0)
 
 bool list_devices_or(std::string* why) { return query_devices(why).empty(); }
@@ -131,7 +131,8 @@ TEST(Gpu, ReferenceAgreesWithTheCpuReference) {
     ASSERT_TRUE(g.ok()) << g.message;
     // both fp64 on the same inputs, stored as fp32: only summation order differs (~1e-15
     // relative), so agreement within 2 fp32 ulps of magnitude-<=4 outputs is expected.
-    const DiffReport d = compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
+    const DiffReport d =
+        compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
     EXPECT_TRUE(d.verdict.pass) << c.name << ": " << d.verdict.detail;
   }
 }
@@ -247,7 +248,8 @@ TEST(Gpu, PaddedHeadDimReproducesTheWorkaround) {
   ASSERT_TRUE(a.ok() && b.ok()) << a.message << b.message;
   // zero padding adds exact zeros to every dot product: the scores are identical, so the two
   // kernels differ only where the 16-wide MMA sums group the terms differently
-  const DiffReport d = compare_results(c, b, a, {"cuda.flash_padded", "cuda.flash", CompareRule::kAllclose, 1e-2, 1e-3, ""}, nullptr);
+  const DiffReport d =
+      compare_results(c, b, a, {"cuda.flash_padded", "cuda.flash", CompareRule::kAllclose, 1e-2, 1e-3, ""}, nullptr);
   EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
   EXPECT_GT(d.o.bit_identical, d.o.count / 2);
 }

@@ -2,10 +2,10 @@
 // pixel checks that fail on a blank or broken render.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <filesystem>
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -175,8 +175,8 @@ struct Image {
 
 bool shoot(const std::string& case_file, const std::string& tab, Image* img, std::string* log) {
   const fs::path out = fs::temp_directory_path() / ("attnscope_shot_" + tab + "_" + std::to_string(::getpid()) + ".png");
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file + " --size 1280x800 --screenshot " +
-                          out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file +
+                          " --size 1280x800 --screenshot " + out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream lf(out.string() + ".log");
   log->assign(std::istreambuf_iterator<char>(lf), {});
@@ -216,7 +216,8 @@ bool yellow(const unsigned char* p) { return p[0] > 230 && p[1] > 200 && p[2] < 
 class Screenshot : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
 
 TEST_P(Screenshot, TabRendersItsContent) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   const auto [tab, file] = GetParam();
   Image img;
   std::string log;
@@ -234,13 +235,16 @@ TEST_P(Screenshot, TabRendersItsContent) {
   if (t == "pages" || t == "split" || t == "timing") EXPECT_GT(count(img, vivid), 1500) << t;
   if (t == "mask") EXPECT_GT(count(img, yellow), 5000) << "the allowed region of the mask";
   if (t == "local") EXPECT_GT(count(img, yellow), 500) << "the virtual-batch diagrams";
-  if (t == "diff") EXPECT_GT(count(img, [](const unsigned char* p) { return p[1] > 120 && p[0] < 150 && p[2] < 160 && p[2] > 60; }), 2000)
-      << "the error heatmap's colour ramp";
+  if (t == "diff")
+    EXPECT_GT(count(img, [](const unsigned char* p) { return p[1] > 120 && p[0] < 150 && p[2] < 160 && p[2] > 60; }), 2000)
+        << "the error heatmap's colour ramp";
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
-                         ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"), std::make_pair("pages", "poisoned-pages.json"),
-                                           std::make_pair("local", "llama4-chunked-local.json"), std::make_pair("split", "gqa-decode-long.json"),
+                         ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"),
+                                           std::make_pair("pages", "poisoned-pages.json"),
+                                           std::make_pair("local", "llama4-chunked-local.json"),
+                                           std::make_pair("split", "gqa-decode-long.json"),
                                            std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
                          [](const auto& info) { return std::string(info.param.first); });
 

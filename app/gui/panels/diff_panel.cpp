@@ -14,7 +14,8 @@ namespace attnscope::gui {
 DiffItems build_diff_items(const Session& s, int index, int max_rows) {
   if (s.diffs.empty()) {
     DiffItems it;
-    it.why = s.results.size() < s.spec().backends.size() ? "backends still running" : "this case has no comparisons (/comparisons)";
+    it.why =
+        s.results.size() < s.spec().backends.size() ? "backends still running" : "this case has no comparisons (/comparisons)";
     return it;
   }
   index = std::clamp(index, 0, static_cast<int>(s.diffs.size()) - 1);
@@ -67,7 +68,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     for (const auto& r : s.results)
       if (r.ok()) ok.push_back(r.backend);
     auto pick = [&](const char* label, std::string& v) {
-      if (v.empty() || std::find(ok.begin(), ok.end(), v) == ok.end()) v = ok.empty() ? "" : ok[&v == &pick_a_ ? 0 : ok.size() - 1];
+      if (v.empty() || std::find(ok.begin(), ok.end(), v) == ok.end())
+        v = ok.empty() ? "" : ok[&v == &pick_a_ ? 0 : ok.size() - 1];
       ImGui::SetNextItemWidth(180);
       if (ImGui::BeginCombo(label, v.c_str())) {
         for (const auto& o : ok)
@@ -95,7 +97,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
       const Result* a = s.result(pick_a_);
       const Result* b = s.result(pick_b_);
       if (a && b && pick_a_ != pick_b_) {
-        custom_ = compare_results(s.spec(), *a, *b, ComparisonSpec{pick_a_, pick_b_, CompareRule::kAllclose, 1e-2, 1e-3, ""}, nullptr);
+        custom_ =
+            compare_results(s.spec(), *a, *b, ComparisonSpec{pick_a_, pick_b_, CompareRule::kAllclose, 1e-2, 1e-3, ""}, nullptr);
         items_ = build_diff_items(s, custom_);
       } else {
         items_ = DiffItems{};
@@ -190,7 +193,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
         std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
     row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
     row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
-    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a), std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
+    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a),
+        std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
     if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
     ImGui::EndTable();
   }

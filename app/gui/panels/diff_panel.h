@@ -14,15 +14,15 @@ namespace attnscope::gui {
 
 struct DiffItems {
   bool available = false;
-  std::string why;                 // when not available
+  std::string why;  // when not available
   std::string backend, baseline;
-  int rows = 0, cols = 0;          // heatmap: token groups x heads
+  int rows = 0, cols = 0;  // heatmap: token groups x heads
   int tokens_per_row = 1;
-  std::vector<float> log_err;      // [rows * cols] log10 of the max error in the cell; NaN = not compared
-  float lo = -8, hi = 0;           // colour scale (log10)
-  std::vector<float> histogram;    // counts per bin of log10 error
+  std::vector<float> log_err;    // [rows * cols] log10 of the max error in the cell; NaN = not compared
+  float lo = -8, hi = 0;         // colour scale (log10)
+  std::vector<float> histogram;  // counts per bin of log10 error
   float hist_lo = -10, hist_hi = 1;
-  int zero_errors = 0;             // (token, head) rows with error exactly 0
+  int zero_errors = 0;  // (token, head) rows with error exactly 0
 };
 
 DiffItems build_diff_items(const Session& s, int diff_index, int max_rows = 512);
@@ -35,7 +35,7 @@ class DiffPanel {
  private:
   const Session* built_for_ = nullptr;
   int built_index_ = -1;
-  bool any_pair_ = false;          // compare any two results, not only the case's comparisons
+  bool any_pair_ = false;  // compare any two results, not only the case's comparisons
   std::string pick_a_, pick_b_;
   std::string built_pair_;
   DiffReport custom_;

@@ -17,9 +17,12 @@ std::vector<RequestSpec> generate_requests(const GeneratorSettings& g) {
   for (int i = 0; i < std::max(1, g.count); ++i) {
     RequestSpec r;
     r.kv_len = rng.range(std::max(1, g.kv_min), std::max(g.kv_min, g.kv_max));
-    if (g.kind == 1) r.q_len = 1;
-    else if (g.kind == 2) r.q_len = r.kv_len;
-    else r.q_len = std::min(r.kv_len, rng.range(std::max(1, g.q_min), std::max(g.q_min, g.q_max)));
+    if (g.kind == 1)
+      r.q_len = 1;
+    else if (g.kind == 2)
+      r.q_len = r.kv_len;
+    else
+      r.q_len = std::min(r.kv_len, rng.range(std::max(1, g.q_min), std::max(g.q_min, g.q_max)));
     out.push_back(r);
   }
   return out;
@@ -101,7 +104,8 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
   if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
                 static_cast<long long>(c.total_kv()));
-    if (ImGui::BeginTable("reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV, ImVec2(0, 170))) {
+    if (ImGui::BeginTable("reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV,
+                          ImVec2(0, 170))) {
       ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, 24);
       ImGui::TableSetupColumn("q_len");
       ImGui::TableSetupColumn("kv_len");
@@ -141,8 +145,10 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       ImGui::InputInt("request #", &sel_);
       sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
       RequestSpec& r = c.requests[sel_];
-      if (c.attention.prefix_lm) ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
-      else ImGui::TextDisabled("prefix_len: enable prefix-LM under Attention");
+      if (c.attention.prefix_lm)
+        ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
+      else
+        ImGui::TextDisabled("prefix_len: enable prefix-LM under Attention");
       ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
       std::string docs;
       for (int d : r.doc_starts) docs += (docs.empty() ? "" : " ") + std::to_string(d);
@@ -213,7 +219,9 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     }
     ch |= ImGui::InputInt("page size", &k.page_size);
     ch |= combo("layout", k.layout, {{"NHD", KvLayout::kNHD}, {"HND", KvLayout::kHND}});
-    ch |= combo("allocation", k.allocation, {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
+    ch |= combo(
+        "allocation", k.allocation,
+        {{"contiguous", PageAlloc::kContiguous}, {"shuffled", PageAlloc::kShuffled}, {"fragmented", PageAlloc::kFragmented}});
     int as = static_cast<int>(k.allocation_seed);
     if (ImGui::InputInt("allocation seed", &as)) {
       k.allocation_seed = static_cast<uint64_t>(std::max(0, as));
@@ -238,7 +246,11 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
   }
   if (ImGui::CollapsingHeader("Split", ImGuiTreeNodeFlags_DefaultOpen)) {
     auto& s = c.split;
-    if (combo("planner", s.planner, {{"flashinfer", Planner::kFlashInfer}, {"flash_attn", Planner::kFlashAttn}, {"fixed", Planner::kFixed}, {"off", Planner::kOff}})) {
+    if (combo("planner", s.planner,
+              {{"flashinfer", Planner::kFlashInfer},
+               {"flash_attn", Planner::kFlashAttn},
+               {"fixed", Planner::kFixed},
+               {"off", Planner::kOff}})) {
       ch = true;
       if (s.planner == Planner::kFixed && !s.fixed_split_size) s.fixed_split_size = 32;
       if (s.planner != Planner::kFixed) s.fixed_split_size.reset();
@@ -271,7 +283,10 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
           c.backends.erase(std::remove(c.backends.begin(), c.backends.end(), id), c.backends.end());
           // comparisons that name a removed backend go too (else the case is invalid)
           c.comparisons.erase(std::remove_if(c.comparisons.begin(), c.comparisons.end(),
-                                             [&](const ComparisonSpec& k) { return k.backend == id || k.baseline == id || (k.rule == CompareRule::kTwiceLowp && k.lowp == id); }),
+                                             [&](const ComparisonSpec& k) {
+                                               return k.backend == id || k.baseline == id ||
+                                                      (k.rule == CompareRule::kTwiceLowp && k.lowp == id);
+                                             }),
                               c.comparisons.end());
         }
       }
@@ -285,7 +300,11 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       ImGui::Text("%s vs %s", k.backend.c_str(), k.baseline.c_str());
       ImGui::SameLine();
       if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
-      ch |= combo("rule", k.rule, {{"allclose", CompareRule::kAllclose}, {"twice_lowp", CompareRule::kTwiceLowp}, {"bitwise", CompareRule::kBitwise}, {"max_abs", CompareRule::kMaxAbs}});
+      ch |= combo("rule", k.rule,
+                  {{"allclose", CompareRule::kAllclose},
+                   {"twice_lowp", CompareRule::kTwiceLowp},
+                   {"bitwise", CompareRule::kBitwise},
+                   {"max_abs", CompareRule::kMaxAbs}});
       ch |= ImGui::InputDouble("rtol", &k.rtol, 0, 0, "%.3g");
       ch |= ImGui::InputDouble("atol", &k.atol, 0, 0, "%.3g");
       ImGui::PopID();

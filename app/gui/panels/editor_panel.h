@@ -14,7 +14,7 @@ struct GeneratorSettings {
   int count = 8;
   int q_min = 1, q_max = 512;
   int kv_min = 512, kv_max = 8192;
-  int kind = 0;          // 0 uniform, 1 all decode (q = 1), 2 all prefill (q = kv)
+  int kind = 0;  // 0 uniform, 1 all decode (q = 1), 2 all prefill (q = kv)
   uint64_t seed = 1;
 };
 
@@ -28,7 +28,7 @@ class EditorPanel {
 
  private:
   GeneratorSettings gen_;
-  int sel_ = 0;          // request whose advanced fields are shown
+  int sel_ = 0;  // request whose advanced fields are shown
 };
 
 }  // namespace attnscope::gui

@@ -35,13 +35,17 @@ void LocalPanel::draw(const Session& s, UiState& ui) {
   }
   const LocalItems& it = items_;
   if (it.batches.empty()) {
-    ImGui::TextWrapped("This case has no chunked local attention (/attention/local_chunk). With a chunk c, vLLM cuts every request into one causal "
-                       "virtual request per chunk its new tokens touch; the table and diagrams appear here. Try examples/llama4-chunked-local.json.");
+    ImGui::TextWrapped(
+        "This case has no chunked local attention (/attention/local_chunk). With a chunk c, vLLM cuts every request into one "
+        "causal "
+        "virtual request per chunk its new tokens touch; the table and diagrams appear here. Try "
+        "examples/llama4-chunked-local.json.");
     return;
   }
   ImGui::Text("chunk %d: %zu virtual batches (vLLM make_local_attention_virtual_batches)", it.chunk, it.batches.size());
   if (ImGui::BeginTable("vbs", 7, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY, ImVec2(0, 220))) {
-    for (const char* h : {"vb", "request", "q_begin", "q_len", "chunk start", "kv_len", "block table"}) ImGui::TableSetupColumn(h);
+    for (const char* h : {"vb", "request", "q_begin", "q_len", "chunk start", "kv_len", "block table"})
+      ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
     for (const auto& b : it.batches) {
       ImGui::TableNextRow();
@@ -84,7 +88,8 @@ void LocalPanel::draw(const Session& s, UiState& ui) {
                           vis ? IM_COL32(253, 231, 37, 255) : IM_COL32(30, 32, 40, 255));
       }
     }
-    const std::string label = "vb " + std::to_string(b.index) + " r" + std::to_string(b.request) + " @" + std::to_string(b.kv_begin);
+    const std::string label =
+        "vb " + std::to_string(b.index) + " r" + std::to_string(b.request) + " @" + std::to_string(b.kv_begin);
     dl->AddText(ImVec2(x0, y0 + box + 3), IM_COL32(220, 220, 220, 255), label.c_str());
   }
   const int rows = static_cast<int>((std::min<size_t>(it.batches.size(), 64) + per_row - 1) / per_row);

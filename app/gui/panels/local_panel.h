@@ -12,7 +12,7 @@ namespace attnscope::gui {
 struct VbDiagram {
   int index = 0, request = 0;
   int q_begin = 0, q_len = 0, kv_begin = 0, kv_len = 0;
-  int q_abs_first = 0;   // absolute position of its first query
+  int q_abs_first = 0;  // absolute position of its first query
 };
 
 struct LocalItems {

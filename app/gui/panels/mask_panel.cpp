@@ -65,9 +65,11 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
   const int kvh = head / c.group_size();
   double dot = 0;
   for (int d = 0; d < c.head_dim_qk; ++d) {
-    const double scale = std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
+    const double scale =
+        std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
     const float qv = gen_value(seed, TensorId::kQ, q_index(c, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
-    const float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std, scale, c.dtype);
+    const float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std,
+                               scale, c.dtype);
     dot += static_cast<double>(qv) * kv;
   }
   double x = dot * c.sm_scale_or_default();
@@ -104,17 +106,21 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   if (built_for_ != &s || built_request_ != ui.request) {
     items_ = build_mask_items(s, ui.request);
     std::vector<uint32_t> px(items_.cells.size());
-    const uint32_t none = pack_abgr({28, 30, 38, 255}), some = pack_abgr({33, 145, 140, 255}), all = pack_abgr({253, 231, 37, 255});
-    for (size_t i = 0; i < px.size(); ++i) px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
+    const uint32_t none = pack_abgr({28, 30, 38, 255}), some = pack_abgr({33, 145, 140, 255}),
+                   all = pack_abgr({253, 231, 37, 255});
+    for (size_t i = 0; i < px.size(); ++i)
+      px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
     tex_.upload(items_.cols, items_.rows, px);
     built_for_ = &s;
     built_request_ = ui.request;
   }
   const auto& m = items_;
-  ImGui::Text("q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
-              m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
-              m.q_per_cell, m.k_per_cell);
-  ImGui::BeginChild("maskview", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 3), true, ImGuiWindowFlags_HorizontalScrollbar);
+  ImGui::Text(
+      "q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
+      m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
+      m.q_per_cell, m.k_per_cell);
+  ImGui::BeginChild("maskview", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 3), true,
+                    ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
   const float cell = std::max(0.5f, base) * ui.mask_zoom;
@@ -183,9 +189,13 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTooltip();
   }
   ImGui::EndChild();
-  ImGui::TextWrapped("Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red); zoom in to see blocks outlined green (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity %.1f%%.",
-                     s.plan.split.cta_tile_q, m.kv_tile, static_cast<long long>(s.plan.blocks.full), static_cast<long long>(s.plan.blocks.partial),
-                     static_cast<long long>(s.plan.blocks.empty), 100.0 * s.plan.blocks.sparsity());
+  ImGui::TextWrapped(
+      "Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red); zoom in to see blocks "
+      "outlined green (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity "
+      "%.1f%%.",
+      s.plan.split.cta_tile_q, m.kv_tile, static_cast<long long>(s.plan.blocks.full),
+      static_cast<long long>(s.plan.blocks.partial), static_cast<long long>(s.plan.blocks.empty),
+      100.0 * s.plan.blocks.sparsity());
 }
 
 }  // namespace attnscope::gui

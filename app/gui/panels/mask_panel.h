@@ -18,12 +18,12 @@ enum class Cell : uint8_t { kNone = 0, kSome = 1, kAll = 2 };
 struct MaskItems {
   int request = 0;
   int q_len = 0, kv_len = 0;
-  int rows = 0, cols = 0;            // cells
+  int rows = 0, cols = 0;  // cells
   int q_per_cell = 1, k_per_cell = 1;
-  std::vector<Cell> cells;           // [rows * cols]: pairs allowed in that cell: none, some, all
-  int64_t allowed = 0;               // allowed (q, k) pairs of the request
-  std::vector<int> q_tile_starts;    // query index where each q-tile of the plan starts (per unit)
-  std::vector<int> unit_starts;      // query index where each unit (virtual batch) starts
+  std::vector<Cell> cells;         // [rows * cols]: pairs allowed in that cell: none, some, all
+  int64_t allowed = 0;             // allowed (q, k) pairs of the request
+  std::vector<int> q_tile_starts;  // query index where each q-tile of the plan starts (per unit)
+  std::vector<int> unit_starts;    // query index where each unit (virtual batch) starts
   int kv_tile = 64;
 };
 
@@ -33,9 +33,9 @@ MaskItems build_mask_items(const Session& s, int request, int max_cells = 512);
 struct Readout {
   int q = 0, q_abs = 0, k = 0;
   bool allowed = false;
-  double score = 0;                  // sm_scale q.k (+ soft-cap, ALiBi) from the generated inputs
+  double score = 0;  // sm_scale q.k (+ soft-cap, ALiBi) from the generated inputs
   bool has_prob = false;
-  double prob = 0;                   // exp(score - LSE) with the reference's LSE
+  double prob = 0;  // exp(score - LSE) with the reference's LSE
 };
 Readout mask_readout(const Session& s, int request, int head, int q, int k);
 

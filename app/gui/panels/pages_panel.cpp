@@ -48,7 +48,8 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
   }
   const PagesItems& it = items_;
   ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
-              it.has_null ? ", page 0 is the null page" : "", s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
+              it.has_null ? ", page 0 is the null page" : "",
+              s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
   const float avail = ImGui::GetContentRegionAvail().x;
   const int max_cells = 4096;
   const int shown = std::min(it.num_pages, max_cells);
@@ -74,8 +75,11 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
   if (hovered >= 0 && ImGui::IsWindowHovered()) {
     const PageCell& pc = it.pool[hovered];
     ImGui::BeginTooltip();
-    if (pc.owner >= 0) ImGui::Text("page %d: request %d, %.0f%% full%s", hovered, pc.owner, 100 * pc.fill, pc.poisoned ? ", tail slots NaN" : "");
-    else ImGui::Text("page %d: %s%s", hovered, pc.owner == kPageNull ? "null page (never referenced)" : "unused", pc.poisoned ? ", NaN" : "");
+    if (pc.owner >= 0)
+      ImGui::Text("page %d: request %d, %.0f%% full%s", hovered, pc.owner, 100 * pc.fill, pc.poisoned ? ", tail slots NaN" : "");
+    else
+      ImGui::Text("page %d: %s%s", hovered, pc.owner == kPageNull ? "null page (never referenced)" : "unused",
+                  pc.poisoned ? ", NaN" : "");
     ImGui::EndTooltip();
   }
   ImGui::Separator();

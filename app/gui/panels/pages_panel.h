@@ -11,19 +11,19 @@
 namespace attnscope::gui {
 
 struct PageCell {
-  int owner = -1;        // request, kPageNull or kPageUnused
-  float fill = 0;        // used slots / page_size
-  bool poisoned = false; // unused slots hold NaN
+  int owner = -1;         // request, kPageNull or kPageUnused
+  float fill = 0;         // used slots / page_size
+  bool poisoned = false;  // unused slots hold NaN
 };
 
 struct PagesItems {
   int page_size = 1;
   int num_pages = 0, used = 0, unused = 0;
   bool has_null = false;
-  std::vector<PageCell> pool;                 // [num_pages]
-  std::vector<std::vector<int>> tables;       // per request, its block table (first 256 entries)
-  std::vector<int> table_len;                 // per request, full length
-  std::vector<int> last_fill;                 // per request, last_page_len
+  std::vector<PageCell> pool;            // [num_pages]
+  std::vector<std::vector<int>> tables;  // per request, its block table (first 256 entries)
+  std::vector<int> table_len;            // per request, full length
+  std::vector<int> last_fill;            // per request, last_page_len
 };
 
 PagesItems build_pages_items(const Session& s);

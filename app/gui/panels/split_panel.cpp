@@ -18,7 +18,8 @@ SplitItems build_split_items(const Session& s) {
     row.planner = planner_name(pl);
     CaseSpec c = base;
     c.split.planner = pl;
-    if (pl == Planner::kFixed && !c.split.fixed_split_size) c.split.fixed_split_size = std::max(1, 2048 / c.effective_page_size());
+    if (pl == Planner::kFixed && !c.split.fixed_split_size)
+      c.split.fixed_split_size = std::max(1, 2048 / c.effective_page_size());
     if (pl != Planner::kFixed) c.split.fixed_split_size.reset();
     if (pl == Planner::kFlashAttn || pl == Planner::kOff) c.split.cuda_graph = false;
     try {
@@ -50,9 +51,10 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
   }
   const SplitItems& it = items_;
-  ImGui::Text("planner %s: tile %d packed rows, chunk %d pages (%lld keys), %s, %d work items x %d kv heads%s", planner_name(sp.planner),
-              sp.cta_tile_q, sp.chunk_pages, static_cast<long long>(sp.chunk_tokens), sp.split_kv ? "split-KV" : "no split", sp.num_items,
-              s.spec().num_kv_heads, it.padded_extra > 0 ? (", +" + std::to_string(it.padded_extra) + " padding CTAs").c_str() : "");
+  ImGui::Text("planner %s: tile %d packed rows, chunk %d pages (%lld keys), %s, %d work items x %d kv heads%s",
+              planner_name(sp.planner), sp.cta_tile_q, sp.chunk_pages, static_cast<long long>(sp.chunk_tokens),
+              sp.split_kv ? "split-KV" : "no split", sp.num_items, s.spec().num_kv_heads,
+              it.padded_extra > 0 ? (", +" + std::to_string(it.padded_extra) + " padding CTAs").c_str() : "");
   if (ImGui::CollapsingHeader("Planner reasoning", ImGuiTreeNodeFlags_DefaultOpen))
     for (const auto& line : sp.reasoning) ImGui::BulletText("%s", line.c_str());
   if (ImGui::CollapsingHeader("Planner models side by side", ImGuiTreeNodeFlags_DefaultOpen) &&
@@ -99,8 +101,9 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     for (const auto& p : report_->planners) {
       const int same = p.identical_requests();
       const bool ok = p.error.empty() && same == report_->num_requests;
-      ImGui::TextColored(ok ? ImVec4(0.4f, 0.9f, 0.4f, 1) : ImVec4(1, 0.6f, 0.3f, 1), "%-10s %d/%d requests bit-identical alone vs batched %s",
-                         planner_name(p.planner), same, report_->num_requests, p.error.empty() ? p.note.c_str() : p.error.c_str());
+      ImGui::TextColored(ok ? ImVec4(0.4f, 0.9f, 0.4f, 1) : ImVec4(1, 0.6f, 0.3f, 1),
+                         "%-10s %d/%d requests bit-identical alone vs batched %s", planner_name(p.planner), same,
+                         report_->num_requests, p.error.empty() ? p.note.c_str() : p.error.c_str());
     }
   }
   ImGui::Separator();

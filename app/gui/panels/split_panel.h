@@ -16,15 +16,15 @@ namespace attnscope::gui {
 
 struct PlannerRow {
   std::string planner;
-  std::string error;     // the model cannot plan this case (e.g. no fixed split size)
+  std::string error;  // the model cannot plan this case (e.g. no fixed split size)
   int tile = 0, chunk_pages = 0, items = 0, padded = 0;
   bool split = false;
 };
 
 struct SplitItems {
-  std::vector<PlannerRow> models;   // flashinfer, flash_attn, fixed, off
-  int padded_extra = 0;             // CUDA-graph CTAs that do nothing
-  std::vector<int> first_item;      // [units] id of the unit's first work item
+  std::vector<PlannerRow> models;  // flashinfer, flash_attn, fixed, off
+  int padded_extra = 0;            // CUDA-graph CTAs that do nothing
+  std::vector<int> first_item;     // [units] id of the unit's first work item
 };
 
 SplitItems build_split_items(const Session& s);
@@ -36,10 +36,10 @@ class SplitPanel {
  private:
   const Session* built_for_ = nullptr;
   SplitItems items_;
-  std::string key_;          // the case as text, for the invariance report
+  std::string key_;  // the case as text, for the invariance report
   std::future<InvarianceReport> pending_;
   std::optional<InvarianceReport> report_;
-  std::string report_for_;   // case text the report belongs to
+  std::string report_for_;  // case text the report belongs to
 };
 
 }  // namespace attnscope::gui

@@ -40,8 +40,11 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
   }
   const TimingItems& it = items_;
-  ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9, it.bytes / 1e6);
-  ImGui::TextDisabled("CPU backends: host wall time. GPU backends are timed with CUDA events by attnscope-cli bench (median of N); here they show host time of one run unless benchmarked.");
+  ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9,
+              it.bytes / 1e6);
+  ImGui::TextDisabled(
+      "CPU backends: host wall time. GPU backends are timed with CUDA events by attnscope-cli bench (median of N); here they "
+      "show host time of one run unless benchmarked.");
   const float bar_w = std::max(120.f, ImGui::GetContentRegionAvail().x - 560);
   if (ImGui::BeginTable("timing", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
     ImGui::TableSetupColumn("backend", ImGuiTableColumnFlags_WidthFixed, 130);
@@ -93,8 +96,8 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
         ImGui::Text("%-18s %s", row.backend.c_str(), row.status.c_str());
         continue;
       }
-      ImGui::Text("%-18s median %.4f ms (%.4f-%.4f), %.1f TFLOP/s, %.0f GB/s, %.0f%% of copy bandwidth", row.backend.c_str(), row.median_ms,
-                  row.min_ms, row.max_ms, row.tflops, row.gbps, 100 * row.copy_share);
+      ImGui::Text("%-18s median %.4f ms (%.4f-%.4f), %.1f TFLOP/s, %.0f GB/s, %.0f%% of copy bandwidth", row.backend.c_str(),
+                  row.median_ms, row.min_ms, row.max_ms, row.tflops, row.gbps, 100 * row.copy_share);
     }
   }
   (void)ui;

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "bench.h"
-
 #include "gui_state.h"
 #include "session.h"
 
@@ -17,7 +16,7 @@ namespace attnscope::gui {
 struct TimingRow {
   std::string backend, status;
   double host_ms = 0, device_ms = 0;
-  double tflops = 0, gbps = 0;   // from device time when measured, else host time
+  double tflops = 0, gbps = 0;  // from device time when measured, else host time
   bool device_timed = false;
 };
 
@@ -37,7 +36,7 @@ class TimingPanel {
  private:
   const Session* built_for_ = nullptr;
   TimingItems items_;
-  std::future<BenchReport> bench_;       // attnscope-cli bench's measurement, off the GUI thread
+  std::future<BenchReport> bench_;  // attnscope-cli bench's measurement, off the GUI thread
   std::optional<BenchReport> report_;
 };
 

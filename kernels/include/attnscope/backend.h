@@ -20,8 +20,8 @@ enum class Status { kOk, kUnsupported, kNotCompiled, kError, kCancelled };
 const char* status_name(Status s);
 
 struct Timing {
-  double host_ms = 0;          // wall time of run() on the host
-  double device_ms = 0;        // median kernel time with CUDA events (GPU backends), else 0
+  double host_ms = 0;    // wall time of run() on the host
+  double device_ms = 0;  // median kernel time with CUDA events (GPU backends), else 0
   double device_ms_min = 0, device_ms_max = 0;
   int reps = 0;
 };
@@ -29,9 +29,9 @@ struct Timing {
 struct Result {
   std::string backend;
   Status status = Status::kOk;
-  std::string message;         // reason when not ok; notes otherwise (e.g. "sampled 8 rows/request")
-  std::vector<float> o;        // [total_q, qo_heads, head_dim_vo], values in the case dtype
-  std::vector<float> lse;      // [total_q, qo_heads], natural log; -inf for a fully masked row
+  std::string message;             // reason when not ok; notes otherwise (e.g. "sampled 8 rows/request")
+  std::vector<float> o;            // [total_q, qo_heads, head_dim_vo], values in the case dtype
+  std::vector<float> lse;          // [total_q, qo_heads], natural log; -inf for a fully masked row
   std::vector<uint8_t> row_valid;  // [total_q], 1 = computed; empty = every row computed
   Timing timing;
   bool ok() const { return status == Status::kOk; }
@@ -39,11 +39,11 @@ struct Result {
 };
 
 struct RunOptions {
-  std::optional<int> sample_rows;          // references: N sampled query rows per request
+  std::optional<int> sample_rows;             // references: N sampled query rows per request
   const std::atomic<bool>* cancel = nullptr;  // set by the caller to stop early
-  std::function<void(double)> progress;    // fraction done in [0, 1], from any thread
-  int bench_reps = 0;                      // GPU backends: timed repetitions (0 = one run)
-  int threads = 0;                         // CPU backends: worker threads (0 = every hardware thread)
+  std::function<void(double)> progress;       // fraction done in [0, 1], from any thread
+  int bench_reps = 0;                         // GPU backends: timed repetitions (0 = one run)
+  int threads = 0;                            // CPU backends: worker threads (0 = every hardware thread)
 };
 
 class Backend {

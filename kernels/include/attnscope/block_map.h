@@ -14,22 +14,21 @@ constexpr int kKvTile = 64;  // keys per KV tile in the block map, cpu.tiled and
 
 struct UnitBlocks {
   int unit = 0;
-  int q_tiles = 0;                 // rows of the grid (query tiles of cta_tile_q packed rows)
-  int kv_tiles = 0;                // columns (kKvTile keys each, from the unit's first key)
-  std::vector<TileClass> cls;      // [q_tiles * kv_tiles] row-major
+  int q_tiles = 0;             // rows of the grid (query tiles of cta_tile_q packed rows)
+  int kv_tiles = 0;            // columns (kKvTile keys each, from the unit's first key)
+  std::vector<TileClass> cls;  // [q_tiles * kv_tiles] row-major
   int64_t full = 0, partial = 0, empty = 0;
 };
 
 struct BlockMap {
-  int q_tile_rows = 0;             // packed rows per tile
-  int kv_tile = kKvTile;           // keys per tile
+  int q_tile_rows = 0;    // packed rows per tile
+  int kv_tile = kKvTile;  // keys per tile
   std::vector<UnitBlocks> units;
   int64_t full = 0, partial = 0, empty = 0;
-  double sparsity() const;         // empty / all blocks
+  double sparsity() const;  // empty / all blocks
 };
 
-BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks,
-                        int group_size, int cta_tile_q);
+BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int group_size, int cta_tile_q);
 
 // FlexAttention-style text grid: '█' full, '░' partial, ' ' empty; at most max_units units and
 // max_cols columns (the cut is said).

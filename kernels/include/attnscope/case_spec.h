@@ -27,15 +27,15 @@ class CaseError : public std::runtime_error {
 };
 
 struct RequestSpec {
-  int q_len = 1;                       // new query tokens
-  int kv_len = 1;                      // total keys (cached prefix + new), tokens
-  std::optional<int> prefix_len;       // prefix-LM: keys [0, prefix_len) visible to every query
-  std::vector<int> doc_starts;         // packed documents: sorted key positions where a document
-                                       // starts; first must be 0. Empty = one document.
-  std::optional<int> pad_start;        // keys and queries at absolute positions >= pad_start are
-                                       // padding: visible to nobody, their query rows fully masked
-  std::optional<uint64_t> seed;        // data seed of this request; default derived from data.seed
-                                       // and the request index (kept explicit by `invariance`)
+  int q_len = 1;                  // new query tokens
+  int kv_len = 1;                 // total keys (cached prefix + new), tokens
+  std::optional<int> prefix_len;  // prefix-LM: keys [0, prefix_len) visible to every query
+  std::vector<int> doc_starts;    // packed documents: sorted key positions where a document
+                                  // starts; first must be 0. Empty = one document.
+  std::optional<int> pad_start;   // keys and queries at absolute positions >= pad_start are
+                                  // padding: visible to nobody, their query rows fully masked
+  std::optional<uint64_t> seed;   // data seed of this request; default derived from data.seed
+                                  // and the request index (kept explicit by `invariance`)
   bool operator==(const RequestSpec&) const = default;
 };
 
@@ -44,23 +44,23 @@ enum class PageAlloc { kContiguous, kShuffled, kFragmented };
 
 struct KvCacheSpec {
   KvStorage storage = KvStorage::kPaged;
-  int page_size = 16;                  // tokens per page (1 when ragged)
+  int page_size = 16;  // tokens per page (1 when ragged)
   KvLayout layout = KvLayout::kNHD;
   PageAlloc allocation = PageAlloc::kContiguous;
-  uint64_t allocation_seed = 0;        // shuffled / fragmented page order
-  bool null_page = true;               // physical page 0 is reserved and never referenced (vLLM)
-  bool poison_unused = false;          // unused pages and last-page slots hold NaN
+  uint64_t allocation_seed = 0;  // shuffled / fragmented page order
+  bool null_page = true;         // physical page 0 is reserved and never referenced (vLLM)
+  bool poison_unused = false;    // unused pages and last-page slots hold NaN
   bool operator==(const KvCacheSpec&) const = default;
 };
 
 struct AttentionSpec {
-  bool causal = true;                  // bottom-right aligned
-  std::optional<int> window;           // W: visible iff q_abs - W < k <= q_abs (W includes the query)
-  std::optional<int> local_chunk;      // c: chunked local attention (Llama-4)
-  bool prefix_lm = false;              // use each request's prefix_len
-  std::optional<double> soft_cap;      // s = cap * tanh(s / cap), before masking
-  std::optional<double> sm_scale;      // default 1 / sqrt(head_dim_qk)
-  bool alibi = false;                  // s += slope[h] * (k - q_abs)
+  bool causal = true;              // bottom-right aligned
+  std::optional<int> window;       // W: visible iff q_abs - W < k <= q_abs (W includes the query)
+  std::optional<int> local_chunk;  // c: chunked local attention (Llama-4)
+  bool prefix_lm = false;          // use each request's prefix_len
+  std::optional<double> soft_cap;  // s = cap * tanh(s / cap), before masking
+  std::optional<double> sm_scale;  // default 1 / sqrt(head_dim_qk)
+  bool alibi = false;              // s += slope[h] * (k - q_abs)
   bool operator==(const AttentionSpec&) const = default;
 };
 
@@ -69,10 +69,10 @@ enum class PartialPrecision { kFp32, kDtype };  // split-KV partial outputs kept
 
 struct SplitSpec {
   Planner planner = Planner::kFlashInfer;
-  std::optional<int> fixed_split_size; // pages per KV chunk (tokens when ragged); planner `fixed` only
-  std::optional<int> fixed_tile_q;     // packed query rows per tile: 16, 64 or 128; overrides the rule
-  int num_sms = 132;                   // the SM count the planner budgets for (H100 SXM: 132)
-  bool cuda_graph = false;             // FlashInfer CUDA-graph planning (worst-case tile, padded grid)
+  std::optional<int> fixed_split_size;  // pages per KV chunk (tokens when ragged); planner `fixed` only
+  std::optional<int> fixed_tile_q;      // packed query rows per tile: 16, 64 or 128; overrides the rule
+  int num_sms = 132;                    // the SM count the planner budgets for (H100 SXM: 132)
+  bool cuda_graph = false;              // FlashInfer CUDA-graph planning (worst-case tile, padded grid)
   PartialPrecision partials = PartialPrecision::kFp32;
   bool operator==(const SplitSpec&) const = default;
 };
@@ -81,7 +81,7 @@ struct DataSpec {
   uint64_t seed = 1;
   double mean = 0.0;
   double std = 1.0;
-  std::vector<int> outlier_channels;   // head-dim channels of K scaled by outlier_scale
+  std::vector<int> outlier_channels;  // head-dim channels of K scaled by outlier_scale
   double outlier_scale = 1.0;
   bool operator==(const DataSpec&) const = default;
 };
@@ -89,12 +89,12 @@ struct DataSpec {
 enum class CompareRule { kAllclose, kTwiceLowp, kBitwise, kMaxAbs };
 
 struct ComparisonSpec {
-  std::string backend;                 // e.g. "cpu.tiled"
-  std::string baseline;                // e.g. "cpu.reference"
+  std::string backend;   // e.g. "cpu.tiled"
+  std::string baseline;  // e.g. "cpu.reference"
   CompareRule rule = CompareRule::kAllclose;
-  double rtol = 1e-2;                  // allclose
-  double atol = 1e-3;                  // allclose; max_abs bound; twice_lowp rounding floor
-  std::string lowp = "cpu.lowp";       // twice_lowp: the same-precision naive baseline
+  double rtol = 1e-2;             // allclose
+  double atol = 1e-3;             // allclose; max_abs bound; twice_lowp rounding floor
+  std::string lowp = "cpu.lowp";  // twice_lowp: the same-precision naive baseline
   bool operator==(const ComparisonSpec&) const = default;
 };
 
@@ -111,7 +111,7 @@ struct CaseSpec {
   AttentionSpec attention;
   SplitSpec split;
   DataSpec data;
-  std::vector<std::string> backends;   // backend ids to run, in order
+  std::vector<std::string> backends;  // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
   std::optional<int> pad_head_dim_to;  // cuda.flash_padded: zero-pad head dims to this (default 64),

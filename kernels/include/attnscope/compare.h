@@ -12,36 +12,36 @@
 namespace attnscope {
 
 struct DiffStats {
-  int64_t count = 0;              // elements compared (both computed)
-  double max_abs = 0;             // over finite pairs
+  int64_t count = 0;   // elements compared (both computed)
+  double max_abs = 0;  // over finite pairs
   double mean_abs = 0;
-  double rel_l2 = 0;              // ||a - b|| / ||b||
-  double nmse = 0;                // ||a - b||^2 / ||b||^2 ... as mean squares: sum (a-b)^2 / sum b^2
-  uint64_t max_ulp = 0;           // in the case dtype
-  int64_t bit_identical = 0;      // a and b have the same bits in the case dtype
+  double rel_l2 = 0;          // ||a - b|| / ||b||
+  double nmse = 0;            // ||a - b||^2 / ||b||^2 ... as mean squares: sum (a-b)^2 / sum b^2
+  uint64_t max_ulp = 0;       // in the case dtype
+  int64_t bit_identical = 0;  // a and b have the same bits in the case dtype
   int64_t nan_a = 0, inf_a = 0, nan_b = 0, inf_b = 0;
-  int64_t nonfinite_mismatch = 0; // positions where exactly one side is NaN/Inf, or infinities differ
-  bool allclose_loose = false;    // rtol 1e-2, atol 1e-3
-  bool allclose_tight = false;    // rtol 1e-3, atol 1e-4
-  int64_t worst_index = -1;       // element of max_abs
+  int64_t nonfinite_mismatch = 0;  // positions where exactly one side is NaN/Inf, or infinities differ
+  bool allclose_loose = false;     // rtol 1e-2, atol 1e-3
+  bool allclose_tight = false;     // rtol 1e-3, atol 1e-4
+  int64_t worst_index = -1;        // element of max_abs
 };
 
 struct Verdict {
   bool pass = false;
-  bool skipped = false;           // not compared: a side is not compiled or does not support the case
-  std::string rule;               // e.g. "allclose(rtol=0.01, atol=0.001)"
-  std::string detail;             // the numbers that decided it
+  bool skipped = false;  // not compared: a side is not compiled or does not support the case
+  std::string rule;      // e.g. "allclose(rtol=0.01, atol=0.001)"
+  std::string detail;    // the numbers that decided it
 };
 
 struct DiffReport {
   std::string backend, baseline;
-  bool available = false;         // both results ok
+  bool available = false;  // both results ok
   std::string unavailable_reason;
-  DiffStats o;                    // on O
-  DiffStats lse;                  // on LSE (natural log; -inf == -inf counts as equal)
-  int64_t rows_compared = 0;      // (token, head) rows
-  bool sampled = false;           // a side computed only sampled rows
-  std::vector<float> error_map;   // [total_q * qo_heads] max |a - b| over head_dim; NaN where not compared
+  DiffStats o;                         // on O
+  DiffStats lse;                       // on LSE (natural log; -inf == -inf counts as equal)
+  int64_t rows_compared = 0;           // (token, head) rows
+  bool sampled = false;                // a side computed only sampled rows
+  std::vector<float> error_map;        // [total_q * qo_heads] max |a - b| over head_dim; NaN where not compared
   std::optional<double> lowp_max_abs;  // twice_lowp: max|lowp - baseline|
   Verdict verdict;
 };

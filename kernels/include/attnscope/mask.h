@@ -10,13 +10,13 @@ namespace attnscope {
 
 // Mask parameters of one request, plain data so it can be copied to the device.
 struct RowMask {
-  int q_len = 0;              // queries of the request
-  int kv_len = 0;             // keys of the request
-  int causal = 1;             // bottom-right aligned
-  int window = 0;             // W > 0: q_abs - W < k; 0 = no window
-  int chunk = 0;              // c > 0: chunked local attention; 0 = off
-  int prefix_len = 0;         // p > 0: keys < p visible to every query (prefix-LM); 0 = off
-  int pad_start = -1;         // >= 0: positions >= pad_start are padding; -1 = none
+  int q_len = 0;                    // queries of the request
+  int kv_len = 0;                   // keys of the request
+  int causal = 1;                   // bottom-right aligned
+  int window = 0;                   // W > 0: q_abs - W < k; 0 = no window
+  int chunk = 0;                    // c > 0: chunked local attention; 0 = off
+  int prefix_len = 0;               // p > 0: keys < p visible to every query (prefix-LM); 0 = off
+  int pad_start = -1;               // >= 0: positions >= pad_start are padding; -1 = none
   const int* doc_starts = nullptr;  // [num_docs] sorted, first 0; nullptr = one document
   int num_docs = 0;
 };
@@ -29,7 +29,10 @@ AS_HD inline int doc_of(const RowMask& m, int pos) {
   int lo = 0, hi = m.num_docs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (m.doc_starts[mid] <= pos) lo = mid; else hi = mid - 1;
+    if (m.doc_starts[mid] <= pos)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -39,7 +42,11 @@ AS_HD inline int doc_of(const RowMask& m, int pos) {
 AS_HD inline void visible_range(const RowMask& m, int qa, int* lo_out, int* hi_out) {
   int lo = 0, hi = m.kv_len;
   if (m.pad_start >= 0) {
-    if (qa >= m.pad_start) { *lo_out = 0; *hi_out = 0; return; }  // padding query: sees nothing
+    if (qa >= m.pad_start) {
+      *lo_out = 0;
+      *hi_out = 0;
+      return;
+    }  // padding query: sees nothing
     hi = hi < m.pad_start ? hi : m.pad_start;
   }
   if (m.causal) {

@@ -16,14 +16,14 @@ namespace attnscope {
 
 struct Plan {
   PageTable pages;
-  VirtualBatches local;              // empty unless attention.local_chunk is set
-  std::vector<WorkUnit> units;       // requests, or the virtual batches
-  std::vector<RowMask> masks;        // [num_requests]; doc_starts point into doc_store
+  VirtualBatches local;                                            // empty unless attention.local_chunk is set
+  std::vector<WorkUnit> units;                                     // requests, or the virtual batches
+  std::vector<RowMask> masks;                                      // [num_requests]; doc_starts point into doc_store
   std::shared_ptr<const std::vector<std::vector<int>>> doc_store;  // [num_requests] document starts,
-                                     // shared so that a copied Plan's masks stay valid
+                                                                   // shared so that a copied Plan's masks stay valid
   SplitPlan split;
   BlockMap blocks;
-  double plan_us = 0;                // host time to build this plan
+  double plan_us = 0;  // host time to build this plan
 };
 
 // Pure: the same CaseSpec gives the same Plan. Throws CaseError if the case is invalid.

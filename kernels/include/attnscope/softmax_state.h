@@ -23,7 +23,7 @@ AS_HD inline void merge_weights(float lse_a, float lse_b, float* wa, float* wb, 
   }
   const float ea = exp2f(lse_a - m);  // exp2(-inf) = 0 for an empty side
   const float eb = exp2f(lse_b - m);
-  const float s = ea + eb;            // >= 1: the larger side contributes exp2(0)
+  const float s = ea + eb;  // >= 1: the larger side contributes exp2(0)
   *wa = ea / s;
   *wb = eb / s;
   *lse_out = m + log2f(s);

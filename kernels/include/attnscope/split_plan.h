@@ -26,42 +26,41 @@ struct WorkItem {
   int unit = 0;
   int q_tile = 0;
   int kv_chunk = 0;
-  int row_begin = 0, row_end = 0;   // packed rows within the unit
-  int kv_begin = 0, kv_end = 0;     // absolute keys; may be empty for a windowed tile's tail chunk
+  int row_begin = 0, row_end = 0;  // packed rows within the unit
+  int kv_begin = 0, kv_end = 0;    // absolute keys; may be empty for a windowed tile's tail chunk
 };
 
 struct SplitPlan {
   Planner planner = Planner::kFlashInfer;
-  int group_size = 1;               // qo heads per kv head: rows packed per query
-  int page_size = 1;                // tokens per page used by the planner (1 when ragged)
+  int group_size = 1;  // qo heads per kv head: rows packed per query
+  int page_size = 1;   // tokens per page used by the planner (1 when ragged)
   // inputs, per unit
-  std::vector<int64_t> packed_rows; // [units] q_len * group_size
-  std::vector<int> kv_pages;        // [units] effective KV length in pages (window applied)
-  int64_t avg_packed_rows = 0;      // sum(packed_rows) / units (integer division)
-  int max_items = 0;                // grid budget per KV head: 2 * num_sms / num_kv_heads
+  std::vector<int64_t> packed_rows;  // [units] q_len * group_size
+  std::vector<int> kv_pages;         // [units] effective KV length in pages (window applied)
+  int64_t avg_packed_rows = 0;       // sum(packed_rows) / units (integer division)
+  int max_items = 0;                 // grid budget per KV head: 2 * num_sms / num_kv_heads
   // decisions
-  int cta_tile_q = 0;               // packed rows per query tile
-  int chunk_pages = 0;              // KV chunk size in pages (tokens when ragged)
-  int64_t chunk_tokens = 0;         // chunk_pages * page_size
-  bool split_kv = false;            // partials are written and merged
-  bool window_chunks = false;       // chunk starts follow each q-tile's window start
-  int kv_warp_split = 1;            // warps sharing one query tile, each taking kKvTile / split keys of
-                                    // every KV tile, merged in warp order (the decode path: tile 16)
-  int num_items = 0;                // real work items
-  int padded_items = 0;             // grid x (CUDA graph: padded; extra CTAs do nothing)
-  std::vector<int> unit_chunks;     // [units] KV chunks per query tile
-  std::vector<int> unit_tiles;      // [units] query tiles
-  std::vector<WorkItem> items;      // [num_items], unit-major, q-tile major, kv-chunk minor
-  std::vector<int> merge_indptr;    // [total queries + 1], partials of each query (all heads alike)
-  std::vector<int> o_indptr;        // [units + 1], first partial row of each unit: sum q_len * chunks
+  int cta_tile_q = 0;                  // packed rows per query tile
+  int chunk_pages = 0;                 // KV chunk size in pages (tokens when ragged)
+  int64_t chunk_tokens = 0;            // chunk_pages * page_size
+  bool split_kv = false;               // partials are written and merged
+  bool window_chunks = false;          // chunk starts follow each q-tile's window start
+  int kv_warp_split = 1;               // warps sharing one query tile, each taking kKvTile / split keys of
+                                       // every KV tile, merged in warp order (the decode path: tile 16)
+  int num_items = 0;                   // real work items
+  int padded_items = 0;                // grid x (CUDA graph: padded; extra CTAs do nothing)
+  std::vector<int> unit_chunks;        // [units] KV chunks per query tile
+  std::vector<int> unit_tiles;         // [units] query tiles
+  std::vector<WorkItem> items;         // [num_items], unit-major, q-tile major, kv-chunk minor
+  std::vector<int> merge_indptr;       // [total queries + 1], partials of each query (all heads alike)
+  std::vector<int> o_indptr;           // [units + 1], first partial row of each unit: sum q_len * chunks
   std::vector<std::string> reasoning;  // the planner's decisions in words, in order
 };
 
 struct Plan;  // plan.h
 
 // Runs the planner model named by c.split over the units.
-SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
-                          const std::vector<RowMask>& masks);
+SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks);
 
 // FlashAttention-2's num_splits_heuristic (semantics.md section 5), exposed for tests.
 int flash_attn_num_splits(int64_t batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits);

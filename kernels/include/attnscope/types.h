@@ -86,18 +86,24 @@ AS_HD inline float bf16_bits_to_f32(uint16_t b) { return bits_f32(static_cast<ui
 // Rounds a float to the nearest value representable in `t` (identity for fp32).
 AS_HD inline float round_to(DType t, float x) {
   switch (t) {
-    case DType::kFp16: return f16_bits_to_f32(f32_to_f16_bits(x));
-    case DType::kBf16: return bf16_bits_to_f32(f32_to_bf16_bits(x));
-    default: return x;
+    case DType::kFp16:
+      return f16_bits_to_f32(f32_to_f16_bits(x));
+    case DType::kBf16:
+      return bf16_bits_to_f32(f32_to_bf16_bits(x));
+    default:
+      return x;
   }
 }
 
 // Bits of x in dtype t, as an unsigned integer (for ULP distances and bitwise comparisons).
 AS_HD inline uint32_t dtype_bits(DType t, float x) {
   switch (t) {
-    case DType::kFp16: return f32_to_f16_bits(x);
-    case DType::kBf16: return f32_to_bf16_bits(x);
-    default: return f32_bits(x);
+    case DType::kFp16:
+      return f32_to_f16_bits(x);
+    case DType::kBf16:
+      return f32_to_bf16_bits(x);
+    default:
+      return f32_bits(x);
   }
 }
 

@@ -72,9 +72,7 @@ struct Workload {
 inline uint64_t q_index(const CaseSpec& c, int q, int h, int d) {
   return (static_cast<uint64_t>(q) * c.num_qo_heads + h) * c.head_dim_qk + d;
 }
-inline uint64_t kv_index(int k, int h, int d, int heads, int dim) {
-  return (static_cast<uint64_t>(k) * heads + h) * dim + d;
-}
+inline uint64_t kv_index(int k, int h, int d, int heads, int dim) { return (static_cast<uint64_t>(k) * heads + h) * dim + d; }
 
 // Host tensors of the case. Unused pages and last-page slots hold NaN when kv_cache.poison_unused,
 // else 0 (never read by a correct backend either way).
