@@ -24,28 +24,16 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
   for (Planner pl : opt.planners) {
     PlannerInvariance pi;
     pi.planner = pl;
-    CaseSpec c = base;
+    CaseSpec c = with_planner(base, pl, opt.fixed_split_size, opt.fixed_tile_q);
     c.backends = {opt.backend};
     c.comparisons.clear();
     c.sample_rows.reset();
     // keep each request's data when it runs alone
     for (int r = 0; r < R; ++r) c.requests[r].seed = base.request_seed(r);
-    c.split.planner = pl;
-    if (pl == Planner::kFixed) {
-      const int ps = c.effective_page_size();
-      c.split.fixed_split_size = opt.fixed_split_size          ? opt.fixed_split_size
-                                 : base.split.fixed_split_size ? base.split.fixed_split_size
-                                                               : std::optional<int>(std::max(1, 2048 / ps));
-      c.split.fixed_tile_q = opt.fixed_tile_q          ? opt.fixed_tile_q
-                             : base.split.fixed_tile_q ? base.split.fixed_tile_q
-                                                       : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
-      pi.note =
-          "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
-    } else {
-      c.split.fixed_split_size.reset();
-      if (pl == Planner::kFlashAttn || pl == Planner::kOff) c.split.cuda_graph = false;
+    if (pl == Planner::kFixed)
+      pi.note = "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
+    else
       pi.note = c.split.fixed_tile_q ? "tile fixed at " + std::to_string(*c.split.fixed_tile_q) : "auto tile";
-    }
     if (opt.progress) opt.progress(std::string(planner_name(pl)) + ": batch");
     CaseFile f;
     f.spec = c;

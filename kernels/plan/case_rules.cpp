@@ -105,6 +105,20 @@ uint64_t CaseSpec::request_seed(int r) const {
   return z ^ (z >> 31);
 }
 
+CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split, std::optional<int> tile) {
+  CaseSpec c = base;
+  c.split.planner = p;
+  if (p == Planner::kFixed) {
+    c.split.fixed_split_size = split ? split : base.split.fixed_split_size ? base.split.fixed_split_size
+                                                                           : std::optional<int>(std::max(1, 2048 / c.effective_page_size()));
+    c.split.fixed_tile_q = tile ? tile : base.split.fixed_tile_q ? base.split.fixed_tile_q : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
+  } else {
+    c.split.fixed_split_size.reset();
+    if (p == Planner::kFlashAttn || p == Planner::kOff) c.split.cuda_graph = false;
+  }
+  return c;
+}
+
 CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& ids) {
   CaseSpec s = c;
   s.requests.clear();

@@ -16,12 +16,7 @@ SplitItems build_split_items(const Session& s) {
   for (Planner pl : {Planner::kFlashInfer, Planner::kFlashAttn, Planner::kFixed, Planner::kOff}) {
     PlannerRow row;
     row.planner = planner_name(pl);
-    CaseSpec c = base;
-    c.split.planner = pl;
-    if (pl == Planner::kFixed && !c.split.fixed_split_size)
-      c.split.fixed_split_size = std::max(1, 2048 / c.effective_page_size());
-    if (pl != Planner::kFixed) c.split.fixed_split_size.reset();
-    if (pl == Planner::kFlashAttn || pl == Planner::kOff) c.split.cuda_graph = false;
+    const CaseSpec c = with_planner(base, pl);
     try {
       const SplitPlan sp = make_split_plan(c, s.plan.units, s.plan.masks);
       row.tile = sp.cta_tile_q;

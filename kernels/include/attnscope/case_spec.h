@@ -137,6 +137,13 @@ const char* storage_name(KvStorage s);
 const char* rule_name(CompareRule r);
 const char* partials_name(PartialPrecision p);
 
+// A copy of `c` planned by model `p`, made valid for it: `fixed` gets the case's split size and
+// tile, or 2048 tokens of pages and tile 128 (64 for head_dim vo >= 256), unless given here; the
+// other models drop the fixed split size, and flash_attn / off drop CUDA-graph planning. Used by
+// `invariance` and the GUI's planner comparison.
+CaseSpec with_planner(const CaseSpec& c, Planner p, std::optional<int> fixed_split_size = std::nullopt,
+                      std::optional<int> fixed_tile_q = std::nullopt);
+
 // A copy of `c` holding only the listed requests (explicit per-request seeds kept, so the data of
 // each request is unchanged). Used by `invariance`.
 CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& request_ids);
