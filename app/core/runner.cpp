@@ -26,6 +26,13 @@ uint64_t Runner::submit(const CaseFile& f, const SessionOptions& opt) {
   return ++pending_gen_;
 }
 
+void Runner::retire(std::shared_ptr<const void> old) {
+  if (!old) return;
+  std::lock_guard<std::mutex> l(mu_);
+  retired_.push_back(std::move(old));
+  cv_.notify_all();
+}
+
 std::shared_ptr<const Snapshot> Runner::latest() const {
   std::lock_guard<std::mutex> l(mu_);
   return latest_;
@@ -46,9 +53,16 @@ void Runner::loop() {
     std::pair<CaseFile, SessionOptions> job;
     uint64_t gen;
     {
+      std::vector<std::shared_ptr<const void>> dead;
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return stop_ || pending_.has_value(); });
+      cv_.wait(l, [this] { return stop_ || pending_.has_value() || !retired_.empty(); });
+      dead.swap(retired_);
       if (stop_) return;
+      if (!pending_) {
+        l.unlock();
+        dead.clear();  // freed here, not on the GUI thread
+        continue;
+      }
       job = std::move(*pending_);
       pending_.reset();
       gen = pending_gen_;

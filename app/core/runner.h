@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "session.h"
 
@@ -35,6 +36,9 @@ class Runner {
   // What the worker is doing now ("cpu.reference 42%"), for the status bar.
   std::string activity() const;
   bool busy() const { return busy_.load(); }
+  // Hands an old snapshot to the worker to destroy: a session's results are tens of MB, and freeing
+  // them on the GUI thread costs a frame.
+  void retire(std::shared_ptr<const void> old);
 
  private:
   void loop();
@@ -43,6 +47,7 @@ class Runner {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::optional<std::pair<CaseFile, SessionOptions>> pending_;
+  std::vector<std::shared_ptr<const void>> retired_;
   uint64_t pending_gen_ = 0;
   std::shared_ptr<const Snapshot> latest_;
   std::string activity_;

@@ -25,10 +25,38 @@ struct ReplayCheck {
   bool match = false;
 };
 
+// The results of a session, each held by a shared pointer: copying a session (a GUI snapshot per
+// stage) shares the tensors instead of copying tens of MB. Iterates as `const Result&`.
+class ResultList {
+ public:
+  using Ptr = std::shared_ptr<const Result>;
+  struct Iter {
+    std::vector<Ptr>::const_iterator it;
+    const Result& operator*() const { return **it; }
+    const Result* operator->() const { return it->get(); }
+    Iter& operator++() {
+      ++it;
+      return *this;
+    }
+    bool operator!=(const Iter& o) const { return it != o.it; }
+    bool operator==(const Iter& o) const { return it == o.it; }
+  };
+  void push_back(Result r) { v_.push_back(std::make_shared<const Result>(std::move(r))); }
+  size_t size() const { return v_.size(); }
+  bool empty() const { return v_.empty(); }
+  const Result& operator[](size_t i) const { return *v_[i]; }
+  const Result& at(size_t i) const { return *v_.at(i); }
+  Iter begin() const { return {v_.begin()}; }
+  Iter end() const { return {v_.end()}; }
+
+ private:
+  std::vector<Ptr> v_;
+};
+
 struct Session {
   CaseFile file;  // spec + what the file recorded
   Plan plan;
-  std::vector<Result> results;    // in the order of the case's backends
+  ResultList results;  // in the order of the case's backends
   std::vector<DiffReport> diffs;  // in the order of the case's comparisons
   std::vector<ReplayCheck> replay;
   Environment env;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,7 @@ class App {
   bool gpu_present_ = false;
   double frame_ms_avg_ = 0, frame_ms_max_ = 0;
   int frames_ = 0, frames_after_done_ = 0;
+  bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
 
   EditorPanel editor_;
   MaskPanel mask_;
