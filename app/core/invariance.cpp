@@ -31,7 +31,8 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
     // keep each request's data when it runs alone
     for (int r = 0; r < R; ++r) c.requests[r].seed = base.request_seed(r);
     if (pl == Planner::kFixed)
-      pi.note = "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
+      pi.note =
+          "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
     else
       pi.note = c.split.fixed_tile_q ? "tile fixed at " + std::to_string(*c.split.fixed_tile_q) : "auto tile";
     if (opt.progress) opt.progress(std::string(planner_name(pl)) + ": batch");

@@ -56,7 +56,7 @@ class ResultList {
 struct Session {
   CaseFile file;  // spec + what the file recorded
   Plan plan;
-  ResultList results;  // in the order of the case's backends
+  ResultList results;             // in the order of the case's backends
   std::vector<DiffReport> diffs;  // in the order of the case's comparisons
   std::vector<ReplayCheck> replay;
   Environment env;

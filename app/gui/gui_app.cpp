@@ -317,7 +317,9 @@ int App::run() {
     ++frames_;
     frame_ms_avg_ = frames_ == 1 ? ms : 0.9 * frame_ms_avg_ + 0.1 * ms;
     if (frames_ > 5) frame_ms_max_ = std::max(frame_ms_max_, ms);
-    if (frame_log_ && ms > 8) std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frames_, ms, snap_ && snap_->done ? "done" : "partial", runner_.activity().c_str());
+    if (frame_log_ && ms > 8)
+      std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frames_, ms, snap_ && snap_->done ? "done" : "partial",
+                   runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
       const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
       if (done) ++frames_after_done_;

@@ -109,9 +109,12 @@ CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split,
   CaseSpec c = base;
   c.split.planner = p;
   if (p == Planner::kFixed) {
-    c.split.fixed_split_size = split ? split : base.split.fixed_split_size ? base.split.fixed_split_size
-                                                                           : std::optional<int>(std::max(1, 2048 / c.effective_page_size()));
-    c.split.fixed_tile_q = tile ? tile : base.split.fixed_tile_q ? base.split.fixed_tile_q : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
+    c.split.fixed_split_size = split                         ? split
+                               : base.split.fixed_split_size ? base.split.fixed_split_size
+                                                             : std::optional<int>(std::max(1, 2048 / c.effective_page_size()));
+    c.split.fixed_tile_q = tile                      ? tile
+                           : base.split.fixed_tile_q ? base.split.fixed_tile_q
+                                                     : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
   } else {
     c.split.fixed_split_size.reset();
     if (p == Planner::kFlashAttn || p == Planner::kOff) c.split.cuda_graph = false;
