@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case_file="${1:-examples/mixed-prefill-decode-fragmented.json}"
 bash scripts/build.sh >/dev/null
-if [ -x build/app/attnscope ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
-  exec build/app/attnscope "$case_file"
+if [ -x build/app/gui/attnscope ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+  exec build/app/gui/attnscope "$case_file"
 fi
-if [ -x build/app/attnscope ]; then
+if [ -x build/app/gui/attnscope ]; then
   echo "run.sh: no display; running the case headless with attnscope-cli instead" >&2
 fi
 build/app/attnscope-cli plan "$case_file"
