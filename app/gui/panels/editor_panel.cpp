@@ -270,6 +270,23 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     }
     ch |= ImGui::InputDouble("mean", &c.data.mean, 0, 0, "%.4g");
     ch |= ImGui::InputDouble("std", &c.data.std, 0, 0, "%.4g");
+    std::string chans;
+    for (int x : c.data.outlier_channels) chans += (chans.empty() ? "" : " ") + std::to_string(x);
+    if (ImGui::InputTextWithHint("outlier K channels", "e.g. 3 17", &chans, ImGuiInputTextFlags_EnterReturnsTrue)) {
+      c.data.outlier_channels.clear();
+      for (size_t pos = 0; pos < chans.size();) {
+        size_t used = 0;
+        try {
+          c.data.outlier_channels.push_back(std::stoi(chans.substr(pos), &used));
+        } catch (...) {
+          break;
+        }
+        pos += used;
+        while (pos < chans.size() && chans[pos] == ' ') ++pos;
+      }
+      ch = true;
+    }
+    if (!c.data.outlier_channels.empty()) ch |= ImGui::InputDouble("outlier scale", &c.data.outlier_scale, 0, 0, "%.4g");
     ch |= opt_int("reference sample rows", c.sample_rows, 16, 1, 1 << 22);
   }
   if (ImGui::CollapsingHeader("Backends", ImGuiTreeNodeFlags_DefaultOpen)) {
@@ -307,6 +324,14 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
                    {"max_abs", CompareRule::kMaxAbs}});
       ch |= ImGui::InputDouble("rtol", &k.rtol, 0, 0, "%.3g");
       ch |= ImGui::InputDouble("atol", &k.atol, 0, 0, "%.3g");
+      if (k.rule == CompareRule::kTwiceLowp && ImGui::BeginCombo("lowp baseline", k.lowp.c_str())) {
+        for (const auto& id : c.backends)
+          if (ImGui::Selectable(id.c_str(), id == k.lowp)) {
+            k.lowp = id;
+            ch = true;
+          }
+        ImGui::EndCombo();
+      }
       ImGui::PopID();
     }
     if (remove >= 0) {
