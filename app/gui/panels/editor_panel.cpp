@@ -30,6 +30,25 @@ std::vector<RequestSpec> generate_requests(const GeneratorSettings& g) {
 
 namespace {
 
+// "0 100 180" -> {0, 100, 180}; stops at the first token that is not an integer (validation then
+// names whatever is wrong with the list).
+std::vector<int> parse_int_list(const std::string& text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == ',')) ++pos;
+    if (pos >= text.size()) break;
+    size_t used = 0;
+    try {
+      out.push_back(std::stoi(text.substr(pos), &used));
+    } catch (...) {
+      break;
+    }
+    pos += used;
+  }
+  return out;
+}
+
 template <class E>
 bool combo(const char* label, E& v, std::initializer_list<std::pair<const char*, E>> items) {
   const char* cur = "?";
@@ -153,18 +172,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       std::string docs;
       for (int d : r.doc_starts) docs += (docs.empty() ? "" : " ") + std::to_string(d);
       if (ImGui::InputTextWithHint("doc_starts", "0 100 180", &docs, ImGuiInputTextFlags_EnterReturnsTrue)) {
-        r.doc_starts.clear();
-        size_t pos = 0;
-        while (pos < docs.size()) {
-          size_t used = 0;
-          try {
-            r.doc_starts.push_back(std::stoi(docs.substr(pos), &used));
-          } catch (...) {
-            break;
-          }
-          pos += used;
-          while (pos < docs.size() && docs[pos] == ' ') ++pos;
-        }
+        r.doc_starts = parse_int_list(docs);
         ch = true;
       }
       bool has_seed = r.seed.has_value();
@@ -273,17 +281,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     std::string chans;
     for (int x : c.data.outlier_channels) chans += (chans.empty() ? "" : " ") + std::to_string(x);
     if (ImGui::InputTextWithHint("outlier K channels", "e.g. 3 17", &chans, ImGuiInputTextFlags_EnterReturnsTrue)) {
-      c.data.outlier_channels.clear();
-      for (size_t pos = 0; pos < chans.size();) {
-        size_t used = 0;
-        try {
-          c.data.outlier_channels.push_back(std::stoi(chans.substr(pos), &used));
-        } catch (...) {
-          break;
-        }
-        pos += used;
-        while (pos < chans.size() && chans[pos] == ' ') ++pos;
-      }
+      c.data.outlier_channels = parse_int_list(chans);
       ch = true;
     }
     if (!c.data.outlier_channels.empty()) ch |= ImGui::InputDouble("outlier scale", &c.data.outlier_scale, 0, 0, "%.4g");
