@@ -195,10 +195,9 @@ class FlashBackend final : public Backend {
     MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
-    int warps = 0, warps_n = 0, rb = 0, ysplit = 1;
-    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, &warps, &warps_n, &rb, &ysplit);
-    const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), static_cast<unsigned>(ysplit),
-                    static_cast<unsigned>(Hk));
+    int warps = 0, warps_n = 0, rb = 0;
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, &warps, &warps_n, &rb);
+    const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
     const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) +
                               "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";
     auto once = [&](bool sync) {

@@ -115,17 +115,13 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
   const int* pages = p.view.kv_indices + p.view.kv_indptr[un.request];
   const int ps = p.view.page_size;
   const int64_t tok0 = p.unit_tok[it.unit];
-  // grid y splits an item's rows over CTAs of kRows rows each (a 128-row item runs as two 64-row
-  // CTAs, so two CTAs share an SM and one's softmax overlaps the other's MMAs); rows are
-  // independent, so the bits do not depend on the split
-  const int row_base = it.row_begin + static_cast<int>(blockIdx.y) * kRows;
   const T* kbase = static_cast<const T*>(p.k);
   const T* vbase = static_cast<const T*>(p.v);
 
   // Q rows -> shared memory; invalid rows are zero
   for (int i = tid; i < kRows * kVec; i += kThreads) {
     const int r = i / kVec, c = i % kVec;
-    const int row = row_base + r;
+    const int row = it.row_begin + r;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (row < it.row_end) {
       const int64_t token = tok0 + row / G;
@@ -150,7 +146,7 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
   const int g = lane / 4, t4 = lane % 4;
   // Only the visible key range of each row is kept in registers; the row's query position and head
   // are recomputed where needed (ALiBi, the output), which keeps the RB = 2 kernel near 255 registers.
-  auto row_of = [&](int rb, int i) { return row_base + (wm * RB + rb) * 16 + g + 8 * i; };
+  auto row_of = [&](int rb, int i) { return it.row_begin + (wm * RB + rb) * 16 + g + 8 * i; };
   int lo[RB][2], hi[RB][2];
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb)
@@ -452,6 +448,9 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
   };
   if (warps_m == 1 && warps_n == 4 && rb == 1) return go(flash_kernel<D, T, 1, 4, 1>, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 4, 1, 1>, 128);
+  if constexpr (D < 256) {
+    if (warps_m == 8 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 8, 1, 1>, 256);
+  }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
 }

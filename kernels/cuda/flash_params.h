@@ -43,15 +43,15 @@ struct MergeParams {
 };
 
 // Kernel geometry of a tile: 16 rows -> 1 row warp x 4 key-split warps; 64 rows -> 4 warps;
-// 128 rows -> 4 warps per CTA and two CTAs (grid y), so two CTAs of 128 threads fit an SM at
-// 215 registers and overlap each other's softmax and MMAs. (One 8-warp CTA per 128-row tile
-// measured 101 / 109 TFLOP/s; FlashAttention-2's 2-row-block layout spilled: docs/perf-notes.md.)
-inline void flash_geometry(int tile, int head_dim, int kv_split, int* wm, int* wn, int* rb, int* ysplit) {
+// 128 rows -> 8 warps, one 16-row block each. The kernel template also has FlashAttention-2's
+// layout (4 warps x 2 row blocks, Q in shared memory); on the H100 it measured slower here (72.9
+// vs 105 TFLOP/s causal prefill: it spills ~250 bytes per thread), so no geometry selects it and it
+// is not instantiated (docs/perf-notes.md).
+inline void flash_geometry(int tile, int head_dim, int kv_split, int* wm, int* wn, int* rb) {
   (void)head_dim;
   *wn = kv_split;
   *rb = 1;
-  *wm = tile == 128 ? 4 : tile / 16;
-  *ysplit = tile == 128 ? 2 : 1;
+  *wm = tile / 16;
 }
 
 // One launcher per (head_dim, dtype) instance file; warps_m = cta_tile_q / 16 row warps,
