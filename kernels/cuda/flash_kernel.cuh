@@ -86,7 +86,9 @@ constexpr int kStride = D + 8;
 // between them (the decode path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged
 // in warp order at the end. K/V tiles are double-buffered with cp.async. With RB = 1, Q lives in
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
-template <int D, class T, int WM, int WN, int RB>
+// kPlain: no soft-cap and no ALiBi, so the logit is one multiply; a separate instantiation keeps
+// tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
+template <int D, class T, int WM, int WN, int RB, bool kPlain>
 __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
@@ -167,7 +169,6 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
     }
   __syncthreads();  // s_lo / s_hi final; RB = 1: every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
-  const bool plain = p.soft_cap <= 0.f && !p.alibi;
 
   float o[RB][D / 8][4];
 #pragma unroll
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
           const int key = k0 + 8 * j + 2 * t4 + (e % 2);
           float x = -INFINITY;
           if (key >= lo[rb][i] && key < hi[rb][i]) {
-            if (plain) {
+            if constexpr (kPlain) {
               x = s[rb][j][e] * p.scale_log2;
             } else {
               x = s[rb][j][e] * p.sm_scale;
@@ -446,10 +447,14 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  if (warps_m == 1 && warps_n == 4 && rb == 1) return go(flash_kernel<D, T, 1, 4, 1>, 128);
-  if (warps_m == 4 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 4, 1, 1>, 128);
+  const bool plain = p.soft_cap <= 0.f && !p.alibi;
+  if (warps_m == 1 && warps_n == 4 && rb == 1)
+    return plain ? go(flash_kernel<D, T, 1, 4, 1, true>, 128) : go(flash_kernel<D, T, 1, 4, 1, false>, 128);
+  if (warps_m == 4 && warps_n == 1 && rb == 1)
+    return plain ? go(flash_kernel<D, T, 4, 1, 1, true>, 128) : go(flash_kernel<D, T, 4, 1, 1, false>, 128);
   if constexpr (D < 256) {
-    if (warps_m == 8 && warps_n == 1 && rb == 1) return go(flash_kernel<D, T, 8, 1, 1>, 256);
+    if (warps_m == 8 && warps_n == 1 && rb == 1)
+      return plain ? go(flash_kernel<D, T, 8, 1, 1, true>, 256) : go(flash_kernel<D, T, 8, 1, 1, false>, 256);
   }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
