@@ -14,6 +14,8 @@ const char* status_name(Status s) {
       return "unsupported";
     case Status::kNotCompiled:
       return "not compiled";
+    case Status::kNoDevice:
+      return "no device";
     case Status::kError:
       return "error";
     case Status::kCancelled:
@@ -22,17 +24,42 @@ const char* status_name(Status s) {
   return "?";
 }
 
+BackendFamily cpu_family() {
+  BackendFamily f;
+  f.name = "cpu";
+  f.ids = {"cpu.reference", "cpu.lowp", "cpu.tiled"};
+  f.compiled = true;
+  f.note = "attnscope's CPU backends";
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "cpu.reference") return make_cpu_reference();
+    if (id == "cpu.lowp") return make_cpu_lowp();
+    return make_cpu_tiled();
+  };
+  return f;
+}
+
+const std::vector<BackendFamily>& backend_families() {
+  static const std::vector<BackendFamily> families = {cpu_family(), cuda_family(), flashinfer_family(), cudnn_family()};
+  return families;
+}
+
+const BackendFamily* family_of(const std::string& id) {
+  for (const auto& f : backend_families())
+    for (const auto& k : f.ids)
+      if (k == id) return &f;
+  return nullptr;
+}
+
 const std::vector<std::string>& known_backends() {
-  static const std::vector<std::string> ids = {"cpu.reference", "cpu.lowp",   "cpu.tiled",        "cuda.reference",
-                                               "cuda.naive",    "cuda.flash", "cuda.flash_padded"};
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> v;
+    for (const auto& f : backend_families()) v.insert(v.end(), f.ids.begin(), f.ids.end());
+    return v;
+  }();
   return ids;
 }
 
-bool is_known_backend(const std::string& id) {
-  for (const auto& k : known_backends())
-    if (k == id) return true;
-  return false;
-}
+bool is_known_backend(const std::string& id) { return family_of(id) != nullptr; }
 
 std::string known_backends_text() {
   std::string s;
@@ -41,11 +68,46 @@ std::string known_backends_text() {
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& id) {
-  if (id == "cpu.reference") return make_cpu_reference();
-  if (id == "cpu.lowp") return make_cpu_lowp();
-  if (id == "cpu.tiled") return make_cpu_tiled();
-  if (id.rfind("cuda.", 0) == 0 && is_known_backend(id)) return make_cuda_backend(id);
-  return nullptr;
+  const BackendFamily* f = family_of(id);
+  if (!f) return nullptr;
+  return f->make(id);
+}
+
+namespace {
+
+class NotCompiled final : public Backend {
+ public:
+  NotCompiled(std::string id, std::string why) : id_(std::move(id)), why_("not compiled: " + std::move(why)) {}
+  std::string id() const override { return id_; }
+  std::string describe() const override { return why_; }
+  std::string check(const CaseSpec&) const override { return why_; }
+  Result run(const CaseSpec&, const Plan&, const Workload&, const RunOptions&) override {
+    Result r;
+    r.backend = id_;
+    r.status = Status::kNotCompiled;
+    r.message = why_;
+    return r;
+  }
+
+ private:
+  std::string id_, why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_not_compiled_backend(const std::string& id, const std::string& why) {
+  return std::make_unique<NotCompiled>(id, why);
+}
+
+bool cuda_compiled() {
+  const BackendFamily* f = family_of("cuda.flash");
+  return f && f->compiled;
+}
+
+Status status_of_reason(const std::string& why) {
+  if (why.rfind("not compiled", 0) == 0) return Status::kNotCompiled;
+  if (why.rfind("no CUDA device", 0) == 0) return Status::kNoDevice;
+  return Status::kUnsupported;
 }
 
 Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) {
@@ -54,7 +116,7 @@ Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload&
   try {
     const std::string why = b.check(c);
     if (!why.empty()) {
-      r.status = (why.rfind("not compiled", 0) == 0) ? Status::kNotCompiled : Status::kUnsupported;
+      r.status = status_of_reason(why);
       r.message = why;
       return r;
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs attnscope's system dependencies from Debian packages. Idempotent: packages already
+# Installs attnscope's system dependencies from Debian packages, then the pinned headers of the
+# real-library backends from PyPI (scripts/fetch-peers.sh, into the git-ignored .deps/). Idempotent: packages already
 # present are left alone, and apt-get runs only when something is missing.
 # The CUDA toolkit is not a Debian package here; when nvcc is on PATH (or in /usr/local/cuda/bin)
 # the GPU backends are built, otherwise they are stubs that report "not compiled".
@@ -13,6 +14,8 @@ pkgs=(
   # GUI tests run under a virtual X server
   xvfb xauth libgl1-mesa-dri
   clang-format
+  # scripts/fetch-peers.sh downloads the pinned wheels whose headers the real-library backends use
+  python3 python3-pip
 )
 
 missing=()
@@ -24,6 +27,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-deps: all ${#pkgs[@]} packages present"
+  bash "$(dirname "$0")/fetch-peers.sh"
   exit 0
 fi
 
@@ -34,3 +38,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup-deps: done"
+bash "$(dirname "$0")/fetch-peers.sh"

@@ -31,12 +31,19 @@ std::vector<DeviceProps> query_devices(std::string* why) {
   return out;
 }
 
-bool cuda_compiled() { return true; }
-
-std::unique_ptr<Backend> make_cuda_backend(const std::string& id) {
-  if (id == "cuda.flash") return cuda::make_flash_backend(false);
-  if (id == "cuda.flash_padded") return cuda::make_flash_backend(true);
-  return cuda::make_naive_backend(id);
+BackendFamily cuda_family() {
+  BackendFamily f;
+  f.name = "cuda";
+  f.ids = {"cuda.reference", "cuda.naive", "cuda.flash", "cuda.flash_padded"};
+  f.compiled = true;
+  f.note = "attnscope's CUDA kernels, CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+           std::to_string(CUDART_VERSION % 1000 / 10);
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "cuda.flash") return cuda::make_flash_backend(false);
+    if (id == "cuda.flash_padded") return cuda::make_flash_backend(true);
+    return cuda::make_naive_backend(id);
+  };
+  return f;
 }
 
 namespace cuda {

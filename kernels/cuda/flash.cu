@@ -13,14 +13,14 @@
 namespace attnscope::cuda {
 
 #define FLASH_INSTANCE(D, N, T) void launch_flash_d##D##_##N(const FlashParams&, int, int, int, dim3, cudaStream_t);
-#include "instances/flash_instances.def"
+#include "flash_instances_built.def"  // instances/flash_instances.def as CMake filtered it
 #undef FLASH_INSTANCE
 
 FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   const char* name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
 #define FLASH_INSTANCE(D, N, T) \
   if (head_dim == D && std::string(name) == #N) return &launch_flash_d##D##_##N;
-#include "instances/flash_instances.def"
+#include "flash_instances_built.def"  // instances/flash_instances.def as CMake filtered it
 #undef FLASH_INSTANCE
   return nullptr;
 }

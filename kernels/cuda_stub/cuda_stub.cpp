@@ -2,32 +2,16 @@
 #include "attnscope/backend.h"
 
 namespace attnscope {
-namespace {
 
-class Stub final : public Backend {
- public:
-  explicit Stub(std::string id) : id_(std::move(id)) {}
-  std::string id() const override { return id_; }
-  std::string describe() const override { return "GPU backend (this build has no CUDA)"; }
-  std::string check(const CaseSpec&) const override {
-    return "not compiled: this build of attnscope has no CUDA (configure with a CUDA toolkit to enable " + id_ + ")";
-  }
-  Result run(const CaseSpec&, const Plan&, const Workload&, const RunOptions&) override {
-    Result r;
-    r.backend = id_;
-    r.status = Status::kNotCompiled;
-    r.message = check(CaseSpec{});
-    return r;
-  }
-
- private:
-  std::string id_;
-};
-
-}  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend(const std::string& id) { return std::make_unique<Stub>(id); }
-bool cuda_compiled() { return false; }
+BackendFamily cuda_family() {
+  BackendFamily f;
+  f.name = "cuda";
+  f.ids = {"cuda.reference", "cuda.naive", "cuda.flash", "cuda.flash_padded"};
+  f.compiled = false;
+  f.note = "this build of attnscope has no CUDA (configure with a CUDA toolkit to enable it)";
+  f.make = [](const std::string& id) { return make_not_compiled_backend(id, cuda_family().note); };
+  return f;
+}
 
 }  // namespace attnscope
 

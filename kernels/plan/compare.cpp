@@ -110,8 +110,9 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
     rep.unavailable_reason = bad.backend + ": " + (bad.message.empty() ? std::string(status_name(bad.status)) : bad.message);
     rep.verdict.rule = rule_name(k.rule);
     rep.verdict.detail = "not compared: " + rep.unavailable_reason;
-    rep.verdict.skipped = a.status == Status::kNotCompiled || b.status == Status::kNotCompiled ||
-                          a.status == Status::kUnsupported || b.status == Status::kUnsupported;
+    // Not run here (not compiled, no device, unsupported) is a skip, never a pass; an error is a failure.
+    auto skip = [](Status s) { return s == Status::kNotCompiled || s == Status::kNoDevice || s == Status::kUnsupported; };
+    rep.verdict.skipped = skip(a.status) || skip(b.status);
     return rep;
   }
   rep.available = true;

@@ -16,7 +16,8 @@
 
 namespace attnscope {
 
-enum class Status { kOk, kUnsupported, kNotCompiled, kError, kCancelled };
+// kNoDevice: compiled, but no usable CUDA device here (a GPU backend on a CPU-only machine).
+enum class Status { kOk, kUnsupported, kNotCompiled, kNoDevice, kError, kCancelled };
 const char* status_name(Status s);
 
 struct Timing {
@@ -56,25 +57,48 @@ class Backend {
   virtual Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) = 0;
 };
 
-// Every backend id the case format accepts, in a stable order.
+// A family of backends: attnscope's own CPU or CUDA kernels, or one real library (FlashInfer,
+// cuDNN). Every family is optional at build time; one that is not compiled still lists its ids,
+// and its backends report "not compiled: <why>", so a case naming them stays valid everywhere.
+struct BackendFamily {
+  std::string name;              // "cpu", "cuda", "flashinfer", "cudnn"
+  std::vector<std::string> ids;  // its backend ids, in display order
+  bool compiled = false;         // built into this binary
+  std::string note;              // when compiled: version / source of the code; else why not
+  std::unique_ptr<Backend> (*make)(const std::string& id) = nullptr;  // id is one of `ids`
+};
+
+// The registry: cpu, cuda, flashinfer, cudnn, in that order.
+const std::vector<BackendFamily>& backend_families();
+// nullptr for an unknown id.
+const BackendFamily* family_of(const std::string& id);
+// Every backend id the case format accepts, in a stable order (the families' ids in order).
 const std::vector<std::string>& known_backends();
 bool is_known_backend(const std::string& id);
 std::string known_backends_text();
-// nullptr only for an unknown id. GPU ids always exist (stubs report "not compiled").
+// nullptr only for an unknown id. Ids of families not compiled give a backend that says why.
 std::unique_ptr<Backend> make_backend(const std::string& id);
+// A backend that only reports "not compiled: <why>" (families absent from this build).
+std::unique_ptr<Backend> make_not_compiled_backend(const std::string& id, const std::string& why);
 // check(), then run() with every exception turned into a status (never throws).
 Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt);
+// The status a check() reason stands for: "not compiled..." -> kNotCompiled, "no CUDA device..."
+// -> kNoDevice, anything else -> kUnsupported.
+Status status_of_reason(const std::string& why);
 
 // Query rows of a request computed under sampling: n evenly spaced rows, first and last included.
 std::vector<int> sampled_rows(int q_len, int n);
 // [total_q] row mask for a case under sampling (all ones without sampling).
 std::vector<uint8_t> row_selection(const CaseSpec& c, std::optional<int> sample_rows);
 
-// Factories, one per backend family (cpu/, cuda/ or cuda_stub/).
+// One entry per family, each defined in its directory (cpu/, cuda/ or cuda_stub/, peers/...).
+BackendFamily cpu_family();
+BackendFamily cuda_family();
+BackendFamily flashinfer_family();
+BackendFamily cudnn_family();
 std::unique_ptr<Backend> make_cpu_reference();
 std::unique_ptr<Backend> make_cpu_lowp();
 std::unique_ptr<Backend> make_cpu_tiled();
-std::unique_ptr<Backend> make_cuda_backend(const std::string& id);  // cuda.reference / naive / flash
-bool cuda_compiled();
+bool cuda_compiled();  // the cuda family is compiled (shorthand used by tests and the environment)
 
 }  // namespace attnscope

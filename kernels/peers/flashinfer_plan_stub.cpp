@@ -1,0 +1,12 @@
+// Built when the flashinfer family is not: library_plans.flashinfer says why it is absent.
+#include "attnscope/library_plan.h"
+
+namespace attnscope {
+
+FlashInferPlan flashinfer_library_plan(const CaseSpec&, const std::vector<WorkUnit>&) {
+  FlashInferPlan p;
+  p.why = "not compiled: flashinfer family: " ATTNSCOPE_FLASHINFER_WHY;
+  return p;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Fetches the pinned headers of the real-library backends from PyPI into .deps/ (git-ignored):
+# FlashInfer (flashinfer-python), a CCCL newer than CUDA 13.0's (FlashInfer 0.7 needs
+# cuda::fast_mod_div) and the cuDNN frontend. Only header trees are unpacked; nothing is
+# installed into Python and nothing is committed. Idempotent: a pin already unpacked is kept.
+# A failure here is not fatal to the build: CMake then reports the family as "not found".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+deps="${ATTNSCOPE_DEPS:-$PWD/.deps}"
+mkdir -p "$deps/wheels"
+
+# name==version  unpack-dir  subtrees of the wheel to unpack
+pins=(
+  "flashinfer-python==0.7.2.post1|flashinfer|flashinfer/data/include/* flashinfer/data/cutlass/include/* flashinfer/data/cutlass/tools/util/include/* flashinfer/data/csrc/batch_prefill_customize_config.jinja flashinfer/data/csrc/batch_decode_customize_config.jinja flashinfer/data/csrc/batch_prefill_sm90_customize_config.jinja"
+  "nvidia-cuda-cccl==13.3.5.0.6|cccl|nvidia/cu13/include/*"
+  "nvidia-cudnn-frontend==1.32.0|cudnn-frontend|include/*"
+)
+
+py=$(command -v python3 || true)
+if [ -z "$py" ] || ! "$py" -m pip --version >/dev/null 2>&1; then
+  echo "fetch-peers: python3 -m pip is not available; real-library backends will be 'not compiled'" >&2
+  exit 0
+fi
+
+for entry in "${pins[@]}"; do
+  IFS='|' read -r pin dir trees <<<"$entry"
+  stamp="$deps/$dir/.pin"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pin" ]; then continue; fi
+  name="${pin%%==*}"
+  # The headers are the same in every platform wheel; ask for one manylinux x86_64 cp311 build so
+  # the download does not depend on the local Python.
+  if ! "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform any -d "$deps/wheels" "$pin" >"$deps/wheels/$dir.log" 2>&1; then
+    echo "fetch-peers: could not download $pin (see $deps/wheels/$dir.log)" >&2
+    continue
+  fi
+  whl=$(ls "$deps"/wheels/"$(echo "$name" | tr - _)"-"${pin#*==}"-*.whl 2>/dev/null | head -1)
+  if [ -z "$whl" ]; then echo "fetch-peers: no wheel file for $pin" >&2; continue; fi
+  rm -rf "$deps/$dir"
+  mkdir -p "$deps/$dir"
+  # shellcheck disable=SC2086
+  if ! (cd "$deps/$dir" && "$py" - "$whl" $trees <<'PYEOF'
+import fnmatch, sys, zipfile
+whl, pats = sys.argv[1], sys.argv[2:]
+with zipfile.ZipFile(whl) as z:
+    names = [n for n in z.namelist() if any(fnmatch.fnmatch(n, p) for p in pats)]
+    z.extractall(".", names)
+print(f"  {len(names)} files")
+PYEOF
+  ); then echo "fetch-peers: could not unpack $whl" >&2; continue; fi
+  echo "$pin" > "$stamp"
+  echo "fetch-peers: $pin -> $deps/$dir"
+  rm -f "$whl"
+done
+exit 0
