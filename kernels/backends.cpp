@@ -61,6 +61,18 @@ const std::vector<std::string>& known_backends() {
 
 bool is_known_backend(const std::string& id) { return family_of(id) != nullptr; }
 
+bool is_gpu_backend(const std::string& id) {
+  const BackendFamily* f = family_of(id);
+  return f && f->name != "cpu";
+}
+
+std::vector<std::string> default_bench_backends() {
+  std::vector<std::string> v = {"cuda.flash"};
+  for (const auto& f : backend_families())
+    if (f.name != "cpu" && f.name != "cuda") v.insert(v.end(), f.ids.begin(), f.ids.end());
+  return v;
+}
+
 std::string known_backends_text() {
   std::string s;
   for (const auto& k : known_backends()) s += (s.empty() ? "" : ", ") + k;

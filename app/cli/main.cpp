@@ -40,7 +40,7 @@ commands:
       --fixed-tile-q N     query tile for `fixed` (default: the case's, else 128)
       --json
   bench CASE [options]     time GPU backends with CUDA events
-      --backends a,b,...   backends to time (default cuda.flash)
+      --backends a,b,...   backends to time (default cuda.flash and every flashinfer.* / cudnn.* backend)
       --reps N             timed repetitions after 3 warm-ups (default 20)
       --json
   devices [--json]         CUDA devices visible to this build
@@ -149,7 +149,7 @@ int cmd_invariance(const Args& a) {
 
 int cmd_bench(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
-  std::vector<std::string> ids = {"cuda.flash"};
+  std::vector<std::string> ids = default_bench_backends();
   if (a.value("backends")) {
     ids = a.list_value("backends");
     for (const auto& id : ids)

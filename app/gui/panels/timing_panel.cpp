@@ -78,7 +78,7 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
   ImGui::Separator();
   std::vector<std::string> gpu;
   for (const auto& id : s.spec().backends)
-    if (id.rfind("cuda.", 0) == 0) gpu.push_back(id);
+    if (is_gpu_backend(id)) gpu.push_back(id);
   if (bench_.valid() && bench_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) report_ = bench_.get();
   if (gpu.empty()) {
     ImGui::TextDisabled("No GPU backend in this case: add cuda.flash under Backends to benchmark it.");

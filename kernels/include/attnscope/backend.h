@@ -72,6 +72,11 @@ struct BackendFamily {
 const std::vector<BackendFamily>& backend_families();
 // nullptr for an unknown id.
 const BackendFamily* family_of(const std::string& id);
+// Runs on a GPU: every family but cpu (the benchmark times these with CUDA events).
+bool is_gpu_backend(const std::string& id);
+// What `bench` and the GUI's benchmark button time by default: cuda.flash and every real-library
+// backend (cuda.reference and cuda.naive are correctness baselines, too slow to be worth timing).
+std::vector<std::string> default_bench_backends();
 // Every backend id the case format accepts, in a stable order (the families' ids in order).
 const std::vector<std::string>& known_backends();
 bool is_known_backend(const std::string& id);
