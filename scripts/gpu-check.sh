@@ -1,30 +1,39 @@
 #!/usr/bin/env bash
 # On a GPU machine: build for the local architecture, run the GPU tests, compute-sanitizer
 # (memcheck on the whole GPU test binary, racecheck and synccheck on a quick subset), and the
-# benchmark cases. Logs go to $OUT (or ./gpu-logs). Usage: bash scripts/gpu-check.sh [arch]
+# benchmark table (every GPU backend beside PyTorch SDPA, tests/peer/bench_table.py). Logs go to
+# $OUT (or ./gpu-logs). Usage: bash scripts/gpu-check.sh [arch]
+# The pinned peer headers come from .deps/ (scripts/fetch-peers.sh), or from .carry/deps.tar.gz on
+# a machine without network (pack it with: tar czf .carry/deps.tar.gz .deps).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-90}"
 out="$(realpath -m "${OUT:-gpu-logs}")"
 mkdir -p "$out"
+if [ ! -d .deps/flashinfer ] && [ -f .carry/deps.tar.gz ]; then tar xzf .carry/deps.tar.gz; fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
 logs=/tmp/attnscope-build-logs; mkdir -p "$logs"
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF ${EXTRA_CMAKE:-} > "$logs/configure.log" 2>&1 || { cp "$logs/configure.log" "$out/"; tail -30 "$logs/configure.log"; exit 1; }
 cmake --build build-gpu -j"$(nproc)" > "$logs/build.log" 2>&1 || { cp "$logs/build.log" "$out/"; grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
 grep -E "spill" "$logs/build.log" | sort -u | head -20
-( cd build-gpu && ctest -L gpu --output-on-failure > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
+grep -E "attnscope: family" "$logs/configure.log"
+( cd build-gpu && ctest -L gpu --output-on-failure ${CTEST_ARGS:-} > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
 tail -15 "$out/ctest-gpu.log"
 cli=build-gpu/app/attnscope-cli
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
-  ATTNSCOPE_GPU_QUICK=1 timeout 900 "$san" --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_tests > "$out/memcheck.log" 2>&1; echo "memcheck: rc=$?"
+  ATTNSCOPE_GPU_QUICK=1 timeout "${MEMCHECK_TIMEOUT:-900}" "$san" --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_tests ${MEMCHECK_FILTER:+--gtest_filter=$MEMCHECK_FILTER} > "$out/memcheck.log" 2>&1; echo "memcheck: rc=$?"
   tail -4 "$out/memcheck.log"
   ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
   tail -4 "$out/racecheck.log"
   ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
   tail -3 "$out/synccheck.log"
 fi
-[ "${SKIP_BENCH:-0}" = 1 ] || for b in bench/*.json; do "$cli" bench "$b" --reps "${REPS:-20}" > "$out/bench-$(basename "$b" .json).txt" 2>&1; tail -3 "$out/bench-$(basename "$b" .json).txt"; done
+if [ "${SKIP_BENCH:-0}" != 1 ]; then
+  python3 tests/peer/bench_table.py --cli "$cli" --reps "${REPS:-30}" --json-out "$out/bench-table.json" \
+    ${BENCH_CASES:-bench/prefill-*.json bench/decode-paged.json} > "$out/bench-table.md" 2> "$out/bench-table.log"
+  echo "bench table: rc=$?"; cat "$out/bench-table.md"
+fi
 if [ "${SKIP_PEER:-0}" != 1 ]; then
   for b in bench/prefill-causal.json bench/prefill-noncausal.json; do
     python3 tests/peer/peer_check.py --cli "$cli" --case "$b" --reps "${REPS:-20}" --out "$out/peer-$(basename "$b" .json).json" > "$out/peer-$(basename "$b" .json).log" 2>&1

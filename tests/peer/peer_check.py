@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Peer check: attnscope's outputs against PyTorch's scaled_dot_product_attention.
 
-Runs `attnscope-cli run CASE --backends cuda.flash --dump DIR` (or reads an existing dump with
+Runs `attnscope-cli run CASE --backends <GPU backends> --dump DIR` (or reads an existing dump with
 --dump-dir), runs torch.nn.functional.scaled_dot_product_attention on the same inputs on the GPU,
-reports the numeric agreement with attnscope's O, and times SDPA against cuda.flash measured in the
-same process run (`attnscope-cli bench`, CUDA events, median of --reps after warm-up).
+reports the numeric agreement of every dumped backend's O (cuda.flash, flashinfer.*, cudnn.*) with
+SDPA's, and times SDPA against cuda.flash measured in the same run (`attnscope-cli bench`, CUDA
+events, median of --reps after warm-up). tests/peer/bench_table.py times every backend.
 
 Masks handled: causal (bottom-right aligned, as attnscope and FlashAttention define it), non-causal,
 sliding window. Other masks are reported as unsupported by this script.
@@ -90,6 +91,8 @@ def main():
     ap.add_argument("--case", help="case file (runs attnscope first)")
     ap.add_argument("--dump-dir", help="an existing dump (skips the attnscope run)")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--backends", default="cuda.flash,flashinfer.prefill,flashinfer.prefill_sm90,flashinfer.decode,cudnn.sdpa",
+                    help="backends whose outputs are compared with SDPA (those that cannot run the case are skipped)")
     ap.add_argument("--out", help="write the JSON result here")
     a = ap.parse_args()
     try:
@@ -108,7 +111,8 @@ def main():
         if not a.case:
             ap.error("give --case or --dump-dir")
         d = tempfile.mkdtemp(prefix="attnscope_peer_")
-        subprocess.run([a.cli, "run", a.case, "--backends", "cuda.flash", "--dump", d], check=True, stdout=subprocess.DEVNULL)
+        # exit code 1 only means a verdict failed; the dump is written either way
+        subprocess.run([a.cli, "run", a.case, "--backends", a.backends, "--dump", d], stdout=subprocess.DEVNULL)
         b = subprocess.run([a.cli, "bench", a.case, "--json", "--reps", str(a.reps)], check=True, capture_output=True, text=True)
         rows = [r for r in json.loads(b.stdout)["rows"] if r["backend"] == "cuda.flash" and r["status"] == "ok"]
         bench_ms = rows[0]["median_ms"] if rows else None
