@@ -16,6 +16,8 @@ pkgs=(
   clang-format
   # scripts/fetch-peers.sh downloads the pinned wheels whose headers the real-library backends use
   python3 python3-pip
+  # tests/cli/test_export_script.cpp runs the generated repro scripts' numpy-only reference check
+  python3-numpy
 )
 
 missing=()

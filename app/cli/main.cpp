@@ -8,6 +8,7 @@
 #include "../core/case_json.h"
 #include "../core/dump.h"
 #include "../core/environment.h"
+#include "../core/export_script.h"
 #include "../core/invariance.h"
 #include "../core/report_json.h"
 #include "../core/session.h"
@@ -32,6 +33,10 @@ commands:
       --report FILE        write the JSON report to FILE
       --export FILE        write a repro case (case + environment + recorded digests)
       --dump DIR           write inputs and outputs as .npy (q, k, v, o_<backend>, lse_<backend>) + meta.json
+      --export-script DIR  write DIR/repro.py, a Python repro that runs the library itself (FlashInfer,
+                           PyTorch SDPA / flex_attention) on the inputs, + the .npy files it reads
+      --script-backend ID  the backend the script reproduces (default: the first flashinfer.* backend,
+                           else the first that is not a reference or cpu.lowp)
       --json               print the JSON report instead of the table
   invariance CASE [options]  each request alone vs inside the batch, per planner
       --backend ID         backend to check (default cpu.tiled)
@@ -75,6 +80,19 @@ int cmd_run(const Args& a) {
     opt.backends = ids;
   }
   opt.sample_rows = a.int_value("sample-rows", 1, 1 << 22);
+  // --export-script: the target backend and DIR are checked before the run, so a typo fails at once
+  std::string script_backend;
+  const auto script_dir = a.value("export-script");
+  if (a.value("script-backend") && !script_dir) throw UsageError("--script-backend: needs --export-script DIR");
+  if (script_dir) {
+    try {
+      script_backend = script_target(opt.backends.value_or(f.spec.backends), a.value("script-backend"));
+      prepare_output_dir(*script_dir);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      throw UsageError(what.rfind("--", 0) == 0 ? what : "--export-script: " + what);
+    }
+  }
   const bool tty = isatty(2);
   if (tty && !a.flag("json"))
     opt.progress = [](const std::string& stage, double x) {
@@ -94,6 +112,11 @@ int cmd_run(const Args& a) {
   if (auto path = a.value("export")) {
     write_text_file(*path, case_file_to_json(make_repro(*s)).dump(2) + "\n");
     if (!a.flag("json")) std::cout << "repro written to " << *path << "\n";
+  }
+  if (script_dir) {
+    const int n = export_script(*s, *script_dir, script_backend);
+    if (!a.flag("json"))
+      std::cout << "repro script for " << script_backend << " written to " << *script_dir << "/repro.py (" << n << " files)\n";
   }
   return s->failed() ? 1 : 0;
 }
@@ -193,7 +216,9 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {}));
-    if (cmd == "run") return cmd_run(parse_args(argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump"}));
+    if (cmd == "run")
+      return cmd_run(parse_args(argc, argv, {"json"},
+                                {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));

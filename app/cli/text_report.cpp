@@ -49,14 +49,47 @@ std::string mask_text(const CaseSpec& c) {
   return s;
 }
 
+// FlashInfer's own plan of the same units beside the model's, and where the two differ.
+void print_library_plans(std::ostream& o, const Plan& p) {
+  const FlashInferPlan& f = p.library.flashinfer;
+  o << "\nFLASHINFER'S OWN PLAN  PrefillSplitQOKVIndptr";
+  if (!f.pin.empty()) o << " (" << f.pin << ")";
+  if (f.ran) o << ", device answers from " << f.device.source;
+  o << "\n";
+  if (f.ran) {
+    o << "  inputs  qo_indptr " << list(f.qo_indptr, 12) << ", kv_indptr " << list(f.kv_indptr, 12) << " pages, page "
+      << f.page_size << ", window_left " << f.window_left << ", fixed_split_size " << f.fixed_split_size << ", disable_split_kv "
+      << (f.disable_split_kv ? "yes" : "no") << ", cuda graph " << (f.enable_cuda_graph ? "yes" : "no")
+      << ", max_batch_size_if_split " << f.max_batch_size_if_split << "\n";
+  }
+  if (f.available) {
+    o << "  result  cta_tile_q " << f.cta_tile_q << ", kv_chunk_size ";
+    if (f.kv_chunk_unbounded)
+      o << "unbounded (disable_split_kv: INT64_MAX pages x page " << f.page_size
+        << (f.page_size > 1 ? " overflows int64, returned " + std::to_string(f.kv_chunk_size) : std::string()) << ")";
+    else
+      o << f.kv_chunk_size << " tokens";
+    o << ", split_kv " << (f.split_kv ? "yes" : "no") << ", " << f.new_batch_size << " items, padded " << f.padded_batch_size
+      << "\n";
+    o << "  request_indices " << list(f.request_indices, 24) << "\n";
+    o << "  qo_tile_indices " << list(f.qo_tile_indices, 24) << "\n";
+    o << "  kv_tile_indices " << list(f.kv_tile_indices, 24) << "\n";
+    o << "  merge_indptr    " << list(f.merge_indptr, 24) << "\n";
+    o << "  o_indptr        " << list(f.o_indptr, 24) << "\n";
+    o << "  workspaces      float " << f.float_workspace_bytes << " B, int " << f.int_workspace_bytes << " B\n";
+  }
+  o << "  " << flashinfer_agreement_line(p.split, f) << "\n";
+}
+
 }  // namespace
 
 std::string case_summary(const CaseSpec& c) {
   std::ostringstream o;
   o << (c.name.empty() ? "(unnamed)" : c.name) << ": " << c.requests.size() << " request" << (c.requests.size() == 1 ? "" : "s")
     << ", " << c.total_q() << " query / " << c.total_kv() << " kv tokens, heads " << c.num_qo_heads << "/" << c.num_kv_heads
-    << ", head_dim " << c.head_dim_qk << (c.head_dim_vo != c.head_dim_qk ? "/" + std::to_string(c.head_dim_vo) : "") << ", "
-    << dtype_name(c.dtype) << ", " << storage_name(c.kv_cache.storage);
+    << ", head_dim " << c.head_dim_qk;
+  if (c.head_dim_vo != c.head_dim_qk) o << "/" << c.head_dim_vo;  // streamed: GCC 12 -Wrestrict misfires on "/" + string
+  o << ", " << dtype_name(c.dtype) << ", " << storage_name(c.kv_cache.storage);
   if (c.kv_cache.storage == KvStorage::kPaged)
     o << " (page " << c.kv_cache.page_size << ", " << layout_name(c.kv_cache.layout) << ", " << alloc_name(c.kv_cache.allocation)
       << (c.kv_cache.poison_unused ? ", poisoned" : "") << ")";
@@ -133,6 +166,8 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   }
   if (p.units.size() > 8) o << "  ... " << p.units.size() - 8 << " more units\n";
 
+  print_library_plans(o, p);
+
   o << "\nBLOCK MAP  ";
   o << block_map_text(p.blocks);
   o << "\nplanned in " << fmt("%.1f", p.plan_us) << " us\n";
@@ -144,6 +179,7 @@ void print_session(std::ostream& o, const Session& s) {
   o << "case    " << case_summary(c) << "\n";
   o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
     << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
+  o << "library " << flashinfer_agreement_line(sp, s.plan.library.flashinfer) << "\n";
   if (s.sample_rows)
     o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
   o << "\n" << pad("backend", 19) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";

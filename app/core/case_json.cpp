@@ -178,7 +178,8 @@ CaseFile parse_case(const json& j) {
 
   if (top.has("kv_cache")) {
     Obj k(top.raw("kv_cache"), "/kv_cache",
-          {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused"});
+          {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused",
+           "max_num_blocks_per_seq"});
     auto& kc = c.kv_cache;
     kc.storage = k.get_enum("storage", KvStorage::kPaged, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}});
     const bool ragged = kc.storage == KvStorage::kRagged;
@@ -190,6 +191,7 @@ CaseFile parse_case(const json& j) {
     kc.allocation_seed = k.opt_u64("allocation_seed").value_or(0);
     kc.null_page = k.get_bool("null_page", !ragged);
     kc.poison_unused = k.get_bool("poison_unused", false);
+    kc.max_num_blocks_per_seq = k.opt_int("max_num_blocks_per_seq");
   }
   if (top.has("attention")) {
     Obj a(top.raw("attention"), "/attention", {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi"});
@@ -343,7 +345,7 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["kv_cache"] = {{"storage", storage_name(k.storage)},   {"page_size", k.page_size},
                    {"layout", layout_name(k.layout)},      {"allocation", alloc_name(k.allocation)},
                    {"allocation_seed", k.allocation_seed}, {"null_page", k.null_page},
-                   {"poison_unused", k.poison_unused}};
+                   {"poison_unused", k.poison_unused},     {"max_num_blocks_per_seq", opt(k.max_num_blocks_per_seq)}};
   const auto& a = c.attention;
   j["attention"] = {{"causal", a.causal},       {"window", opt(a.window)},     {"local_chunk", opt(a.local_chunk)},
                     {"prefix_lm", a.prefix_lm}, {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)},

@@ -18,6 +18,76 @@ ordered_json num(double v) {
 }
 }  // namespace
 
+ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
+  ordered_json j;
+  j["compiled"] = f.compiled;
+  j["ran"] = f.ran;
+  j["available"] = f.available;
+  j["refused"] = f.refused;
+  j["why"] = f.why;
+  j["note"] = f.note;
+  j["pin"] = f.pin;
+  const DeviceProfile& d = f.device;
+  j["device"] = {{"source", d.source},
+                 {"from_device", d.from_device},
+                 {"sm_count", d.sm_count},
+                 {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+                 {"max_smem_per_block_optin", d.max_smem_per_block_optin}};
+  ordered_json agreement;
+  const auto diffs = compare_flashinfer_plan(model, f);
+  ordered_json dj = ordered_json::array();
+  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flashinfer", x.library}});
+  // agrees: null when there is nothing to compare (not compiled, planner flash_attn)
+  agreement["agrees"] = f.ran ? ordered_json(diffs.empty()) : ordered_json(nullptr);
+  agreement["line"] = flashinfer_agreement_line(model, f);
+  agreement["differences"] = dj;
+  if (!f.ran) {
+    j["agreement"] = agreement;
+    return j;
+  }
+  j["inputs"] = {{"qo_indptr", f.qo_indptr},
+                 {"kv_indptr", f.kv_indptr},
+                 {"page_size", f.page_size},
+                 {"total_num_rows", f.total_num_rows},
+                 {"num_qo_heads", f.num_qo_heads},
+                 {"num_kv_heads", f.num_kv_heads},
+                 {"head_dim_qk", f.head_dim_qk},
+                 {"head_dim_vo", f.head_dim_vo},
+                 {"kv_dtype_bytes", f.kv_dtype_bytes},
+                 {"window_left", f.window_left},
+                 {"fixed_split_size", f.fixed_split_size},
+                 {"disable_split_kv", f.disable_split_kv},
+                 {"enable_cuda_graph", f.enable_cuda_graph},
+                 {"uniform_q_len", f.uniform_q_len},
+                 {"max_batch_size_if_split", f.max_batch_size_if_split}};
+  if (f.available) {
+    j["cta_tile_q"] = f.cta_tile_q;
+    j["kv_chunk_size"] = f.kv_chunk_size;  // tokens, as returned
+    j["kv_chunk_unbounded"] = f.kv_chunk_unbounded;
+    if (f.kv_chunk_unbounded)
+      j["kv_chunk_note"] = "disable_split_kv: FlashInfer's chunk is INT64_MAX pages and kv_chunk_size is that times page_size " +
+                           std::to_string(f.page_size) +
+                           (f.page_size > 1 ? ", which overflows int64 (the value above is what it returned)" : "") +
+                           "; never read, split_kv is false";
+    j["split_kv"] = f.split_kv;
+    j["new_batch_size"] = f.new_batch_size;
+    j["padded_batch_size"] = f.padded_batch_size;
+    j["request_indices"] = f.request_indices;
+    j["qo_tile_indices"] = f.qo_tile_indices;
+    j["kv_tile_indices"] = f.kv_tile_indices;
+    j["merge_indptr"] = f.merge_indptr;
+    j["o_indptr"] = f.o_indptr;
+    j["float_workspace_bytes"] = f.float_workspace_bytes;
+    j["int_workspace_bytes"] = f.int_workspace_bytes;
+  }
+  j["agreement"] = agreement;
+  return j;
+}
+
+ordered_json library_plans_to_json(const Plan& p) {
+  return {{"flashinfer", flashinfer_plan_to_json(p.split, p.library.flashinfer)}};
+}
+
 ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
   ordered_json j;
   const auto& pt = p.pages;
@@ -61,7 +131,11 @@ ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
                 {"items", items},
                 {"merge_indptr", s.merge_indptr},
                 {"o_indptr", s.o_indptr},
+                {"refusal", s.refusal},
+                {"num_splits", s.num_splits},
+                {"seqlen_k", s.seqlen_k},
                 {"reasoning", s.reasoning}};
+  j["library_plans"] = library_plans_to_json(p);
   const auto& bm = p.blocks;
   ordered_json bu = ordered_json::array();
   for (const auto& u : bm.units) {
@@ -145,6 +219,7 @@ ordered_json session_to_json(const Session& s) {
   j["plan"] = {{"planner", planner_name(s.plan.split.planner)}, {"cta_tile_q", s.plan.split.cta_tile_q},
                {"chunk_pages", s.plan.split.chunk_pages},       {"split_kv", s.plan.split.split_kv},
                {"num_items", s.plan.split.num_items},           {"plan_us", s.plan.plan_us}};
+  j["library_plans"] = library_plans_to_json(s.plan);
   ordered_json rs = ordered_json::array();
   for (const auto& r : s.results) rs.push_back(result_to_json(r));
   j["results"] = rs;

@@ -10,6 +10,10 @@
 namespace attnscope {
 
 nlohmann::ordered_json plan_to_json(const CaseSpec& c, const Plan& p);
+// library_plans: each library's own plan of the case (FlashInfer's PrefillSplitQOKVIndptr result,
+// its inputs, the device profile it answered from) and its field-by-field agreement with the model.
+nlohmann::ordered_json library_plans_to_json(const Plan& p);
+nlohmann::ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f);
 nlohmann::ordered_json result_to_json(const Result& r);
 nlohmann::ordered_json diff_to_json(const DiffReport& d);
 nlohmann::ordered_json session_to_json(const Session& s);

@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include "attnscope/compare.h"
+#include "report_json.h"
 
 namespace attnscope {
 
@@ -152,6 +153,9 @@ CaseFile make_repro(const Session& s) {
                  {"chunk_pages", s.plan.split.chunk_pages},
                  {"num_items", s.plan.split.num_items},
                  {"split_kv", s.plan.split.split_kv}};
+  // FlashInfer's own plan where it was recorded, beside the model's (old repros lack it; the reader
+  // keeps /recorded as it finds it, so both read)
+  rec["library_plans"] = nlohmann::json::parse(library_plans_to_json(s.plan).dump());
   f.recorded = rec;
   return f;
 }

@@ -3,7 +3,9 @@
 
 namespace attnscope {
 
-FlashInferPlan flashinfer_library_plan(const CaseSpec&, const std::vector<WorkUnit>&) {
+bool flashinfer_planner_compiled() { return false; }
+
+FlashInferPlan flashinfer_library_plan(const CaseSpec&, const std::vector<WorkUnit>&, const DeviceProfile*) {
   FlashInferPlan p;
   p.why = "not compiled: flashinfer family: " ATTNSCOPE_FLASHINFER_WHY;
   return p;

@@ -227,6 +227,25 @@ void validate_case(const CaseSpec& c) {
               std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
   }
 
+  // the block table's width as flash_attn_with_kvcache sees it (checked after the requests: it
+  // must address every request's keys, as FlashAttention checks max(seqlens_k) against it)
+  if (c.kv_cache.max_num_blocks_per_seq) {
+    const int64_t w = *c.kv_cache.max_num_blocks_per_seq;
+    const int eps = c.effective_page_size();
+    const int64_t max_w = kMaxLen / eps;
+    require(w >= 1 && w <= max_w, "/kv_cache/max_num_blocks_per_seq",
+            std::to_string(w) + " is out of range, must be in [1, " + std::to_string(max_w) + "] pages (" +
+                std::to_string(kMaxLen) + " tokens at page_size " + std::to_string(eps) + ")");
+    for (size_t i = 0; i < c.requests.size(); ++i) {
+      const int64_t pages = (static_cast<int64_t>(c.requests[i].kv_len) + eps - 1) / eps;
+      require(w >= pages, "/kv_cache/max_num_blocks_per_seq",
+              std::to_string(w) + " pages cannot address request " + std::to_string(i) + "'s kv_len " +
+                  std::to_string(c.requests[i].kv_len) + " (" + std::to_string(pages) + " pages of " + std::to_string(eps) +
+                  " tokens), must be >= the longest request's pages (FlashAttention: max(seqlens_k) <= "
+                  "max_num_blocks_per_seq * page_block_size)");
+    }
+  }
+
   // split
   const auto& s = c.split;
   if (s.planner == Planner::kFixed)

@@ -62,6 +62,8 @@ Plan make_plan(const CaseSpec& c) {
       p.units.push_back({r, 0, c.requests[r].q_len, 0, c.requests[r].kv_len});
   }
   p.split = make_split_plan(c, p.units, p.masks);
+  // FlashInfer's own planner on the same units (microseconds: a host loop over the work items)
+  p.library.flashinfer = flashinfer_library_plan(c, p.units);
   p.blocks = make_block_map(p.units, p.masks, c.group_size(), p.split.cta_tile_q);
   p.plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return p;

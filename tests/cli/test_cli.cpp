@@ -114,6 +114,65 @@ TEST(Cli, JsonOutputsParse) {
   EXPECT_TRUE(nlohmann::json::parse(d.out).contains("devices"));
 }
 
+TEST(Cli, PlanCarriesFlashInfersOwnPlan) {
+  // plan --json: library_plans.flashinfer is FlashInfer's PrefillSplitQOKVIndptr result with the
+  // device it answered from, and its agreement with the model, field by field
+  for (const char* ex : {"examples/gqa-decode-long.json", "examples/batch-invariance-fixed.json",
+                         "examples/llama4-chunked-local.json", "examples/flash-attn-split-heuristic.json"}) {
+    SCOPED_TRACE(ex);
+    const Out p = cli("plan --json " + src(ex));
+    ASSERT_EQ(p.code, 0) << p.err;
+    const auto j = nlohmann::json::parse(p.out);
+    ASSERT_TRUE(j.contains("library_plans"));
+    const auto& f = j["library_plans"]["flashinfer"];
+    const std::string line = f["agreement"]["line"].get<std::string>();
+    EXPECT_EQ(line.rfind("FlashInfer's own planner", 0), 0u) << line;
+    const Out t = cli(std::string("plan ") + src(ex));
+    ASSERT_EQ(t.code, 0);
+    EXPECT_NE(t.out.find(line), std::string::npos) << "the text plan prints the same agreement line";
+    if (!f["compiled"].get<bool>() || j["split"]["planner"] == "flash_attn") {
+      EXPECT_FALSE(f["ran"].get<bool>());
+      EXPECT_TRUE(f["agreement"]["agrees"].is_null());
+      EXPECT_NE(line.find("not run"), std::string::npos) << line;
+      continue;
+    }
+    ASSERT_TRUE(f["available"].get<bool>()) << f["why"];
+    const std::string source = f["device"]["source"].get<std::string>();
+    EXPECT_NE(line.find(source), std::string::npos) << "the line names where the device answers came from";
+    EXPECT_EQ(f["request_indices"].size(), f["new_batch_size"].get<size_t>());
+    EXPECT_EQ(f["merge_indptr"].size(), j["split"]["merge_indptr"].size());
+    EXPECT_EQ(f["inputs"]["qo_indptr"].size(), j["units"].size() + 1);
+    if (!f["device"]["from_device"].get<bool>()) {
+      // no GPU here: the H100 SXM profile with the case's SMs, said on the line, and the model agrees
+      EXPECT_NE(source.find("profile H100 SXM"), std::string::npos) << source;
+      EXPECT_TRUE(f["agreement"]["agrees"].get<bool>()) << line;
+      EXPECT_EQ(f["cta_tile_q"], j["split"]["cta_tile_q"]);
+      EXPECT_EQ(f["split_kv"], j["split"]["split_kv"]);
+      EXPECT_EQ(f["padded_batch_size"], j["split"]["padded_items"]);
+      EXPECT_EQ(f["merge_indptr"], j["split"]["merge_indptr"]);
+      for (size_t i = 0; i < f["request_indices"].size(); ++i) {
+        ASSERT_EQ(f["request_indices"][i], j["split"]["items"][i][0]);
+        ASSERT_EQ(f["qo_tile_indices"][i], j["split"]["items"][i][1]);
+        ASSERT_EQ(f["kv_tile_indices"][i], j["split"]["items"][i][2]);
+      }
+    }
+  }
+  // the repro records it too, and a repro without it (written before) still replays
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_libplan_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string repro = (dir / "repro.json").string();
+  ASSERT_EQ(cli("run " + src("examples/gqa-decode-long.json") + " --export " + repro).code, 0);
+  std::ifstream in(repro);
+  auto j = nlohmann::json::parse(in);
+  in.close();
+  ASSERT_TRUE(j["recorded"]["library_plans"]["flashinfer"].contains("agreement"));
+  EXPECT_EQ(cli("run " + repro).code, 0);
+  j["recorded"].erase("library_plans");
+  std::ofstream(repro) << j.dump(2);
+  EXPECT_EQ(cli("run " + repro).code, 0);
+  fs::remove_all(dir);
+}
+
 TEST(Cli, ExportedReproReplaysBitForBit) {
   const fs::path dir = fs::temp_directory_path() / ("attnscope_repro_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -6,7 +6,9 @@
 #include <set>
 
 #include "attnscope/plan.h"
+#include "attnscope/rng.h"
 #include "case_gen.h"
+#include "case_json.h"
 
 using namespace attnscope;
 using attnscope::testing::random_case;
@@ -87,6 +89,122 @@ TEST(Planner, FlashAttnHeuristic) {
   EXPECT_LE(s, 64);
   // never more splits than n-blocks
   EXPECT_LE(flash_attn_num_splits(1, 264, 3, 128), 3);
+}
+
+TEST(Planner, FlashAttnBudgetsForTheAllocatedCache) {
+  // flash_attn_with_kvcache hands max_num_blocks_per_seq * page_size (the block table's width) to
+  // num_splits_heuristic, not the live length (flash_api.cpp mha_fwd_kvcache / set_params_splitkv):
+  // the same batch in a wider cache gets other splits. Seeded random decode and short-prefill batches.
+  SplitMix64 g(31337);
+  int changed = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    CaseSpec c = base_case();
+    c.num_kv_heads = 1 << g.range(0, 3);
+    c.num_qo_heads = c.num_kv_heads * g.range(1, 8);
+    c.head_dim_qk = c.head_dim_vo = g.coin() ? 64 : g.coin() ? 128 : 256;
+    c.kv_cache.page_size = g.coin() ? 16 : 256;
+    if (g.range(0, 3) == 0) {
+      c.kv_cache.storage = KvStorage::kRagged;
+      c.kv_cache.page_size = 1;
+      c.kv_cache.null_page = false;
+    }
+    const int ps = c.effective_page_size();
+    c.requests.clear();
+    const bool decode = g.coin();
+    for (int i = g.range(1, 4); i > 0; --i) {
+      const int kv = g.range(1, 4000);
+      c.requests.push_back({decode ? 1 : g.range(1, std::min(kv, 100)), kv});
+    }
+    c.split.planner = Planner::kFlashAttn;
+    c.split.num_sms = g.range(1, 40) * 4;
+    int live_pages = 0;
+    for (const auto& r : c.requests) live_pages = std::max(live_pages, (r.kv_len + ps - 1) / ps);
+    const Plan tight = make_plan(c);
+    EXPECT_EQ(tight.split.seqlen_k, static_cast<int64_t>(live_pages) * ps);  // absent: the tightest table
+    c.kv_cache.max_num_blocks_per_seq = live_pages * g.range(1, 16);
+    SCOPED_TRACE("width " + std::to_string(*c.kv_cache.max_num_blocks_per_seq) + " pages of " + std::to_string(ps));
+    const Plan p = make_plan(c);
+    const SplitPlan& sp = p.split;
+    const int64_t seqlen_k = static_cast<int64_t>(*c.kv_cache.max_num_blocks_per_seq) * ps;
+    ASSERT_EQ(sp.seqlen_k, seqlen_k);
+    // the heuristic's inputs as mha_fwd_kvcache forms them
+    const int G = c.group_size();
+    int max_q = 0;
+    for (const auto& r : c.requests) max_q = std::max(max_q, r.q_len);
+    const bool swapped = max_q == 1 && G > 1;
+    const int64_t m_blocks = ((swapped ? G : max_q) + 63) / 64;
+    const int64_t blocks = static_cast<int64_t>(c.requests.size()) * (swapped ? c.num_kv_heads : c.num_qo_heads) * m_blocks;
+    const int block_n = c.head_dim_qk <= 64 ? 256 : c.head_dim_qk <= 128 ? 128 : 64;
+    const int n_blocks = static_cast<int>((seqlen_k + block_n - 1) / block_n);
+    ASSERT_EQ(sp.num_splits, flash_attn_num_splits(blocks, 2 * c.split.num_sms, n_blocks, 128));
+    EXPECT_EQ(sp.split_kv, sp.num_splits > 1);
+    EXPECT_EQ(sp.chunk_tokens, static_cast<int64_t>((n_blocks + sp.num_splits - 1) / sp.num_splits) * block_n);
+    for (int n : sp.unit_chunks) ASSERT_EQ(n, sp.num_splits);  // every batch entry gets every split
+    // the splits still cover each allowed (query, key) pair exactly once
+    for (size_t r = 0; r < c.requests.size(); ++r) {
+      const auto& rq = c.requests[r];
+      std::vector<int> cover(static_cast<size_t>(rq.q_len) * G * rq.kv_len, 0);
+      for (const auto& it : sp.items) {
+        if (p.units[it.unit].request != static_cast<int>(r)) continue;
+        for (int row = it.row_begin; row < it.row_end; ++row)
+          for (int k = it.kv_begin; k < it.kv_end; ++k) cover[static_cast<size_t>(row) * rq.kv_len + k]++;
+      }
+      for (int row = 0; row < rq.q_len * G; ++row)
+        for (int k = 0; k < rq.kv_len; ++k) {
+          const bool a = allowed(p.masks[r], q_abs_of(p.masks[r], row / G), k);
+          if (a) {
+            ASSERT_EQ(cover[static_cast<size_t>(row) * rq.kv_len + k], 1) << "request " << r << " row " << row << " k " << k;
+          }
+        }
+    }
+    changed += sp.num_splits != tight.split.num_splits;
+  }
+  EXPECT_GT(changed, 10) << "a wider cache changes the split count of some batches";
+  // the smallest story: one decode row, 300 live keys of head_dim 128 in a 64-page cache of 16
+  CaseSpec c = base_case();
+  c.num_qo_heads = c.num_kv_heads = 1;
+  c.requests = {{1, 300}};
+  c.split.planner = Planner::kFlashAttn;
+  const int live = make_plan(c).split.num_splits;  // 3 blocks of 128: 3 splits
+  c.kv_cache.max_num_blocks_per_seq = 64;          // 1024 keys allocated: 8 blocks
+  const int wide = make_plan(c).split.num_splits;
+  EXPECT_EQ(live, flash_attn_num_splits(1, 264, 3, 128));
+  EXPECT_EQ(wide, flash_attn_num_splits(1, 264, 8, 128));
+  EXPECT_NE(live, wide);
+}
+
+TEST(Planner, BlockTableWidthIsValidatedAndRoundTrips) {
+  SplitMix64 g(99);
+  for (int trial = 0; trial < 50; ++trial) {
+    CaseSpec c = base_case();
+    c.kv_cache.page_size = 1 << g.range(0, 8);
+    c.requests = {{1, g.range(1, 5000)}, {1, g.range(1, 5000)}};
+    const int ps = c.kv_cache.page_size;
+    const int need = std::max((c.requests[0].kv_len + ps - 1) / ps, (c.requests[1].kv_len + ps - 1) / ps);
+    c.kv_cache.max_num_blocks_per_seq = need + g.range(0, 100);
+    EXPECT_NO_THROW(validate_case(c));
+    const CaseFile f = parse_case_text(case_to_text(c));
+    EXPECT_EQ(f.spec.kv_cache.max_num_blocks_per_seq, c.kv_cache.max_num_blocks_per_seq);
+    // a table too narrow for the longest request: the error names the path and the request
+    c.kv_cache.max_num_blocks_per_seq = need - 1;
+    const int longest = (c.requests[0].kv_len + ps - 1) / ps == need ? 0 : 1;
+    if (need - 1 >= 1) {
+      try {
+        validate_case(c);
+        ADD_FAILURE() << "accepted a block table of " << need - 1 << " pages for " << need;
+      } catch (const CaseError& e) {
+        EXPECT_EQ(e.path(), "/kv_cache/max_num_blocks_per_seq");
+        EXPECT_NE(e.rule().find("request " + std::to_string(longest)), std::string::npos) << e.rule();
+      }
+    }
+  }
+  CaseSpec c = base_case();
+  c.requests = {{1, 10}};
+  c.kv_cache.max_num_blocks_per_seq = 0;
+  EXPECT_THROW(validate_case(c), CaseError);
+  EXPECT_THROW(parse_case_text(R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 10}],
+    "heads": {"qo": 1, "kv": 1}, "head_dim": 64, "dtype": "bf16", "kv_cache": {"max_num_blocks_per_seq": 1.5}})"),
+               CaseError);
 }
 
 TEST(Planner, VirtualBatchesDocumentedExample) {

@@ -12,7 +12,9 @@
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 
+#include "attnscope/library_plan.h"
 #include "attnscope/mask.h"
+#include "case_gen.h"
 #include "case_json.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
@@ -111,6 +113,58 @@ TEST(GuiItems, SplitGridAndPlannerModels) {
   EXPECT_EQ(it.models[0].chunk_pages, 24);
   EXPECT_EQ(it.first_item, (std::vector<int>{0, 3, 11, 13}));
   for (const auto& m : it.models) EXPECT_TRUE(m.error.empty()) << m.planner << ": " << m.error;
+}
+
+TEST(GuiItems, FlashInfersOwnPlanBesideTheModel) {
+  // seeded random cases: the table has a row per field and marks exactly the fields the comparison
+  // lists, the source line says where the device answers came from, and FlashInfer's grids hold
+  // each of its work items once. Every other case replans FlashInfer for another SM count, so
+  // that differences appear and the marks must follow them.
+  int compared = 0, marked = 0;
+  for (uint64_t seed = 0; seed < 80; ++seed) {
+    Session s;
+    s.file.spec = attnscope::testing::random_case(seed);
+    s.plan = make_plan(s.spec());
+    SCOPED_TRACE(s.spec().name);
+    if (seed % 2 == 1 && flashinfer_planner_compiled()) {
+      const DeviceProfile other = h100_profile(s.spec().split.num_sms * 3 + 1, "another part");
+      s.plan.library.flashinfer = flashinfer_library_plan(s.spec(), s.plan.units, &other);
+    }
+    const LibraryItems L = build_split_items(s).library;
+    const FlashInferPlan& f = s.plan.library.flashinfer;
+    EXPECT_EQ(L.ran, f.ran);
+    EXPECT_EQ(L.line, flashinfer_agreement_line(s.plan.split, f));
+    if (!f.ran) {
+      EXPECT_TRUE(L.fields.empty());
+      EXPECT_NE(L.line.find("not run"), std::string::npos) << L.line;
+      continue;
+    }
+    EXPECT_NE(L.source.find(f.device.source), std::string::npos);
+    const auto diffs = compare_flashinfer_plan(s.plan.split, f);
+    std::set<std::string> want, got;
+    for (const auto& d : diffs) want.insert(d.field);
+    for (const auto& r : L.fields)
+      if (r.differs) got.insert(r.field);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(L.agrees, diffs.empty());
+    if (f.available) {
+      EXPECT_EQ(L.fields.size(), 9u);
+      std::vector<int> seen(f.new_batch_size, 0);
+      for (const auto& g : L.grids)
+        for (int id : g.ids)
+          if (id >= 0) ++seen[id];
+      for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "FlashInfer item " << i;
+      if (!want.count("work_items")) {
+        EXPECT_EQ(L.differing_cells, 0);
+      }
+    }
+    ++compared;
+    marked += !want.empty();
+  }
+  if (flashinfer_planner_compiled()) {
+    EXPECT_GT(compared, 30);
+    EXPECT_GT(marked, 5);
+  }
 }
 
 TEST(GuiItems, DiffHeatmapAndHistogramCountEveryRow) {

@@ -4,11 +4,89 @@
 
 #include <algorithm>
 
+#include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
 #include "case_json.h"
 #include "draw/colormap.h"
 
 namespace attnscope::gui {
+
+namespace {
+
+const ImVec4 kAgrees(0.4f, 0.9f, 0.4f, 1), kDiffers(1, 0.45f, 0.3f, 1);
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// A vector in a table cell: its size and last entry (the first difference is in the diff's text).
+std::string indptr_text(const std::vector<int>& v) {
+  return v.empty() ? "[]" : num(static_cast<int64_t>(v.size())) + " entries, last " + num(v.back());
+}
+
+}  // namespace
+
+LibraryItems build_library_items(const Session& s) {
+  LibraryItems L;
+  const FlashInferPlan& f = s.plan.library.flashinfer;
+  const SplitPlan& m = s.plan.split;
+  L.ran = f.ran;
+  L.available = f.available;
+  L.refused = f.refused;
+  L.title = "FlashInfer's own plan: PrefillSplitQOKVIndptr" + (f.pin.empty() ? std::string() : " (" + f.pin + ")");
+  L.line = flashinfer_agreement_line(m, f);
+  L.note = f.note;
+  if (!f.ran) return L;
+  L.source = "device answers from " + f.device.source;
+  const std::vector<PlanFieldDiff> diffs = compare_flashinfer_plan(m, f);
+  L.agrees = diffs.empty();
+  // a row per field: the diff's own words where the two differ, the plain values where they agree
+  auto row = [&](const char* field, const std::string& model, const std::string& lib) {
+    LibraryField r{field, model, lib, false};
+    for (const auto& d : diffs)
+      if (d.field == field) {
+        r.model = d.model;
+        r.library = d.library;
+        r.differs = true;
+      }
+    L.fields.push_back(r);
+  };
+  row("refusal", m.refusal.empty() ? "accepts" : "refuses", f.refused ? "refuses: " + f.why : "accepts");
+  if (!f.available) return L;
+  row("cta_tile_q", num(m.cta_tile_q), num(f.cta_tile_q));
+  row("kv_chunk_size", m.planner == Planner::kOff ? "unbounded (split off)" : num(m.chunk_tokens) + " tokens",
+      f.kv_chunk_unbounded ? "unbounded (split off)" : num(f.kv_chunk_size) + " tokens");
+  row("split_kv", m.split_kv ? "true" : "false", f.split_kv ? "true" : "false");
+  row("new_batch_size", num(m.num_items), num(f.new_batch_size));
+  row("padded_batch_size", num(m.padded_items), num(f.padded_batch_size));
+  row("work_items", num(m.num_items) + " (unit, q-tile, kv-chunk)", num(f.new_batch_size) + " (request, qo-tile, kv-tile)");
+  row("merge_indptr", indptr_text(m.merge_indptr), indptr_text(f.merge_indptr));
+  row("o_indptr", indptr_text(m.o_indptr), indptr_text(f.o_indptr));
+
+  // FlashInfer's grid of every unit; a cell differs where the model's item of the same id is
+  // another (unit, q-tile, kv-chunk), or missing
+  L.grids.assign(s.plan.units.size(), LibraryGrid{});
+  const size_t n = f.request_indices.size();
+  for (size_t i = 0; i < n; ++i) {
+    const int u = f.request_indices[i];
+    if (u < 0 || u >= static_cast<int>(L.grids.size())) continue;
+    L.grids[u].tiles = std::max(L.grids[u].tiles, f.qo_tile_indices[i] + 1);
+    L.grids[u].chunks = std::max(L.grids[u].chunks, f.kv_tile_indices[i] + 1);
+  }
+  for (auto& g : L.grids) {
+    g.ids.assign(static_cast<size_t>(g.tiles) * g.chunks, -1);
+    g.differs.assign(g.ids.size(), 0);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const int u = f.request_indices[i], t = f.qo_tile_indices[i], k = f.kv_tile_indices[i];
+    if (u < 0 || u >= static_cast<int>(L.grids.size())) continue;
+    LibraryGrid& g = L.grids[u];
+    const size_t cell = static_cast<size_t>(t) * g.chunks + k;
+    g.ids[cell] = static_cast<int>(i);
+    const bool same = i < m.items.size() && m.items[i].unit == u && m.items[i].q_tile == t && m.items[i].kv_chunk == k;
+    g.differs[cell] = same ? 0 : 1;
+    L.differing_cells += same ? 0 : 1;
+  }
+  return L;
+}
 
 SplitItems build_split_items(const Session& s) {
   SplitItems it;
@@ -29,6 +107,7 @@ SplitItems build_split_items(const Session& s) {
     }
     it.models.push_back(row);
   }
+  it.library = build_library_items(s);
   it.padded_extra = s.plan.split.padded_items - s.plan.split.num_items;
   int item = 0;
   for (size_t u = 0; u < s.plan.units.size(); ++u) {
@@ -37,6 +116,43 @@ SplitItems build_split_items(const Session& s) {
   }
   return it;
 }
+
+namespace {
+
+// FlashInfer's own plan beside the model: where the device answers came from, the agreement
+// line, and a table of the fields with every differing one marked.
+void draw_library(const LibraryItems& L, const char* model_name) {
+  if (!ImGui::CollapsingHeader("FlashInfer's own plan beside the model", ImGuiTreeNodeFlags_DefaultOpen)) return;
+  ImGui::TextUnformatted(L.title.c_str());
+  if (!L.source.empty()) ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.4f, 1), "%s", L.source.c_str());
+  ImGui::PushStyleColor(ImGuiCol_Text, !L.ran ? ImVec4(0.6f, 0.6f, 0.6f, 1) : L.agrees ? kAgrees : kDiffers);
+  ImGui::TextWrapped("%s", L.line.c_str());
+  ImGui::PopStyleColor();
+  if (!L.note.empty() && L.line.find(L.note) == std::string::npos) ImGui::TextDisabled("%s", L.note.c_str());
+  if (L.fields.empty() || !ImGui::BeginTable("fi_plan", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) return;
+  ImGui::TableSetupColumn("field");
+  ImGui::TableSetupColumn((std::string("model (") + model_name + ")").c_str());
+  ImGui::TableSetupColumn("FlashInfer");
+  ImGui::TableSetupColumn("");
+  ImGui::TableHeadersRow();
+  for (const auto& f : L.fields) {
+    ImGui::TableNextRow();
+    if (f.differs) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(120, 30, 30, 255));
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(f.field.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(f.model.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(f.library.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextColored(f.differs ? kDiffers : kAgrees, "%s", f.differs ? "differs" : "=");
+  }
+  ImGui::EndTable();
+  if (L.differing_cells > 0)
+    ImGui::TextColored(kDiffers, "%d work-item cells differ (red frames in the grids)", L.differing_cells);
+}
+
+}  // namespace
 
 void SplitPanel::draw(const Session& s, UiState& ui) {
   const SplitPlan& sp = s.plan.split;
@@ -78,6 +194,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     }
     ImGui::EndTable();
   }
+  draw_library(it.library, planner_name(sp.planner));
   // batch invariance, computed on demand on a worker
   const std::string& key = key_;
   if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -109,10 +226,34 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
   for (size_t u = 0; u < s.plan.units.size() && u < 64; ++u) {
     const auto& un = s.plan.units[u];
     const int tiles = sp.unit_tiles[u], chunks = sp.unit_chunks[u];
+    const LibraryGrid* fg = u < it.library.grids.size() ? &it.library.grids[u] : nullptr;
     ImGui::Text("unit %zu (request %d, q %d..%d, kv %d..%d): %d q-tiles x %d chunks, merge fan-in %d", u, un.request, un.q_begin,
                 un.q_begin + un.q_len, un.kv_begin, un.kv_begin + un.kv_len, tiles, chunks, chunks);
+    if (fg) {
+      ImGui::SameLine();
+      ImGui::TextColored(fg->tiles != tiles || fg->chunks != chunks ? kDiffers : kAgrees, "| FlashInfer (right): %d x %d",
+                         fg->tiles, fg->chunks);
+    }
     const ImVec2 p0 = ImGui::GetCursorScreenPos();
     const int shown_t = std::min(tiles, 16), shown_c = std::min(chunks, 32);
+    int fi_t = 0, fi_c = 0;
+    if (fg) {
+      // FlashInfer's grid to the right of the model's; a differing cell is red-framed
+      fi_t = std::min(fg->tiles, 16);
+      fi_c = std::min(fg->chunks, 32);
+      const float x0 = p0.x + shown_c * cw + 24;
+      for (int t = 0; t < fi_t; ++t)
+        for (int k = 0; k < fi_c; ++k) {
+          const size_t cell = static_cast<size_t>(t) * fg->chunks + k;
+          const int id = fg->ids[cell];
+          if (id < 0) continue;
+          const ImVec2 a(x0 + k * cw, p0.y + t * ch), b(a.x + cw - 2, a.y + ch - 2);
+          dl->AddRectFilled(a, b, pack_abgr(owner_colour(un.request)));
+          if (fg->differs[cell]) dl->AddRect(a, b, IM_COL32(255, 40, 40, 255), 0, 0, 3);
+          const std::string label = std::to_string(id);
+          dl->AddText(ImVec2(a.x + 3, a.y + 2), IM_COL32(10, 10, 10, 255), label.c_str());
+        }
+    }
     for (int t = 0; t < shown_t; ++t)
       for (int k = 0; k < shown_c; ++k) {
         const int id = it.first_item[u] + t * chunks + k;
@@ -123,7 +264,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
         const std::string label = std::to_string(id);
         dl->AddText(ImVec2(a.x + 3, a.y + 2), IM_COL32(10, 10, 10, 255), label.c_str());
       }
-    ImGui::Dummy(ImVec2(shown_c * cw, shown_t * ch));
+    ImGui::Dummy(ImVec2(shown_c * cw + (fg ? 24 + fi_c * cw : 0), std::max(shown_t, fi_t) * ch));
     if (shown_t < tiles || shown_c < chunks) ImGui::TextDisabled("(%d x %d shown)", shown_t, shown_c);
   }
   if (s.plan.units.size() > 64) ImGui::TextDisabled("... %zu more units", s.plan.units.size() - 64);

@@ -50,6 +50,11 @@ struct KvCacheSpec {
   uint64_t allocation_seed = 0;  // shuffled / fragmented page order
   bool null_page = true;         // physical page 0 is reserved and never referenced (vLLM)
   bool poison_unused = false;    // unused pages and last-page slots hold NaN
+  // Width of the block table as FlashAttention's flash_attn_with_kvcache sees it (block_table.size(1),
+  // FlashAttention's max_num_blocks_per_seq), pages (tokens when ragged: the cache's seqlen dim). FA2
+  // hands max_num_blocks_per_seq * page_size to its split heuristic, so the allocated cache, not the
+  // live length, decides the split count. Absent: the tightest table (the longest request's pages).
+  std::optional<int> max_num_blocks_per_seq;
   bool operator==(const KvCacheSpec&) const = default;
 };
 

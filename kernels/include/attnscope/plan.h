@@ -7,6 +7,7 @@
 
 #include "attnscope/block_map.h"
 #include "attnscope/case_spec.h"
+#include "attnscope/library_plan.h"
 #include "attnscope/local_batches.h"
 #include "attnscope/mask.h"
 #include "attnscope/paging.h"
@@ -22,6 +23,7 @@ struct Plan {
   std::shared_ptr<const std::vector<std::vector<int>>> doc_store;  // [num_requests] document starts,
                                                                    // shared so that a copied Plan's masks stay valid
   SplitPlan split;
+  LibraryPlans library;  // the libraries' own plans for the same units (FlashInfer's PrefillPlan), beside `split`
   BlockMap blocks;
   double plan_us = 0;  // host time to build this plan
 };

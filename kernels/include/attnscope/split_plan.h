@@ -54,6 +54,12 @@ struct SplitPlan {
   std::vector<WorkItem> items;         // [num_items], unit-major, q-tile major, kv-chunk minor
   std::vector<int> merge_indptr;       // [total queries + 1], partials of each query (all heads alike)
   std::vector<int> o_indptr;           // [units + 1], first partial row of each unit: sum q_len * chunks
+  std::string refusal;                 // the library's planner refuses this plan (FlashInfer: a CUDA-graph
+                                       // plan with more work items than its padded grid); attnscope still
+                                       // runs it. Empty: the library accepts the plan.
+  int num_splits = 0;                  // flash_attn: FA2's num_splits, the same for every unit; 0 otherwise
+  int64_t seqlen_k = 0;                // flash_attn: the KV length FA2's heuristic sees, tokens (the
+                                       // allocated cache: block-table width x page size); 0 otherwise
   std::vector<std::string> reasoning;  // the planner's decisions in words, in order
 };
 
@@ -64,5 +70,17 @@ SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
 
 // FlashAttention-2's num_splits_heuristic (semantics.md section 5), exposed for tests.
 int flash_attn_num_splits(int64_t batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits);
+
+// FlashInfer's FA2DetermineCtaTileQ (utils.cuh) for a device of compute capability >= 8 with
+// `smem_optin` bytes of opt-in shared memory per block: the query tile for a packed length.
+int flashinfer_cta_tile_q(int64_t packed_len, int head_dim_vo, int head_dim_qk, int kv_dtype_bytes, int smem_optin);
+
+// The opt-in shared memory the flashinfer model assumes (H100 SXM, the profile FlashInfer's own
+// planner answers from without a GPU), bytes.
+constexpr int kModelSmemOptin = 232448;
+
+// The KV length FlashAttention-2's flash_attn_with_kvcache hands its split heuristic, tokens:
+// max_num_blocks_per_seq x page_size (the block table's width; absent: the widest unit's pages).
+int64_t flash_attn_seqlen_k(const CaseSpec& c, const std::vector<WorkUnit>& units);
 
 }  // namespace attnscope

@@ -1,0 +1,800 @@
+// The repro script generator (export_script.h). The script is written for a person reading a bug
+// report: only the branches the case needs are emitted, with its numbers filled in, and every
+// translation from attnscope's conventions to the library's is a comment next to the argument. The
+// FlashInfer translation comes from fi_conventions.h, the one place the flashinfer.* backends take
+// it from, so the script plans exactly what attnscope's backend planned.
+#include "export_script.h"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+#include <stdexcept>
+
+#include "../../kernels/peers/flashinfer/fi_conventions.h"
+#include "attnscope/mask.h"
+#include "dump.h"
+#include "npy.h"
+
+#ifndef ATTNSCOPE_VERSION
+#define ATTNSCOPE_VERSION "0.0.0"
+#endif
+#ifndef ATTNSCOPE_COMMIT
+#define ATTNSCOPE_COMMIT "unknown"
+#endif
+
+namespace attnscope {
+
+namespace fi = peers::flashinfer;
+
+namespace {
+
+constexpr const char* kFlashInferPin = "0.7.2.post1";  // the wheel whose headers flashinfer.* compiles
+
+bool is_flashinfer(const std::string& id) { return id.rfind("flashinfer.", 0) == 0; }
+bool is_flashinfer_api(ScriptApi a) { return a != ScriptApi::kSdpa && a != ScriptApi::kFlexAttention; }
+
+std::string py_float(double x) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back the same double
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A Python list literal, wrapped before column 100 with continuation lines indented under the '['.
+std::string py_list(const std::vector<std::string>& items, size_t indent) {
+  std::string out = "[";
+  size_t col = indent + 1;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const bool wrap = i > 0 && col + 2 + items[i].size() > 99;
+    if (i > 0) out += wrap ? ",\n" + std::string(indent + 1, ' ') : ", ";
+    col = wrap ? indent + 1 : col + (i > 0 ? 2 : 0);
+    out += items[i];
+    col += items[i].size();
+  }
+  return out + "]";
+}
+template <class T, class F>
+std::vector<std::string> strs(const std::vector<T>& v, F fmt) {
+  std::vector<std::string> out;
+  for (const T& x : v) out.push_back(fmt(x));
+  return out;
+}
+// One number per request.
+template <class F>
+std::vector<std::string> per_request(const CaseSpec& c, F field) {
+  return strs(c.requests, [&](const RequestSpec& r) { return std::to_string(field(r)); });
+}
+// "NAME = [...]" and a newline, the list wrapped under its '['.
+std::string assign(const std::string& name, const std::vector<std::string>& items) {
+  return name + " = " + py_list(items, name.size() + 3) + "\n";
+}
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string one_line(std::string s) {
+  for (char& ch : s) ch = (ch == '\n' || ch == '\r' || ch == '\t') ? ' ' : ch;
+  return s;
+}
+
+// `text` as comment lines of at most 100 columns: the first starts with `first`, the others with
+// `rest` (both include the "# ").
+std::string comment(const std::string& first, const std::string& rest, const std::string& text) {
+  std::string out, line = first;
+  std::istringstream words(one_line(text));
+  bool empty = true;
+  for (std::string w; words >> w;) {
+    if (!empty && line.size() + 1 + w.size() > 100) {
+      out += line + "\n";
+      line = rest;
+      empty = true;
+    }
+    line += (empty ? "" : " ") + w;
+    empty = false;
+  }
+  return out + line + "\n";
+}
+
+// Python string literal (JSON's escapes are Python's).
+std::string py_str(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// Replaces every $(KEY) of `text`.
+std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& subs) {
+  for (const auto& [key, value] : subs) {
+    const std::string mark = "$(" + key + ")";
+    for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + value.size()))
+      text.replace(at, mark.size(), value);
+  }
+  return text;
+}
+
+const char* torch_dtype(DType t) { return t == DType::kBf16 ? "bfloat16" : t == DType::kFp16 ? "float16" : "float32"; }
+
+bool has_padding(const CaseSpec& c) {
+  return std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return r.pad_start.has_value(); });
+}
+bool has_documents(const CaseSpec& c) {
+  return std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return !r.doc_starts.empty(); });
+}
+
+// What the script runs, and why it may refuse to.
+struct Choice {
+  ScriptApi api;
+  std::string label;    // LIBRARY in the script, used in its printed lines
+  std::string library;  // the API, for the header
+  std::string refusal;  // the chosen API cannot express the case: the script says so and exits 2
+};
+
+Choice choose(const CaseSpec& c, const Plan& p, const std::string& target) {
+  const ScriptApi api = script_api(c, target);
+  const std::string fi_lib = std::string("FlashInfer ") + kFlashInferPin + " ";
+  std::string why;
+  const bool custom = is_flashinfer(target) && fi::choose_mask(c, p, &why) == fi::FiMask::kCustom;
+  Choice ch{api, "", "", is_flashinfer(target) ? fi::variant_refusal(c) : ""};
+  auto refuse = [&](bool when, const std::string& reason) {
+    if (when && ch.refusal.empty()) ch.refusal = reason;
+  };
+  switch (api) {
+    case ScriptApi::kFlashInferPrefill:
+      ch.label = "FlashInfer prefill (fa2)";
+      ch.library = fi_lib + "BatchPrefillWithPagedKVCacheWrapper, backend \"fa2\"";
+      break;
+    case ScriptApi::kFlashInferPrefillSm90:
+      ch.label = "FlashInfer prefill (fa3)";
+      ch.library = fi_lib + "BatchPrefillWithPagedKVCacheWrapper, backend \"fa3\"";
+      refuse(custom,
+             "FlashInfer's fa3 (SM90) prefill has no custom mask (is_fa3_backend_supported), and this case needs one: " + why);
+      refuse(c.attention.alibi, "FlashInfer's fa3 (SM90) prefill has no ALiBi (is_fa3_backend_supported)");
+      break;
+    case ScriptApi::kFlashInferDecode:
+      ch.label = "FlashInfer decode";
+      ch.library = fi_lib + "BatchDecodeWithPagedKVCacheWrapper, CUDA-core decode (use_tensor_cores=False)";
+      for (size_t r = 0; r < c.requests.size(); ++r)
+        refuse(c.requests[r].q_len != 1, "request " + std::to_string(r) + " has q_len " + std::to_string(c.requests[r].q_len) +
+                                             ": BatchDecodeWithPagedKVCacheWrapper runs one query per request "
+                                             "(flashinfer.prefill runs the rest)");
+      refuse(c.head_dim_qk != c.head_dim_vo, "FlashInfer's decode takes one head_dim; this case has qk " +
+                                                 std::to_string(c.head_dim_qk) + ", vo " + std::to_string(c.head_dim_vo));
+      refuse(custom, "FlashInfer's decode kernel has no custom mask, and this case needs one: " + why);
+      break;
+    case ScriptApi::kSdpa:
+      ch.label = "SDPA";
+      ch.library = "PyTorch torch.nn.functional.scaled_dot_product_attention, one request at a time";
+      break;
+    case ScriptApi::kFlexAttention:
+      ch.label = "flex_attention";
+      ch.library =
+          "PyTorch flex_attention (compiled), the batch packed as one sequence; soft-cap / ALiBi need its score_mod, "
+          "which SDPA has not";
+      break;
+  }
+  return ch;
+}
+
+std::string case_line(const CaseSpec& c) {
+  std::ostringstream o;
+  o << c.requests.size() << (c.requests.size() == 1 ? " request, " : " requests, ") << c.total_q() << " query / " << c.total_kv()
+    << " kv tokens, heads " << c.num_qo_heads << " qo / " << c.num_kv_heads << " kv, head_dim ";
+  o << (c.head_dim_qk == c.head_dim_vo ? std::to_string(c.head_dim_qk)
+                                       : std::to_string(c.head_dim_qk) + " qk / " + std::to_string(c.head_dim_vo) + " vo")
+    << ", " << dtype_name(c.dtype) << ", ";
+  if (c.kv_cache.storage == KvStorage::kRagged) o << "ragged KV";
+  if (c.kv_cache.storage == KvStorage::kPaged)
+    o << "paged KV (page " << c.kv_cache.page_size << ", " << layout_name(c.kv_cache.layout) << ", "
+      << alloc_name(c.kv_cache.allocation) << (c.kv_cache.poison_unused ? ", unused slots NaN" : "") << ")";
+  o << ", " << (c.attention.causal ? "causal" : "non-causal");
+  if (c.attention.window) o << ", window " << *c.attention.window;
+  if (c.attention.local_chunk) o << ", local chunk " << *c.attention.local_chunk;
+  if (c.attention.prefix_lm) o << ", prefix-LM";
+  if (has_documents(c)) o << ", documents";
+  if (has_padding(c)) o << ", padding";
+  if (c.attention.soft_cap) o << ", soft-cap " << py_float(*c.attention.soft_cap);
+  if (c.attention.alibi) o << ", ALiBi";
+  o << ", sm_scale " << py_float(c.sm_scale_or_default());
+  return o.str();
+}
+
+std::string target_status(const Session& s, const std::string& target) {
+  const Result* r = s.result(target);
+  if (!r || r->ok()) return r ? "ok" : "not run";
+  return std::string(status_name(r->status)) + (r->message.empty() ? "" : ": " + one_line(r->message));
+}
+
+std::string header(const Session& s, const std::string& target, const Choice& ch) {
+  const CaseSpec& c = s.spec();
+  const Environment& e = s.env;
+  std::ostringstream o;
+  o << "#!/usr/bin/env python3\n"
+    << "# attnscope repro: " << one_line(c.name.empty() ? "(unnamed case)" : c.name) << "\n";
+  if (!c.description.empty()) o << comment("#   ", "#   ", c.description);
+  std::string where = "host " + e.host + ", " + e.cpu + ", ";
+  if (e.devices.empty()) where += "no GPU (" + e.device_error + ")";
+  for (size_t i = 0; i < e.devices.size(); ++i)
+    where += (i ? "; " : "") + e.devices[i].name + " (" + std::to_string(e.devices[i].sm_count) + " SMs, cc " +
+             std::to_string(e.devices[i].cc_major) + "." + std::to_string(e.devices[i].cc_minor) + ")";
+  o << "#\n"
+    << comment("# case      ", "#           ", case_line(c))
+    << comment("# target    ", "#           ",
+               "attnscope's " + target + " (" + target_status(s, target) + "), reproduced with " + ch.library)
+    << comment("# recorded  ", "#           ",
+               "attnscope " + e.version + " (commit " + ATTNSCOPE_COMMIT + "), " + e.build + "; " + where);
+  o << comment("# files     ", "#           ",
+               "q.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.num_qo_heads) + ", " +
+                   std::to_string(c.head_dim_qk) + "], k.npy / v.npy [" + std::to_string(c.total_kv()) + ", " +
+                   std::to_string(c.num_kv_heads) + ", d]: float32 holding " + dtype_name(c.dtype) +
+                   " values, token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
+                   "each backend attnscope ran (NaN rows: not computed);" +
+                   (is_flashinfer(target) ? " k_cache.npy / v_cache.npy: attnscope's paged pool; qo_indptr, kv_indptr, "
+                                            "kv_indices, kv_last_page_len.npy: its page table;"
+                                          : ""));
+  o << "#           case.json replays everything with `attnscope-cli run case.json`\n"
+    << "# usage     python3 repro.py                   runs " << ch.label << " on the GPU and compares\n"
+    << "#           python3 repro.py --reference-only  numpy only: this script's fp64 reference vs attnscope's cpu.reference\n"
+    << "# exit      0 match, 1 mismatch, 2 cannot run here (no GPU, library missing, case not expressible)\n";
+  return o.str();
+}
+
+std::string constants(const Session& s, const std::string& target, const Choice& ch) {
+  const CaseSpec& c = s.spec();
+  const Plan& p = s.plan;
+  double twice_atol = 1e-5;  // attnscope's default rounding floor of the 2x rule, or the case's own
+  for (const auto& k : c.comparisons)
+    if (k.backend == target && k.rule == CompareRule::kTwiceLowp) twice_atol = k.atol;
+  std::ostringstream o;
+  o << "\nimport argparse\nimport os\nimport sys\n\ntry:\n    import numpy as np\nexcept ImportError:\n"
+    << "    print(\"cannot run: needs numpy\")\n    sys.exit(2)\n\n"
+    << "HERE = os.path.dirname(os.path.abspath(__file__))\n"
+    << "TARGET = " << py_str(target) << "  # attnscope's backend whose recorded output this reproduces\n"
+    << "TARGET_STATUS = " << py_str(target_status(s, target)) << "\n"
+    << "LIBRARY = " << py_str(ch.label) << "\n"
+    << "DTYPE, TORCH_DTYPE = \"" << dtype_name(c.dtype) << "\", \"" << torch_dtype(c.dtype) << "\"\n"
+    << "# per request: new query tokens, and keys (cached prefix + new); the queries are the last Q_LEN keys\n"
+    << assign("Q_LEN", per_request(c, [](const RequestSpec& r) { return r.q_len; }))
+    << assign("KV_LEN", per_request(c, [](const RequestSpec& r) { return r.kv_len; }))
+    << "NUM_QO_HEADS, NUM_KV_HEADS = " << c.num_qo_heads << ", " << c.num_kv_heads
+    << "  # GQA: query head h reads KV head h // GROUP\n"
+    << "GROUP = NUM_QO_HEADS // NUM_KV_HEADS\n"
+    << "HEAD_DIM_QK, HEAD_DIM_VO = " << c.head_dim_qk << ", " << c.head_dim_vo << "\n"
+    << "SM_SCALE = " << py_float(c.sm_scale_or_default())
+    << (c.attention.sm_scale ? "  # the case's attention.sm_scale\n" : "  # 1 / sqrt(HEAD_DIM_QK)\n");
+  if (c.attention.window) o << "WINDOW = " << *c.attention.window << "  # sliding window: visible keys, the query included\n";
+  if (c.attention.local_chunk) o << "LOCAL_CHUNK = " << *c.attention.local_chunk << "  # chunked local attention (Llama-4)\n";
+  if (c.attention.prefix_lm)
+    o << "# prefix-LM: keys below PREFIX_LEN[r] are visible to every query of request r\n"
+      << assign("PREFIX_LEN", per_request(c, [](const RequestSpec& r) { return r.prefix_len.value_or(0); }));
+  if (has_documents(c))
+    o << "# packed documents: the first key of each document of each request ([0]: one document)\n"
+      << assign("DOC_STARTS", strs(c.requests, [](const RequestSpec& r) {
+                  return r.doc_starts.empty() ? std::string("[0]")
+                                              : py_list(strs(r.doc_starts, [](int x) { return std::to_string(x); }), 0);
+                }));
+  if (has_padding(c))
+    o << "# padding: positions from PAD_START[r] on are seen by no query and their queries see nothing (KV_LEN[r]: none)\n"
+      << assign("PAD_START", per_request(c, [](const RequestSpec& r) { return r.pad_start.value_or(r.kv_len); }));
+  if (c.attention.soft_cap) o << "SOFT_CAP = " << py_float(*c.attention.soft_cap) << "  # s = SOFT_CAP * tanh(s / SOFT_CAP)\n";
+  if (c.attention.alibi) {
+    std::vector<double> v;
+    for (int h = 0; h < c.num_qo_heads; ++h) v.push_back(alibi_slope(h, c.num_qo_heads));
+    o << "# ALiBi: s += ALIBI_SLOPES[h] * (k - q_abs), slopes 2^(-8 (h + 1) / n) (interpolated when n is no power of 2)\n"
+      << assign("ALIBI_SLOPES", strs(v, py_float));
+  }
+  const bool fi_units_needed =
+      is_flashinfer(target) && ch.refusal.empty() && (c.attention.alibi || fi::choose_mask(c, p) == fi::FiMask::kCustom);
+  if (fi_units_needed) {
+    const fi::FiUnits u = fi::fi_units(c, p);
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      const WorkUnit& w = p.units[i];
+      rows.push_back("(" + std::to_string(w.request) + ", " + std::to_string(w.q_begin) + ", " + std::to_string(w.q_len) + ", " +
+                     std::to_string(u.kv_begin[i]) + ", " + std::to_string(w.kv_len) + ")");
+    }
+    o << "# FlashInfer's requests" << (p.local.batches.empty() ? "" : " (vLLM's virtual batches)")
+      << ": (request, first query, queries, first key, keys)\n"
+      << assign("UNITS", rows);
+  }
+  o << "TWICE_ATOL = " << py_float(twice_atol) << "  # rounding floor of the 2x rule\n";
+  return o.str();
+}
+
+// allowed(): attnscope's mask (mask.h visible_range), one line per ingredient the case has; and
+// requests(), which walks the batch.
+std::string batch_fns(const CaseSpec& c) {
+  std::ostringstream o;
+  o << "\n\ndef allowed(r, q_abs, k):\n"
+    << "    \"\"\"attnscope's mask of request r: may the query at absolute position q_abs [q, 1] see key k [1, k]?\n"
+    << "    The queries are the last Q_LEN[r] of the KV_LEN[r] keys: q_abs = KV_LEN[r] - Q_LEN[r] + query index.\"\"\"\n";
+  o << (!c.attention.causal     ? "    m = np.ones((q_abs.shape[0], k.shape[1]), dtype=bool)  # non-causal: every key visible\n"
+        : c.attention.prefix_lm ? "    m = (k <= q_abs) | (k < PREFIX_LEN[r])  # causal (bottom-right aligned), and the prefix\n"
+                                : "    m = k <= q_abs  # causal, bottom-right aligned\n");
+  if (c.attention.window) o << "    m &= k > q_abs - WINDOW  # sliding window\n";
+  if (c.attention.local_chunk) o << "    m &= k // LOCAL_CHUNK == q_abs // LOCAL_CHUNK  # the query's attention chunk\n";
+  if (has_documents(c))
+    o << "    doc = np.asarray(DOC_STARTS[r])\n"
+      << "    m &= np.searchsorted(doc, k, side=\"right\") == np.searchsorted(doc, q_abs, side=\"right\")  # same document\n";
+  if (has_padding(c)) o << "    m &= (k < PAD_START[r]) & (q_abs < PAD_START[r])  # padding\n";
+  o << R"PY(    return m
+
+
+def requests():
+    """Per request: its index, its rows of q.npy, its rows of k.npy / v.npy, q_abs [q, 1], keys [1, k]."""
+    qo = ko = 0
+    for r, (ql, kl) in enumerate(zip(Q_LEN, KV_LEN)):
+        yield r, slice(qo, qo + ql), slice(ko, ko + kl), np.arange(kl - ql, kl)[:, None], np.arange(kl)[None, :]
+        qo, ko = qo + ql, ko + kl
+)PY";
+  return o.str();
+}
+
+// reference(): the fp64 ground truth (numpy); naive_lowp(): the same in the case dtype (PyTorch),
+// the baseline of the 2x rule. The logit transforms are emitted only when the case has them.
+std::string reference_fns(const CaseSpec& c, bool with_naive) {
+  std::string logits, t_logits;
+  if (c.attention.soft_cap) {
+    logits += "            s = SOFT_CAP * np.tanh(s / SOFT_CAP)  # soft-cap, before ALiBi and the mask\n";
+    t_logits += "        s = SOFT_CAP * torch.tanh(s / SOFT_CAP)\n";
+  }
+  if (c.attention.alibi) {
+    logits += "            s = s + ALIBI_SLOPES[h] * (kk - q_abs)  # ALiBi, absolute positions\n";
+    t_logits +=
+        "        bias = torch.tensor(ALIBI_SLOPES, device=dev)[:, None, None] * torch.from_numpy(kk - q_abs).to(dev)\n"
+        "        s = (s.float() + bias).to(dt)  # the ALiBi bias in float32, as kernels add it\n";
+  }
+  const std::string gqa = c.group_size() > 1
+                              ? "        ki, vi = ki.repeat_interleave(GROUP, dim=0), vi.repeat_interleave(GROUP, dim=0)  # GQA\n"
+                              : "";
+  const std::string naive = R"PY(
+
+def naive_lowp(torch, q, k, v):
+    """The same attention done eagerly in the case dtype by PyTorch (FlashAttention's attention_ref
+    with upcast=False): the same-precision baseline of the 2x rule."""
+    dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
+    out = []
+    for r, qs, ks, q_abs, kk in requests():
+        # [heads, tokens, d]
+        qi, ki, vi = (torch.from_numpy(x).to(dev, dt).transpose(0, 1) for x in (q[qs], k[ks], v[ks]))
+$(GQA)        s = (qi * SM_SCALE) @ ki.transpose(1, 2)
+$(T_LOGITS)        s = s.masked_fill(~torch.from_numpy(allowed(r, q_abs, kk)).to(dev), float("-inf"))
+        p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a query that sees no key: 0
+        out.append((p @ vi).transpose(0, 1))
+    return torch.cat(out).float().cpu().numpy()
+)PY";
+  return fill(R"PY(
+
+def reference(q, k, v):
+    """fp64 attention on the inputs as stored: O [tokens, heads, HEAD_DIM_VO] and LSE in natural log.
+    A query that sees no key gets O = 0 and LSE = -inf (as attnscope, FlashAttention and FlashInfer)."""
+    o = np.zeros((q.shape[0], NUM_QO_HEADS, HEAD_DIM_VO))
+    lse = np.full((q.shape[0], NUM_QO_HEADS), -np.inf)
+    for r, qs, ks, q_abs, kk in requests():
+        mask = allowed(r, q_abs, kk)
+        live = mask.any(axis=1)
+        for h in range(NUM_QO_HEADS):
+            s = (q[qs, h].astype(np.float64) @ k[ks, h // GROUP].astype(np.float64).T) * SM_SCALE
+$(LOGITS)            s = np.where(mask, s, -np.inf)[live]
+            mx = s.max(axis=1, keepdims=True)
+            p = np.exp(s - mx)
+            den = p.sum(axis=1)
+            o[qs, h][live] = (p @ v[ks, h // GROUP].astype(np.float64)) / den[:, None]
+            lse[qs, h][live] = mx[:, 0] + np.log(den)
+    return o, lse
+$(NAIVE))PY",
+              {{"NAIVE", with_naive ? naive : ""}, {"GQA", gqa}, {"LOGITS", logits}, {"T_LOGITS", t_logits}});
+}
+
+// Loading, statistics, the comparisons of a library run (compare) and of --reference-only.
+std::string report_fns(bool with_compare) {
+  const std::string compare = R"PY(
+
+def compare(o_lib, lse_lib, o_ref, lse_ref, o_lowp):
+    """The library against the fp64 reference under the 2x rule, and against attnscope's recorded
+    TARGET under attnscope's default rule allclose(rtol=1e-2, atol=1e-3). True when both hold."""
+    print(f"{LIBRARY} vs the fp64 reference:")
+    err, bad = stats(LIBRARY, o_lib, o_ref)
+    lowp_err, _ = stats(f"naive {DTYPE} (PyTorch eager)", o_lowp, o_ref)
+    if lse_lib is not None:
+        stats(f"{LIBRARY} LSE", lse_lib, lse_ref)
+    bound = 2 * lowp_err + TWICE_ATOL
+    ok = err <= bound and bad == 0
+    print(f"  max|A - ref| <= 2 max|naive - ref| + {TWICE_ATOL:g}: max abs {err:.3g} {'<=' if ok else '>'} bound "
+          f"{bound:.3g} (lowp max abs {lowp_err:.3g})" + (f"; {bad} NaN/Inf mismatches" if bad else ""))
+    rec = load("o_" + TARGET)
+    if rec is None:
+        print(f"attnscope's {TARGET} did not run where this was exported ({TARGET_STATUS})")
+        return ok
+    rows = computed_rows(TARGET)
+    print(f"{LIBRARY} vs attnscope's recorded {TARGET}:")
+    err, bad = stats(LIBRARY, o_lib[rows], rec[rows])
+    outside = int((~(np.abs(o_lib[rows] - rec[rows]) <= 1e-3 + 1e-2 * np.abs(rec[rows]))).sum())
+    print(f"  allclose(rtol=0.01, atol=0.001): {outside} of {rec[rows].size} elements outside; max abs {err:.3g}")
+    return ok and outside == 0 and bad == 0
+)PY";
+  return fill(R"PY(
+
+def load(name):
+    path = os.path.join(HERE, name + ".npy")
+    return np.load(path) if os.path.exists(path) else None
+
+
+def cannot(why):
+    print(f"cannot run: {why}")
+    sys.exit(2)
+
+
+def stats(label, a, b):
+    """attnscope's statistics of a against the baseline b: max abs and relative L2 over the pairs where
+    both are finite, the share of identical values, NaN/Inf mismatches (equal infinities agree)."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    both = np.isfinite(a) & np.isfinite(b)
+    bad = int((~both & ~(np.isinf(a) & (a == b))).sum())
+    err, ref = np.abs(a[both] - b[both]), b[both]
+    max_abs = float(err.max()) if err.size else 0.0
+    den = float((ref * ref).sum())
+    rel_l2 = float(np.sqrt((err * err).sum() / den)) if den > 0 else (float("inf") if max_abs > 0 else 0.0)
+    same = 100.0 * float((a == b).sum()) / max(a.size, 1)
+    print(f"  {label:<32} max abs {max_abs:<9.3g} rel L2 {rel_l2:<9.3g} identical {same:.0f}%"
+          + (f"  NaN/Inf mismatches {bad}" if bad else ""))
+    return max_abs, bad
+
+
+def computed_rows(backend):
+    """(token, head) rows a recorded backend computed: all, or those the case sampled (reference.sample_rows)."""
+    return ~np.isnan(load("lse_" + backend))
+$(COMPARE)
+
+def check_reference(o_ref, lse_ref):
+    """--reference-only: this script's reference against attnscope's cpu.reference. Both are fp64
+    computations stored as float32, so they agree to float32 rounding, far below any kernel's error."""
+    rec_o, rec_lse = load("o_cpu.reference"), load("lse_cpu.reference")
+    if rec_o is None:
+        cannot("attnscope's cpu.reference did not run for this export (no o_cpu.reference.npy)")
+    rows = computed_rows("cpu.reference")
+    print(f"fp64 reference vs attnscope's cpu.reference on {int(rows.sum())} of {rows.size} (token, head) rows:")
+    # rounded to float32 as attnscope stores it, so "identical" counts equal bits
+    o_err, o_bad = stats("O", o_ref[rows].astype(np.float32), rec_o[rows])
+    l_err, l_bad = stats("LSE", lse_ref[rows].astype(np.float32), rec_lse[rows])
+    finite = np.isfinite(lse_ref[rows])
+    o_tol = 1e-6 * max(1.0, float(np.abs(o_ref[rows]).max(initial=0.0)))
+    l_tol = 1e-6 * max(1.0, float(np.abs(lse_ref[rows][finite]).max(initial=0.0)))
+    ok = o_err <= o_tol and l_err <= l_tol and o_bad == 0 and l_bad == 0
+    print(f"  float32 rounding bound: O {o_tol:.3g}, LSE {l_tol:.3g}")
+    print("MATCH" if ok else "MISMATCH")
+    return 0 if ok else 1
+)PY",
+              {{"COMPARE", with_compare ? compare : ""}});
+}
+
+std::string sdpa_fn(const CaseSpec& c, const std::string& target) {
+  const bool cudnn = target == "cudnn.sdpa";
+  std::string call = "F.scaled_dot_product_attention(qi, ki, vi, attn_mask=attn_mask, scale=SM_SCALE)";
+  std::string run = "        o = " + call + "\n";
+  if (cudnn)
+    run =
+        "        # attnscope's cudnn.sdpa is cuDNN's SDPA: PyTorch is asked for its cuDNN backend (it raises when\n"
+        "        # cuDNN cannot take the case)\n"
+        "        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):\n"
+        "            o = " +
+        call + "\n";
+  std::string pad;
+  if (has_padding(c))
+    pad =
+        "        # padding queries see no key: attnscope gives O = 0; SDPA's math backend gives 0 since PyTorch 2.5,\n"
+        "        # other SDPA kernels may give NaN (counted below as NaN/Inf mismatches)\n";
+  return fill(R"PY(
+
+def run_library(torch, q, k, v):
+    """PyTorch's scaled_dot_product_attention, one request at a time. Returns O and no LSE (SDPA has none)."""
+    import torch.nn.functional as F
+$(IMPORT)    dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
+    out = []
+    for r, qs, ks, q_abs, kk in requests():
+        qi, ki, vi = (torch.from_numpy(x).to(dev, dt).transpose(0, 1)[None] for x in (q[qs], k[ks], v[ks]))
+$(GQA)        mask = allowed(r, q_abs, kk)
+        # SDPA's is_causal is top-left aligned and attnscope's causal bottom-right (they agree only when
+        # q_len == kv_len): the mask goes in as an explicit boolean attn_mask (True = attend), or none
+        # when every key is visible
+$(PAD)        attn_mask = None if mask.all() else torch.from_numpy(mask).to(dev)
+$(RUN)        out.append(o[0].transpose(0, 1))
+    return torch.cat(out).float().cpu().numpy(), None
+)PY",
+              {{"IMPORT", cudnn ? "    from torch.nn.attention import SDPBackend, sdpa_kernel\n" : ""},
+               {"GQA", c.group_size() > 1
+                           ? "        ki, vi = ki.repeat_interleave(GROUP, dim=1), vi.repeat_interleave(GROUP, dim=1)  # GQA\n"
+                           : ""},
+               {"PAD", pad},
+               {"RUN", run}});
+}
+
+std::string flex_fn(const CaseSpec& c) {
+  std::string mods, positions;
+  if (c.attention.soft_cap) mods += "        score = SOFT_CAP * torch.tanh(score / SOFT_CAP)  # soft-cap\n";
+  if (c.attention.alibi) {
+    positions =
+        "    # absolute positions of every packed query and key within its request, for ALiBi\n"
+        "    q_pos = torch.from_numpy(np.concatenate([qa[:, 0] for _, _, _, qa, _ in requests()])).to(dev)\n"
+        "    k_pos = torch.from_numpy(np.concatenate([kk[0] for _, _, _, _, kk in requests()])).to(dev)\n"
+        "    slopes = torch.tensor(ALIBI_SLOPES, device=dev)\n";
+    mods += "        score = score + slopes[h] * (k_pos[kv_idx] - q_pos[q_idx])  # ALiBi, absolute positions\n";
+  }
+  return fill(R"PY(
+
+def run_library(torch, q, k, v):
+    """PyTorch's flex_attention (compiled) on the whole batch packed as one sequence: the block mask keeps
+    each query inside its request, the score_mod applies the logit transforms. Returns O and LSE."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError as e:
+        cannot(f"needs flex_attention (PyTorch >= 2.5) for the score_mod: {e}")
+    dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
+    dense = np.zeros((q.shape[0], k.shape[0]), dtype=bool)  # [all queries, all keys]
+    for r, qs, ks, q_abs, kk in requests():
+        dense[qs, ks] = allowed(r, q_abs, kk)
+    dense = torch.from_numpy(dense).to(dev)
+$(POSITIONS)
+    def mask_mod(b, h, q_idx, kv_idx):
+        return dense[q_idx, kv_idx]
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # score = q . k * SM_SCALE
+$(MODS)        return score
+
+    block_mask = create_block_mask(mask_mod, None, None, q.shape[0], k.shape[0], device=dev)
+    qt, kt, vt = (torch.from_numpy(x).to(dev, dt).transpose(0, 1)[None] for x in (q, k, v))  # [1, heads, tokens, d]
+    o, lse = torch.compile(flex_attention)(qt, kt, vt, score_mod=score_mod, block_mask=block_mask, scale=SM_SCALE,
+                                           enable_gqa=True, return_lse=True)
+    # flex_attention's LSE is natural log, as attnscope's; a query that sees no key gets O = 0, LSE = -inf
+    return o[0].transpose(0, 1).float().cpu().numpy(), lse[0].transpose(0, 1).float().cpu().numpy()
+)PY",
+              {{"POSITIONS", positions}, {"MODS", mods}});
+}
+
+// FlashInfer: the wrapper on attnscope's own pool and page table, planned with fi_conventions.h's
+// translation of the case, each argument with the why of its value.
+std::string flashinfer_fn(const CaseSpec& c, const Plan& p, ScriptApi api) {
+  const bool decode = api == ScriptApi::kFlashInferDecode, sm90 = api == ScriptApi::kFlashInferPrefillSm90;
+  std::string why;
+  const bool custom = fi::choose_mask(c, p, &why) == fi::FiMask::kCustom;
+  const fi::SplitArgs sa = fi::split_args(c);
+  const std::string I = "        ";  // the indent of plan()'s arguments
+  std::string pool = "# attnscope's pool as its kernels read it: [pages, " +
+                     std::string(c.kv_cache.layout == KvLayout::kHND ? "kv_heads, page_size" : "page_size, kv_heads") +
+                     ", dim] (" + layout_name(c.kv_cache.layout) + ")";
+  if (c.kv_cache.storage == KvStorage::kRagged) pool += "; ragged storage is the paged layout with page_size 1";
+  if (c.kv_cache.null_page) pool += "; page 0 is vLLM's null page, never referenced";
+  if (c.kv_cache.poison_unused)
+    pool += "; unused pages and slots hold NaN (kv_cache.poison_unused): a correct kernel never reads them";
+  std::string tables = comment("    # ", "    # ",
+                               std::string("FlashInfer's CSR page table, int32: ") + (decode ? "" : "qo_indptr (query rows), ") +
+                                   "kv_indptr (pages), kv_indices (physical page ids in key order), kv_last_page_len "
+                                   "(tokens in each last page)");
+  if (!p.local.batches.empty())
+    tables = comment("    # ", "    # ",
+                     "chunked local attention (chunk " + std::to_string(*c.attention.local_chunk) +
+                         "): vLLM runs FlashInfer on virtual batches, one causal request per chunk that a request's queries "
+                         "touch, each with its sliced block table (make_local_attention_virtual_batches); the CSR arrays are "
+                         "those " +
+                         std::to_string(p.units.size()) + " virtual batches") +
+             tables;
+  std::string mask;
+  if (custom)
+    mask = comment("    # ", "    # ",
+                   "no FlashInfer mask mode gives every query the keys attnscope's mask allows (" + why +
+                       "), so the mask goes in as custom_mask: per request the row-major [q_len, kv_len] booleans of allowed() "
+                       "(plan() packs them, little bit order)") +
+           "    custom_mask = np.concatenate([\n"
+           "        allowed(r, KV_LEN[r] - Q_LEN[r] + qb + np.arange(ql)[:, None], kb + np.arange(kl)[None, :]).ravel()\n"
+           "        for r, qb, ql, kb, kl in UNITS])\n";
+  std::string ctor =
+      decode ? "BatchDecodeWithPagedKVCacheWrapper(\n" + I + "workspace, kv_layout=\"" + layout_name(c.kv_cache.layout) +
+                   "\", use_tensor_cores=False,  # CUDA-core decode, as attnscope's flashinfer.decode\n"
+             : "BatchPrefillWithPagedKVCacheWrapper(\n" + I + "workspace, kv_layout=\"" + layout_name(c.kv_cache.layout) +
+                   "\", backend=\"" + (sm90 ? "fa3" : "fa2") + "\",  # the kernel of attnscope's " +
+                   (sm90 ? "flashinfer.prefill_sm90\n" : "flashinfer.prefill\n");
+  if (sa.enable_cuda_graph) {
+    const std::string sfx = decode ? "buffer" : "buf";
+    ctor += I + "# attnscope planned for CUDA graphs (/split/cuda_graph): FlashInfer then needs fixed buffers\n" + I +
+            "use_cuda_graph=True, " + (decode ? "" : "qo_indptr_buf=qo_indptr, ") + "paged_kv_indptr_" + sfx + "=kv_indptr,\n" +
+            I + "paged_kv_indices_" + sfx + "=kv_indices, paged_kv_last_page_len_" + sfx + "=kv_last_page_len,\n";
+    if (custom && !decode)
+      ctor += I + "custom_mask_buf=torch.empty(" + std::to_string(fi::custom_mask_bytes(p)) +
+              ", dtype=torch.uint8, device=dev),\n" + I +
+              "mask_indptr_buf=torch.empty(len(UNITS) + 1, dtype=torch.int32, device=dev),\n";
+  }
+  std::string args =
+      decode
+          ? I + "kv_indptr, kv_indices, kv_last_page_len,\n" + I +
+                "num_qo_heads=NUM_QO_HEADS, num_kv_heads=NUM_KV_HEADS, head_dim=HEAD_DIM_QK, page_size=" +
+                std::to_string(p.pages.page_size) + ",\n" + I +
+                "# decode has no causal argument: its one query is the last key and sees every earlier key\n"
+          : I + "qo_indptr, kv_indptr, kv_indices, kv_last_page_len,\n" + I +
+                "num_qo_heads=NUM_QO_HEADS, num_kv_heads=NUM_KV_HEADS,\n" + I +
+                "head_dim_qk=HEAD_DIM_QK, head_dim_vo=HEAD_DIM_VO, page_size=" + std::to_string(p.pages.page_size) + ",\n" + I +
+                (custom               ? "custom_mask=torch.from_numpy(custom_mask).to(dev),  # replaces causal\n"
+                 : c.attention.causal ? "causal=True,  # bottom-right aligned within each request, as attnscope's\n"
+                                      : "causal=False,  # non-causal: every key visible\n");
+  args += I + (c.attention.window ? "window_left=" + std::to_string(fi::window_left(c)) +
+                                        ",  # attnscope's window W = " + std::to_string(*c.attention.window) +
+                                        " counts the query itself; FlashInfer's window_left = W - 1\n"
+                                  : "window_left=-1,  # no sliding window\n");
+  args += I + (c.attention.soft_cap ? "logits_soft_cap=" + py_float(*c.attention.soft_cap) +
+                                          ",  # cap * tanh(q.k * sm_scale / cap), before the mask\n"
+                                    : "logits_soft_cap=0.0,  # no soft-cap\n");
+  args += I + (c.attention.alibi ? "pos_encoding_mode=\"ALIBI\",  # FlashInfer's slopes (get_alibi_slopes) are ALIBI_SLOPES\n"
+                                 : "pos_encoding_mode=\"NONE\",\n");
+  args += I + "sm_scale=SM_SCALE, q_data_type=dt, kv_data_type=dt,\n";
+  if (sa.fixed_split_size > 0)
+    args += I + "fixed_split_size=" + std::to_string(sa.fixed_split_size) +
+            ",  # attnscope's planner fixed: " + std::to_string(sa.fixed_split_size) +
+            (c.kv_cache.storage == KvStorage::kRagged ? " tokens" : " pages") + " per KV chunk\n";
+  if (sa.disable_split_kv)
+    args += decode ? comment(I + "# ", I + "# ",
+                             "attnscope's planner off: the CUDA-core decode plan has no disable_split_kv (the wrapper passes it "
+                             "to the tensor-core path only), so FlashInfer chooses the split itself, as in attnscope's run")
+                   : I + "disable_split_kv=True,  # attnscope's planner off: one KV chunk per request\n";
+  for (const std::string& note : {sa.note, fi::partials_note(c)})
+    if (!note.empty()) args += comment(I + "# ", I + "# ", note);
+  std::string alibi;
+  if (c.attention.alibi)
+    alibi = comment("    # ", "    # ",
+                    "ALiBi: FlashInfer adds slope * (kv_idx - qo_idx) with both indices counted within each request (decode: "
+                    "qo_idx = 0), attnscope slope * (k - q_abs) with absolute positions. Per row they differ by a constant, so O "
+                    "is the same and attnscope's LSE = FlashInfer's + slope * (first key - q_abs of the first query)") +
+            "    row = 0\n"
+            "    for r, qb, ql, kb, kl in UNITS:\n"
+            "        lse[row:row + ql] += np.asarray(ALIBI_SLOPES) * (kb - (KV_LEN[r] - Q_LEN[r] + qb))\n"
+            "        row += ql\n";
+  return fill(
+      R"PY(
+
+def run_library(torch, flashinfer, q):
+    """FlashInfer's wrapper on the paged cache attnscope ran: the same pool, physical page ids, layout and
+    page table, planned with the same arguments. Returns O and LSE (natural log)."""
+    dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
+$(POOL)    k_cache, v_cache = (torch.from_numpy(load(n)).to(dev, dt) for n in ("k_cache", "v_cache"))
+$(TABLES)    $(NAMES) = (
+        torch.from_numpy(load(n)).to(dev) for n in $(FILES))
+$(MASK)    workspace = torch.zeros(128 << 20, dtype=torch.uint8, device=dev)  # 128 MB, as FlashInfer recommends
+    wrapper = flashinfer.$(CTOR)    )
+    wrapper.plan(
+$(ARGS)    )
+    o, lse = wrapper.run(torch.from_numpy(q).to(dev, dt), (k_cache, v_cache), return_lse=True)
+    # FlashInfer's LSE is base 2 (it keeps the running max in log2 units); attnscope's is natural log
+    lse = lse.float().cpu().numpy().astype(np.float64) * np.log(2)
+$(ALIBI)    return o.float().cpu().numpy(), lse
+)PY",
+      {{"POOL", comment("    ", "    # ", pool)},
+       {"TABLES", tables},
+       {"NAMES", decode ? "kv_indptr, kv_indices, kv_last_page_len" : "qo_indptr, kv_indptr, kv_indices, kv_last_page_len"},
+       {"FILES", decode ? "(\"kv_indptr\", \"kv_indices\", \"kv_last_page_len\")"
+                        : "(\"qo_indptr\", \"kv_indptr\", \"kv_indices\", \"kv_last_page_len\")"},
+       {"MASK", mask},
+       {"CTOR", ctor},
+       {"ARGS", args},
+       {"ALIBI", alibi}});
+}
+
+std::string need_fn(bool flashinfer) {
+  return fill(
+      R"PY(
+
+def need_gpu():
+    """$(WHAT) and a CUDA device, or exit 2."""
+    try:
+$(IMPORT)        import torch
+    except Exception as e:
+        cannot(f"needs $(NEEDS): {e}")
+    if not torch.cuda.is_available():
+        cannot("needs a CUDA device (torch.cuda.is_available() is False)")
+$(VERSION)    print(f"{LIBRARY}: PyTorch {torch.__version__}, {torch.cuda.get_device_name()}")
+    return $(RETURN)
+)PY",
+      {{"WHAT", flashinfer ? "FlashInfer, PyTorch" : "PyTorch"},
+       {"IMPORT", flashinfer ? "        import flashinfer\n" : ""},
+       {"NEEDS",
+        flashinfer
+            ? "flashinfer-python==$(PIN) and PyTorch with CUDA\"\n               f\" (pip install flashinfer-python==$(PIN))"
+            : "PyTorch with CUDA"},
+       {"VERSION", flashinfer ? "    if flashinfer.__version__ != \"$(PIN)\":\n"
+                                "        print(f\"note: flashinfer {flashinfer.__version__} is installed; attnscope "
+                                "compiled $(PIN)\")\n"
+                              : ""},
+       {"RETURN", flashinfer ? "torch, flashinfer" : "torch"},
+       {"PIN", kFlashInferPin}});
+}
+
+std::string main_fn(const Choice& ch) {
+  const bool fi = is_flashinfer_api(ch.api);
+  const std::string gpu =
+      !ch.refusal.empty()
+          ? comment("    # ", "    # ", ch.refusal + ". This script does not guess another formulation.") + "    cannot(" +
+                py_str(ch.label + " cannot express this case: " + ch.refusal) + ")\n"
+          : std::string(fi ? "    torch, flashinfer = need_gpu()\n" : "    torch = need_gpu()\n") +
+                "    try:\n        o_lib, lse_lib = run_library(" + (fi ? "torch, flashinfer, q)\n" : "torch, q, k, v)\n") +
+                "    except Exception as e:  # the library refused the case or failed: nothing to compare\n"
+                "        cannot(f\"{LIBRARY} raised {type(e).__name__}: {e}\")\n"
+                "    o_ref, lse_ref = reference(q, k, v)\n"
+                "    return 0 if compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v)) else 1\n";
+  return fill(R"PY(
+
+def main():
+    ap = argparse.ArgumentParser(description="attnscope repro: exit 0 match, 1 mismatch, 2 cannot run here")
+    ap.add_argument("--reference-only", action="store_true",
+                    help="numpy only: this script's fp64 reference against attnscope's recorded cpu.reference")
+    args = ap.parse_args()
+    q, k, v = load("q"), load("k"), load("v")
+    if args.reference_only:
+        return check_reference(*reference(q, k, v))
+$(GPU)
+
+if __name__ == "__main__":
+    sys.exit(main())
+)PY",
+              {{"GPU", gpu}});
+}
+
+}  // namespace
+
+std::string script_target(const std::vector<std::string>& backends, const std::optional<std::string>& requested) {
+  if (requested) {
+    if (std::find(backends.begin(), backends.end(), *requested) != backends.end()) return *requested;
+    throw std::invalid_argument("--script-backend: \"" + *requested + "\" is not a backend of this run (" + join(backends) + ")");
+  }
+  if (backends.empty()) throw std::invalid_argument("--export-script: this run has no backends");
+  for (const auto& b : backends)
+    if (is_flashinfer(b)) return b;
+  for (const auto& b : backends)
+    if (b != "cpu.reference" && b != "cuda.reference" && b != "cpu.lowp") return b;
+  return backends.front();
+}
+
+ScriptApi script_api(const CaseSpec& c, const std::string& target) {
+  if (target == "flashinfer.decode") return ScriptApi::kFlashInferDecode;
+  if (target == "flashinfer.prefill_sm90") return ScriptApi::kFlashInferPrefillSm90;
+  if (is_flashinfer(target)) return ScriptApi::kFlashInferPrefill;
+  return c.attention.soft_cap || c.attention.alibi ? ScriptApi::kFlexAttention : ScriptApi::kSdpa;
+}
+
+std::string make_repro_script(const Session& s, const std::string& target) {
+  const CaseSpec& c = s.spec();
+  const Choice ch = choose(c, s.plan, target);
+  const bool runs = ch.refusal.empty();
+  std::string py = header(s, target, ch) + constants(s, target, ch) + batch_fns(c);
+  if (runs)
+    py += (ch.api == ScriptApi::kSdpa            ? sdpa_fn(c, target)
+           : ch.api == ScriptApi::kFlexAttention ? flex_fn(c)
+                                                 : flashinfer_fn(c, s.plan, ch.api)) +
+          need_fn(is_flashinfer(target));
+  return py + reference_fns(c, runs) + report_fns(runs) + main_fn(ch);
+}
+
+int export_script(const Session& s, const std::string& dir, const std::string& target) {
+  prepare_output_dir(dir);
+  const CaseSpec& c = s.spec();
+  const Workload w = make_workload(c, s.plan.pages);
+  int files = write_input_npys(c, s.plan.pages, w, dir);
+  files += write_result_npys(s, dir);
+  if (is_flashinfer(target)) {
+    // the pool exactly as attnscope's kernels read it, so FlashInfer sees the same physical pages,
+    // layout and poisoned slots
+    const PageTable& pt = s.plan.pages;
+    const int64_t P = pt.num_pages, ps = pt.page_size, Hk = c.num_kv_heads;
+    auto shape = [&](int64_t d) {
+      return c.kv_cache.layout == KvLayout::kNHD ? std::vector<int64_t>{P, ps, Hk, d} : std::vector<int64_t>{P, Hk, ps, d};
+    };
+    write_npy(dir + "/k_cache.npy", w.k_pool, shape(c.head_dim_qk));
+    write_npy(dir + "/v_cache.npy", w.v_pool, shape(c.head_dim_vo));
+    const fi::FiUnits u = fi::fi_units(c, s.plan);
+    const int64_t B = static_cast<int64_t>(u.kv_last_page_len.size());
+    write_npy_i32(dir + "/qo_indptr.npy", u.qo_indptr, {B + 1});
+    write_npy_i32(dir + "/kv_indptr.npy", u.kv_indptr, {B + 1});
+    write_npy_i32(dir + "/kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
+    write_npy_i32(dir + "/kv_last_page_len.npy", u.kv_last_page_len, {B});
+    files += 6;
+  }
+  write_text_file(dir + "/case.json", case_file_to_json(make_repro(s)).dump(2) + "\n");
+  write_text_file(dir + "/repro.py", make_repro_script(s, target));
+  return files + 2;
+}
+
+}  // namespace attnscope

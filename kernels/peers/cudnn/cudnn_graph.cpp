@@ -1,0 +1,330 @@
+// Building, planning and caching the cuDNN SDPA graph of a shape class, through the cuDNN
+// frontend's graph API (header-only, from the pinned nvidia-cudnn-frontend wheel).
+#include "cudnn_graph.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <chrono>
+#include <list>
+#include <unordered_map>
+
+namespace attnscope::peers::cudnn {
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+// Tensor uids: the keys of the variant pack at execution.
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kLse,
+  kSeqQ,
+  kSeqKv,
+  kQOffsets,
+  kOOffsets,
+  kLseOffsets,
+  kKOffsets,
+  kVOffsets,
+  kPageTableK,
+  kPageTableV,
+};
+
+constexpr size_t kCacheCapacity = 16;  // graphs kept; each holds its compiled plan
+
+using Ms = std::chrono::duration<double, std::milli>;
+
+const char* code_name(fe::error_code_t c) {
+  switch (c) {
+    case fe::error_code_t::OK:
+      return "OK";
+    case fe::error_code_t::ATTRIBUTE_NOT_SET:
+      return "ATTRIBUTE_NOT_SET";
+    case fe::error_code_t::SHAPE_DEDUCTION_FAILED:
+      return "SHAPE_DEDUCTION_FAILED";
+    case fe::error_code_t::INVALID_TENSOR_NAME:
+      return "INVALID_TENSOR_NAME";
+    case fe::error_code_t::INVALID_VARIANT_PACK:
+      return "INVALID_VARIANT_PACK";
+    case fe::error_code_t::GRAPH_NOT_SUPPORTED:
+      return "GRAPH_NOT_SUPPORTED";
+    case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
+      return "GRAPH_EXECUTION_PLAN_CREATION_FAILED";
+    case fe::error_code_t::GRAPH_EXECUTION_FAILED:
+      return "GRAPH_EXECUTION_FAILED";
+    case fe::error_code_t::HEURISTIC_QUERY_FAILED:
+      return "HEURISTIC_QUERY_FAILED";
+    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT:
+      return "UNSUPPORTED_GRAPH_FORMAT";
+    case fe::error_code_t::CUDA_API_FAILED:
+      return "CUDA_API_FAILED";
+    case fe::error_code_t::CUDNN_BACKEND_API_FAILED:
+      return "CUDNN_BACKEND_API_FAILED";
+    case fe::error_code_t::INVALID_CUDA_DEVICE:
+      return "INVALID_CUDA_DEVICE";
+    case fe::error_code_t::HANDLE_ERROR:
+      return "HANDLE_ERROR";
+    case fe::error_code_t::INVALID_VALUE:
+      return "INVALID_VALUE";
+    case fe::error_code_t::NVRTC_COMPILATION_FAILED:
+      return "NVRTC_COMPILATION_FAILED";
+  }
+  return "UNKNOWN_ERROR";
+}
+
+// Every frontend call returns an error object with a message; it becomes an exception naming the
+// operation. GRAPH_NOT_SUPPORTED (the support surface, check_support) and HEURISTIC_QUERY_FAILED
+// (no engine for the graph) are cuDNN refusing the configuration, not failures.
+void check(fe::error_t e, const char* op) {
+  if (e.is_good()) return;
+  const fe::error_code_t code = e.get_code();
+  throw CudnnError(std::string("cudnn_frontend ") + op + ": " + code_name(code) + ": " + e.get_message(),
+                   code == fe::error_code_t::GRAPH_NOT_SUPPORTED || code == fe::error_code_t::HEURISTIC_QUERY_FAILED);
+}
+
+// One handle for the process, created on first use and never destroyed: the cached plans refer to
+// it, and destroying it during static destruction can outlive the CUDA context.
+cudnnHandle_t shared_handle() {
+  static cudnnHandle_t h = nullptr;
+  if (!h) {
+    const cudnnStatus_t st = cudnnCreate(&h);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      h = nullptr;
+      throw CudnnError(std::string("cudnnCreate: ") + cudnnGetErrorString(st), false);
+    }
+  }
+  return h;
+}
+
+std::shared_ptr<fe::graph::Tensor_attributes> index_tensor(fe::graph::Graph& g, const char* name, Uid uid, int64_t n) {
+  // cuDNN's sequence lengths and ragged offsets are int32 tensors of shape (n, 1, 1, 1).
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({n, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_data_type(fe::DataType_t::INT32));
+}
+
+// The frontend graph of a shape class (not yet validated or built). `device` and `sm_version`
+// describe a target device for a deviceless (ahead-of-time) build; by default the graph targets
+// the current device through the handle. They must be set before the nodes are made, which copy
+// the graph's context.
+std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::AttentionImplementation_t impl,
+                                                      std::shared_ptr<const fe::DeviceProperties> device = nullptr,
+                                                      int sm_version = 0) {
+  namespace fg = fe::graph;
+  auto g = std::make_shared<fg::Graph>();
+  if (device) g->set_device_properties(device);
+  if (sm_version > 0) g->set_sm_version(sm_version);
+  g->set_name("attnscope_cudnn_sdpa")
+      .set_io_data_type(k.dtype == DType::kFp16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const int64_t B = k.batch, Hq = k.hq, Hk = k.hk, Dqk = k.d_qk, Dv = k.d_v, Sq = k.s_q, Skv = k.s_kv;
+
+  // Q as attnscope stores it, [total_q, Hq, d_qk] token-packed: cuDNN's (B, Hq, S_q, d_qk) with the
+  // token stride Hq * d_qk ("BSHD"), each sequence starting at its ragged offset.
+  auto q = g->tensor(
+      fg::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({B, Hq, Sq, Dqk}).set_stride({Sq * Hq * Dqk, Dqk, Hq * Dqk, 1}));
+  q->set_ragged_offset(index_tensor(*g, "q_offsets", kQOffsets, B + 1));
+
+  std::shared_ptr<fg::Tensor_attributes> kt, vt, table_k, table_v;
+  if (k.paged) {
+    // The pool itself as cuDNN's container (blocks, Hk, block_size, d), read in place: the NHD
+    // pool [pages, page, Hk, d] has slot stride Hk * d and head stride d; HND [pages, Hk, page, d]
+    // is the container's natural order.
+    const int64_t P = k.num_pages, ps = k.page_size;
+    auto strides = [&](int64_t d) -> std::vector<int64_t> {
+      if (k.layout == KvLayout::kNHD) return {ps * Hk * d, d, Hk * d, 1};
+      return {Hk * ps * d, ps * d, d, 1};
+    };
+    kt = g->tensor(fg::Tensor_attributes().set_name("K_pool").set_uid(kK).set_dim({P, Hk, ps, Dqk}).set_stride(strides(Dqk)));
+    vt = g->tensor(fg::Tensor_attributes().set_name("V_pool").set_uid(kV).set_dim({P, Hk, ps, Dv}).set_stride(strides(Dv)));
+    auto table = [&](const char* name, Uid uid) {
+      return g->tensor(fg::Tensor_attributes()
+                           .set_name(name)
+                           .set_uid(uid)
+                           .set_dim({B, 1, k.table_size, 1})
+                           .set_stride({k.table_size, k.table_size, 1, 1})
+                           .set_data_type(fe::DataType_t::INT32));
+    };
+    table_k = table("page_table_k", kPageTableK);
+    table_v = table("page_table_v", kPageTableV);
+  } else {
+    // Ragged storage, [tokens, Hk, d] contiguous per request: cuDNN's (B, Hk, S_kv, d) with ragged
+    // offsets, like Q.
+    kt = g->tensor(fg::Tensor_attributes()
+                       .set_name("K")
+                       .set_uid(kK)
+                       .set_dim({B, Hk, Skv, Dqk})
+                       .set_stride({Skv * Hk * Dqk, Dqk, Hk * Dqk, 1}));
+    kt->set_ragged_offset(index_tensor(*g, "k_offsets", kKOffsets, B + 1));
+    vt = g->tensor(
+        fg::Tensor_attributes().set_name("V").set_uid(kV).set_dim({B, Hk, Skv, Dv}).set_stride({Skv * Hk * Dv, Dv, Hk * Dv, 1}));
+    vt->set_ragged_offset(index_tensor(*g, "v_offsets", kVOffsets, B + 1));
+  }
+
+  // The masks (translation and proofs in cudnn_conventions.cpp): the padding mask is what makes
+  // the lengths per sequence; the causal mask is the band's right bound 0 with the diagonal
+  // aligned bottom-right per sequence (top-left only for ALiBi, where the two coincide); the
+  // window is the band's left bound, W itself.
+  const auto alignment = k.top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT;
+  auto attrs = fg::SDPA_attributes()
+                   .set_name("sdpa")
+                   .set_implementation(impl)
+                   .set_generate_stats(true)
+                   .set_attn_scale(k.scale)
+                   .set_padding_mask(true)
+                   .set_seq_len_q(index_tensor(*g, "seq_len_q", kSeqQ, B))
+                   .set_seq_len_kv(index_tensor(*g, "seq_len_kv", kSeqKv, B));
+  if (k.causal) attrs.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
+  if (k.window > 0) attrs.set_diagonal_alignment(alignment).set_diagonal_band_left_bound(k.window);
+  if (k.alibi) attrs.set_alibi_mask(true);
+  if (k.paged)
+    attrs.set_paged_attention_k_table(table_k).set_paged_attention_v_table(table_v).set_paged_attention_max_seq_len_kv(
+        static_cast<int>(Skv));
+
+  auto [o, stats] = g->sdpa(q, kt, vt, attrs);
+  // O and the softmax stats land in attnscope's [total_q, Hq, d_v] and [total_q, Hq] directly.
+  // Stats is cuDNN's natural-log LSE of the scaled (and ALiBi-biased) scores, max + ln(sum exp):
+  // the frontend's set_stats_use_log2 would convert it to base 2 and is left off, so what cuDNN
+  // writes is attnscope's LSE convention as is.
+  o->set_output(true).set_uid(kO).set_dim({B, Hq, Sq, Dv}).set_stride({Sq * Hq * Dv, Dv, Hq * Dv, 1});
+  o->set_ragged_offset(index_tensor(*g, "o_offsets", kOOffsets, B + 1));
+  stats->set_output(true)
+      .set_uid(kLse)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({B, Hq, Sq, 1})
+      .set_stride({Sq * Hq, 1, Hq, 1});
+  stats->set_ragged_offset(index_tensor(*g, "lse_offsets", kLseOffsets, B + 1));
+  return g;
+}
+
+class BuiltGraph final : public SdpaGraph {
+ public:
+  BuiltGraph(std::shared_ptr<fe::graph::Graph> g, bool paged) : g_(std::move(g)), paged_(paged) {}
+
+  void execute(const Bindings& b) const override {
+    std::unordered_map<int64_t, void*> pack = {
+        {kQ, const_cast<void*>(b.q)},
+        {kK, const_cast<void*>(b.k)},
+        {kV, const_cast<void*>(b.v)},
+        {kO, b.o},
+        {kLse, b.lse},
+        {kSeqQ, const_cast<int32_t*>(b.seq_q)},
+        {kSeqKv, const_cast<int32_t*>(b.seq_kv)},
+        {kQOffsets, const_cast<int32_t*>(b.q_offsets)},
+        {kOOffsets, const_cast<int32_t*>(b.o_offsets)},
+        {kLseOffsets, const_cast<int32_t*>(b.stats_offsets)},
+    };
+    if (paged_) {
+      pack[kPageTableK] = const_cast<int32_t*>(b.page_table);
+      pack[kPageTableV] = const_cast<int32_t*>(b.page_table);
+    } else {
+      pack[kKOffsets] = const_cast<int32_t*>(b.k_offsets);
+      pack[kVOffsets] = const_cast<int32_t*>(b.v_offsets);
+    }
+    check(g_->execute(shared_handle(), pack, b.workspace), "execute");
+  }
+
+ private:
+  std::shared_ptr<fe::graph::Graph> g_;
+  bool paged_;
+};
+
+// Validation, lowering to the backend, heuristics, support check and plan compilation. The
+// composite node (the SDPA pattern cuDNN has fused since 8.9, the one behind paged and ragged
+// attention in its samples) is tried first; the unified node (one backend SDPA operation, cuDNN
+// 9.13.1+) second, for graphs the composite cannot run.
+std::shared_ptr<BuiltGraph> build(const GraphKey& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string failures;
+  bool all_refusals = true;
+  const std::pair<fe::AttentionImplementation_t, const char*> impls[] = {{fe::AttentionImplementation_t::COMPOSITE, "composite"},
+                                                                         {fe::AttentionImplementation_t::UNIFIED, "unified"}};
+  for (const auto& [impl, name] : impls) {
+    try {
+      cudnnHandle_t h = shared_handle();
+      std::shared_ptr<fe::graph::Graph> g = make_frontend_graph(key, impl);
+      check(g->validate(), "validate");
+      check(g->build_operation_graph(h), "build_operation_graph");
+      check(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
+      check(g->check_support(h), "check_support");
+      check(g->build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
+      int64_t ws = 0;
+      check(g->get_workspace_size(ws), "get_workspace_size");
+      auto built = std::make_shared<BuiltGraph>(g, key.paged);
+      built->workspace_bytes = ws;
+      built->implementation = name;
+      std::string plan;
+      if (g->get_plan_name(plan).is_good()) built->engine = plan;
+      built->build_ms = Ms(std::chrono::steady_clock::now() - t0).count();
+      return built;
+    } catch (const CudnnError& e) {
+      failures += std::string(failures.empty() ? "" : "; ") + name + ": " + e.what();
+      all_refusals = all_refusals && e.unsupported;
+    } catch (const std::exception& e) {  // the frontend throws on a few paths (e.g. no SDPA implementation)
+      failures += std::string(failures.empty() ? "" : "; ") + name + ": " + e.what();
+      all_refusals = false;
+    }
+  }
+  throw CudnnError("cuDNN cannot build the SDPA graph for " + key.describe() + " (" + failures + ")", all_refusals);
+}
+
+struct CacheEntry {
+  GraphKey key;
+  std::shared_ptr<const SdpaGraph> graph;
+};
+
+// Leaked on purpose, like the handle: the compiled plans must not be freed after CUDA shuts down.
+std::list<CacheEntry>& cache() {
+  static auto* c = new std::list<CacheEntry>();
+  return *c;
+}
+
+}  // namespace
+
+std::unique_lock<std::mutex> cudnn_lock() {
+  static std::mutex m;
+  return std::unique_lock<std::mutex>(m);
+}
+
+GraphLookup find_or_build_graph(const GraphKey& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  GraphLookup r;
+  auto& c = cache();
+  for (auto it = c.begin(); it != c.end(); ++it)
+    if (it->key == key) {
+      c.splice(c.begin(), c, it);  // most recently used first
+      r.graph = c.front().graph;
+      r.cached = true;
+      r.lookup_ms = Ms(std::chrono::steady_clock::now() - t0).count();
+      return r;
+    }
+  r.graph = build(key);
+  c.push_front({key, r.graph});
+  while (c.size() > kCacheCapacity) c.pop_back();
+  r.lookup_ms = Ms(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
+
+std::string cudnn_version_note() {
+  auto text = [](int v) {
+    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
+  };
+  const int loaded = cudnn_runtime_version();
+  std::string s = "cuDNN " + text(loaded);
+  if (loaded != CUDNN_VERSION) s += " (built against " + text(CUDNN_VERSION) + ")";
+  s += ", cuDNN frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_MINOR_VERSION) +
+       "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) + " (" ATTNSCOPE_CUDNN_FRONTEND_PIN ")";
+  return s;
+}
+
+}  // namespace attnscope::peers::cudnn

@@ -1,0 +1,303 @@
+// The run-time pieces flashinfer.prefill and flashinfer.decode share (fi_runtime.h), and the lookup
+// over the generated instance files.
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include "attnscope/mask.h"
+#include "cuda_backends.h"
+#include "device_workload.h"
+#include "fi_params.cuh"
+#include "fi_runtime.h"
+
+namespace attnscope::peers::flashinfer {
+
+// ---- the built table ----------------------------------------------------------------------------
+
+#define FI_UNIT(D, N, T) const FiKernels<T>& fi_kernels_d##D##_##N();
+#include "fi_units_built.def"
+#undef FI_UNIT
+
+namespace {
+
+// &k when the unit's dtype U is the asked-for T (the built list mixes both dtypes).
+template <class T, class U>
+const FiKernels<T>* if_dtype(const FiKernels<U>& k) {
+  if constexpr (std::is_same_v<T, U>)
+    return &k;
+  else
+    return nullptr;
+}
+
+template <class T>
+const FiKernels<T>* lookup(int head_dim) {
+#define FI_UNIT(D, N, T_) \
+  if (head_dim == D)      \
+    if (const FiKernels<T>* k = if_dtype<T>(fi_kernels_d##D##_##N())) return k;
+#include "fi_units_built.def"
+#undef FI_UNIT
+  (void)head_dim;
+  return nullptr;
+}
+
+}  // namespace
+
+template <>
+const FiKernels<nv_bfloat16>* find_kernels<nv_bfloat16>(int head_dim) {
+  return lookup<nv_bfloat16>(head_dim);
+}
+template <>
+const FiKernels<half>* find_kernels<half>(int head_dim) {
+  return lookup<half>(head_dim);
+}
+
+namespace {
+
+struct Line {
+  bool decode;
+  int head_dim;
+  const char* dtype;    // "bf16" / "fp16"
+  const char* variant;  // "plain" / "alibi" / "softcap"
+  const char* mask;     // prefill: "none" / "causal" / "custom"; decode: ""
+};
+
+const std::vector<Line>& lines() {
+  static const std::vector<Line> l = {
+#define FI_PREFILL(D, N, V, M) {false, D, #N, #V, #M},
+#define FI_DECODE(D, N, V) {true, D, #N, #V, ""},
+#include "fi_instances_built.def"
+#undef FI_PREFILL
+#undef FI_DECODE
+  };
+  return l;
+}
+
+const char* dtype_key(DType dt) { return dt == DType::kBf16 ? "bf16" : dt == DType::kFp16 ? "fp16" : "fp32"; }
+
+bool matches(const Line& l, bool decode, int head_dim, DType dt, FiVariant v) {
+  return l.decode == decode && l.head_dim == head_dim && std::string(l.dtype) == dtype_key(dt) &&
+         std::string(l.variant) == fi_variant_name(v);
+}
+
+}  // namespace
+
+bool has_prefill(int head_dim, DType dt, FiVariant v, FiMask m) {
+  for (const Line& l : lines())
+    if (matches(l, false, head_dim, dt, v) && std::string(l.mask) == fi_mask_name(m)) return true;
+  return false;
+}
+
+bool has_decode(int head_dim, DType dt, FiVariant v) {
+  for (const Line& l : lines())
+    if (matches(l, true, head_dim, dt, v)) return true;
+  return false;
+}
+
+std::string compiled_head_dims(DType dt, bool decode) {
+  std::set<int> dims;
+  for (const Line& l : lines())
+    if (l.decode == decode && std::string(l.dtype) == dtype_key(dt)) dims.insert(l.head_dim);
+  std::string s;
+  for (int d : dims) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s.empty() ? "none" : s;
+}
+
+// ---- device and shape checks --------------------------------------------------------------------
+
+namespace {
+
+// Does one entry of CMAKE-style architectures ("90-real", "80", "90-virtual", "90a-real") give
+// code that runs on compute capability cc (major * 10 + minor)? SASS runs on its major version
+// with an equal or newer minor; PTX is compiled by the driver for any newer device; arch-specific
+// ("a") code runs on its own capability only.
+bool arch_runs(const std::string& entry, int cc) {
+  if (entry == "all" || entry == "all-major" || entry == "native") return true;
+  const size_t dash = entry.find('-');
+  std::string num = entry.substr(0, dash);
+  const std::string kind = dash == std::string::npos ? "" : entry.substr(dash + 1);
+  const bool specific = !num.empty() && (num.back() == 'a' || num.back() == 'f');
+  if (specific) num.pop_back();
+  int a = 0;
+  try {
+    a = std::stoi(num);
+  } catch (...) {
+    return false;
+  }
+  if (specific) return cc == a;
+  const bool sass = kind.empty() || kind == "real", ptx = kind.empty() || kind == "virtual";
+  return (sass && cc / 10 == a / 10 && cc >= a) || (ptx && cc >= a);
+}
+
+}  // namespace
+
+std::string device_refusal() {
+  if (auto why = cuda::device_check(); !why.empty()) return why;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "no CUDA device: cudaGetDeviceProperties failed";
+  const int cc = prop.major * 10 + prop.minor;
+  if (cc < 80)
+    return std::string("device 0 (") + prop.name + ") is sm_" + std::to_string(cc) +
+           ": FlashInfer's FA2 kernels need sm_80 or newer (bf16 tensor cores, cp.async)";
+  std::string archs = ATTNSCOPE_FLASHINFER_ARCHS_TEXT;
+  std::stringstream ss(archs);
+  // CMake's list, its ';' written as ','
+  for (std::string e; std::getline(ss, e, ',');)
+    if (arch_runs(e, cc)) return "";
+  return "this build compiled the flashinfer.prefill / flashinfer.decode kernels for " + archs +
+         " (ATTNSCOPE_FLASHINFER_ARCHS); device 0 (" + prop.name + ") is sm_" + std::to_string(cc) +
+         ": reconfigure with -DATTNSCOPE_FLASHINFER_ARCHS=" + std::to_string(cc) + "-real";
+}
+
+std::string shape_refusal(const CaseSpec& c, bool decode) {
+  const std::string kind = decode ? "flashinfer.decode" : "flashinfer.prefill";
+  if (c.dtype == DType::kFp32)
+    return decode ? "dtype fp32: flashinfer.decode instantiates fp16 and bf16 only (FlashInfer's wrappers run the decode "
+                    "kernel on 16-bit or fp8 inputs)"
+                  : "dtype fp32: FlashInfer's FA2 prefill takes fp16/bf16 queries only (prefill.cuh: "
+                    "static_assert(sizeof(DTypeQ) == 2))";
+  if (!decode && c.head_dim_vo < 64)
+    return "head_dim_vo " + std::to_string(c.head_dim_vo) +
+           " < 64: FlashInfer's FA2 prefill rejects it (KernelTraits::IsInvalid, NUM_MMA_D_VO < 4: \"FlashInfer Internal "
+           "Error: Invalid configuration\", flashinfer#1048); cuda.flash_padded runs the zero-padding workaround";
+  if (c.head_dim_qk != c.head_dim_vo)
+    return decode ? "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
+                        ": FlashInfer: \"CUDA cores template only supports equal head dim for QK and VO, please use tensor "
+                        "cores template for different head dim\""
+                  : "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
+                        ": not instantiated (fi_instances.def has equal head dims only)";
+  const bool have = c.dtype == DType::kBf16 ? find_kernels<nv_bfloat16>(c.head_dim_qk) != nullptr
+                                            : find_kernels<half>(c.head_dim_qk) != nullptr;
+  if (!have)
+    return "head_dim " + std::to_string(c.head_dim_qk) + " is not instantiated in this build (" + kind + " " +
+           dtype_name(c.dtype) + ": " + compiled_head_dims(c.dtype, decode) + ")";
+  if (decode) {
+    const int g = c.group_size();
+    if (g != 1 && g != 2 && g != 3 && g != 4 && g != 6 && g != 8 && g != 16)
+      return "GQA group size " + std::to_string(g) +
+             ": FlashInfer's CUDA-core decode dispatches group sizes 1, 2, 3, 4, 6, 8, 16 only (DISPATCH_GQA_GROUP_SIZE: "
+             "\"Unsupported group_size: " +
+             std::to_string(g) + "\")";
+  }
+  return "";
+}
+
+// ---- workspaces, timing, errors -----------------------------------------------------------------
+
+Workspaces::~Workspaces() {
+  if (host) cudaFreeHost(host);
+}
+
+void Workspaces::alloc(size_t float_b, size_t int_b) {
+  float_bytes = std::max<size_t>(float_b, 16);
+  int_bytes = std::max<size_t>(int_b, 16);
+  float_ws.alloc(float_bytes);
+  int_ws.alloc(int_bytes);
+  if (host) cudaFreeHost(host);
+  host = nullptr;
+  cuda::check(cudaMallocHost(&host, int_bytes), "cudaMallocHost (FlashInfer's page-locked int workspace)");
+}
+
+void time_launches(const RunOptions& opt, const std::function<void()>& once, Timing* t) {
+  if (opt.bench_reps <= 0) return;
+  cudaEvent_t a, b;
+  cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+  cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+  std::vector<float> ms;
+  try {
+    for (int i = 0; i < 3; ++i) once();  // warm-up
+    for (int i = 0; i < opt.bench_reps; ++i) {
+      if (opt.cancel && opt.cancel->load()) break;
+      cuda::check(cudaEventRecord(a), "cudaEventRecord");
+      once();
+      cuda::check(cudaEventRecord(b), "cudaEventRecord");
+      cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
+      float x = 0;
+      cuda::check(cudaEventElapsedTime(&x, a, b), "cudaEventElapsedTime");
+      ms.push_back(x);
+    }
+    cuda::check(cudaDeviceSynchronize(), "benchmark loop");
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (!ms.empty()) {
+    std::sort(ms.begin(), ms.end());
+    t->device_ms = ms[ms.size() / 2];
+    t->device_ms_min = ms.front();
+    t->device_ms_max = ms.back();
+    t->reps = static_cast<int>(ms.size());
+  }
+}
+
+void check_fi_launch(cudaError_t st, const std::string& what, bool sync) {
+  cudaError_t e = st;
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) throw cuda::CudaError("kernel " + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+std::string grid_block(dim3 g, dim3 b) {
+  return "grid (" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " + std::to_string(g.z) + "), block (" +
+         std::to_string(b.x) + ", " + std::to_string(b.y) + ", " + std::to_string(b.z) + ")";
+}
+
+// ---- inputs and outputs -------------------------------------------------------------------------
+
+void check_units_in_token_order(const CaseSpec& c, const Plan& p, const FiUnits& u) {
+  const std::vector<int64_t> first = unit_first_tokens(c, p);
+  for (size_t i = 0; i < first.size(); ++i)
+    if (first[i] != u.qo_indptr[i])
+      throw std::runtime_error("unit " + std::to_string(i) + " starts at token " + std::to_string(first[i]) + ", not " +
+                               std::to_string(u.qo_indptr[i]) + ": the plan's units are not contiguous in token order");
+  if (u.total_q != c.total_q()) throw std::runtime_error("the plan's units do not cover every query");
+}
+
+DeviceUnits upload_units(const FiUnits& u) {
+  DeviceUnits d;
+  d.qo_indptr = cuda::DeviceBuffer::from(u.qo_indptr);
+  d.kv_indptr = cuda::DeviceBuffer::from(u.kv_indptr);
+  // FlashInfer may form (never dereference) the address one past the indices: keep one element
+  d.kv_indices = cuda::DeviceBuffer::from(u.kv_indices.empty() ? std::vector<int>{0} : u.kv_indices);
+  d.kv_last_page_len = cuda::DeviceBuffer::from(u.kv_last_page_len);
+  return d;
+}
+
+std::vector<float> alibi_slopes(const CaseSpec& c) {
+  std::vector<float> s(c.num_qo_heads, 0.0f);
+  if (c.attention.alibi)
+    for (int h = 0; h < c.num_qo_heads; ++h) s[h] = static_cast<float>(alibi_slope(h, c.num_qo_heads));
+  return s;
+}
+
+DeviceOutputs poisoned_outputs(const CaseSpec& c, int64_t total_q) {
+  DeviceOutputs d;
+  d.o.alloc(std::max<int64_t>(total_q, 1) * c.num_qo_heads * c.head_dim_vo * dtype_bytes(c.dtype));
+  d.lse.alloc(std::max<int64_t>(total_q, 1) * c.num_qo_heads * sizeof(float));
+  cuda::check(cudaMemset(d.o.as<void>(), 0xff, d.o.bytes()), "cudaMemset (poison O)");
+  cuda::check(cudaMemset(d.lse.as<void>(), 0xff, d.lse.bytes()), "cudaMemset (poison LSE)");
+  return d;
+}
+
+void download_outputs(const CaseSpec& c, const FiUnits& u, const std::vector<float>& slopes, const DeviceOutputs& d, Result* r) {
+  const int Hq = c.num_qo_heads;
+  r->o = cuda::download_as_float(d.o, u.total_q * Hq * c.head_dim_vo, c.dtype);
+  r->lse = d.lse.to_host<float>(static_cast<size_t>(u.total_q * Hq));
+  for (size_t i = 0; i + 1 < u.qo_indptr.size(); ++i)
+    for (int64_t t = u.qo_indptr[i]; t < u.qo_indptr[i + 1]; ++t)
+      for (int h = 0; h < Hq; ++h) {
+        float& l = r->lse[t * Hq + h];
+        l = lse2_to_natural(l);
+        // ALiBi: FlashInfer's positions are relative to the unit (fi_conventions.h); a fully masked
+        // row keeps -inf
+        if (c.attention.alibi && std::isfinite(l))
+          l = static_cast<float>(l + alibi_lse_shift(slopes[h], u.kv_begin[i], u.q_abs_first[i]));
+      }
+}
+
+}  // namespace attnscope::peers::flashinfer

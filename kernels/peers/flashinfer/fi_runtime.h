@@ -1,0 +1,85 @@
+// What flashinfer.prefill and flashinfer.decode share at run time: the lookup over the built
+// instantiation table, the device and architecture check, FlashInfer's three workspaces, the
+// timing loop (the same protocol as cuda.flash) and the error text of a failed launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnscope/backend.h"
+#include "cuda_util.h"
+#include "fi_conventions.h"
+
+namespace attnscope::peers::flashinfer {
+
+// The built table (fi_instances.def as CMake filtered it).
+bool has_prefill(int head_dim, DType dt, FiVariant v, FiMask m);
+bool has_decode(int head_dim, DType dt, FiVariant v);
+// "64, 128, 256" for the prefill (or decode) lines of dtype dt, any variant.
+std::string compiled_head_dims(DType dt, bool decode);
+
+// Empty when device 0 can run this build's FlashInfer kernels, else why not: no device ("no CUDA
+// device: ..."), or an architecture ATTNSCOPE_FLASHINFER_ARCHS did not compile for.
+std::string device_refusal();
+
+// The first problem of the case's shape for FlashInfer's FA2 kernels (dtype, head dims), with
+// FlashInfer's reason where it gives one; empty when none. decode: the CUDA-core decode kernel.
+std::string shape_refusal(const CaseSpec& c, bool decode);
+
+// FlashInfer's workspaces as its Python wrappers allocate them: a float workspace (split-KV
+// partials), an int workspace (the plan's indices, copied from the page-locked host buffer by the
+// planner) and the page-locked host buffer (cudaMallocHost).
+struct Workspaces {
+  cuda::DeviceBuffer float_ws, int_ws;
+  void* host = nullptr;
+  size_t float_bytes = 0, int_bytes = 0;
+  Workspaces() = default;
+  Workspaces(const Workspaces&) = delete;
+  Workspaces& operator=(const Workspaces&) = delete;
+  ~Workspaces();
+  // Sizes from FlashInfer's *PlanWorkspaceSize (at least 16 bytes each, so the pointers exist).
+  void alloc(size_t float_b, size_t int_b);
+};
+
+// Runs `once` opt.bench_reps times between CUDA events after 3 warm-ups (cuda.flash's protocol):
+// median, min and max in ms. `once` launches only the kernels (the plan is not timed). No-op when
+// opt.bench_reps == 0.
+void time_launches(const RunOptions& opt, const std::function<void()>& once, Timing* t);
+
+// Throws cuda::CudaError "kernel <what>: <error>" for a FlashInfer status that is not cudaSuccess,
+// and for a pending or (sync) asynchronous fault. `what` names the kernel and its launch shape.
+void check_fi_launch(cudaError_t st, const std::string& what, bool sync);
+
+// Q rows are the units' queries in token order (FlashInfer reads them through qo_indptr, or, in
+// decode, as row u of unit u): throws std::runtime_error when the plan's units are not.
+void check_units_in_token_order(const CaseSpec& c, const Plan& p, const FiUnits& u);
+
+// The units' CSR tables on the device (int32, as FlashInfer reads them).
+struct DeviceUnits {
+  cuda::DeviceBuffer qo_indptr, kv_indptr, kv_indices, kv_last_page_len;
+};
+DeviceUnits upload_units(const FiUnits& u);
+
+// [num_qo_heads] ALiBi slopes as FlashInfer's maybe_alibi_slopes (float, attnscope's alibi_slope),
+// all zero when the case has no ALiBi (the alibi variant then adds exactly 0).
+std::vector<float> alibi_slopes(const CaseSpec& c);
+
+// Output buffers in the dtype, poisoned with 0xff (NaN in fp16, bf16 and fp32) so that an element
+// FlashInfer does not write shows.
+struct DeviceOutputs {
+  cuda::DeviceBuffer o, lse;  // [total_q, hq, head_dim_vo] dtype, [total_q, hq] float (base 2)
+};
+DeviceOutputs poisoned_outputs(const CaseSpec& c, int64_t total_q);
+
+// O as floats of the dtype, LSE in natural log: FlashInfer's base-2 LSE times ln 2 (-inf stays
+// -inf), plus ALiBi's position-origin shift per unit (fi_conventions.h alibi_lse_shift).
+void download_outputs(const CaseSpec& c, const FiUnits& u, const std::vector<float>& slopes, const DeviceOutputs& d, Result* r);
+
+// "sm_90" style name of a launch shape piece, e.g. "grid (18, 1, 8), block (32, 4, 1)".
+std::string grid_block(dim3 grid, dim3 block);
+
+}  // namespace attnscope::peers::flashinfer

@@ -1,0 +1,260 @@
+// `attnscope-cli run CASE --export-script DIR`: the generated repro.py compiles for every example and
+// both target paths (FlashInfer, PyTorch SDPA / flex_attention); its --reference-only mode (numpy
+// only) reproduces attnscope's cpu.reference to float32 rounding; the files the FlashInfer path
+// reads rebuild the same paged cache; broken uses are one-line errors with exit code 2. The GPU
+// paths (the libraries themselves) run on a GPU machine, not here.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Out {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs a shell command line, stderr folded into stdout.
+Out sh(const std::string& cmd) {
+  Out o;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  const int st = pclose(p);
+  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+Out cli(const std::string& args) { return sh(std::string(ATTNSCOPE_CLI) + " " + args); }
+
+std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
+
+std::vector<std::string> examples() {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(src("examples")))
+    if (e.path().extension() == ".json") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// A python3 that can run `import <module>`, or "" (pyenv shims and Debian's /usr/bin/python3 may
+// differ in what they have installed; setup-deps.sh installs Debian's python3-numpy).
+std::string python_with(const std::string& module) {
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (sh(std::string(py) + " -c 'import " + module + "' >/dev/null").code == 0) return py;
+  return "";
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() / ("attnscope_script_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string str() const { return path.string(); }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The max abs numbers of the lines "  O   max abs X ..." and "  LSE max abs X ..." of --reference-only.
+double stat_of(const std::string& out, const std::string& label) {
+  const std::regex re("\\n  " + label + " +max abs ([0-9.e+-]+|inf|nan)");
+  std::smatch m;
+  if (!std::regex_search(out, m, re)) return -1;
+  return std::stod(m[1].str());
+}
+
+}  // namespace
+
+TEST(ExportScript, EveryExampleCompilesOnBothPaths) {
+  const std::string py = python_with("py_compile");
+  if (py.empty()) GTEST_SKIP() << "python3 is not installed";
+  const auto ex = examples();
+  ASSERT_GE(ex.size(), 8u);
+  for (const auto& path : ex) {
+    const std::string name = fs::path(path).stem().string();
+    SCOPED_TRACE(path);
+    // SDPA / flex path: the case's own backends, default target
+    {
+      TempDir d(name + "_sdpa");
+      const Out o = cli("run " + path + " --export-script " + d.str());
+      ASSERT_EQ(o.code, 0) << o.out;
+      EXPECT_NE(o.out.find("repro script for cpu.tiled written to"), std::string::npos) << o.out;
+      for (const char* f : {"repro.py", "q.npy", "k.npy", "v.npy", "o_cpu.reference.npy", "o_cpu.tiled.npy", "case.json"})
+        EXPECT_TRUE(fs::exists(d.path / f)) << f;
+      EXPECT_FALSE(fs::exists(d.path / "kv_indices.npy")) << "the page table is for the FlashInfer path only";
+      const std::string text = read(d.path / "repro.py");
+      EXPECT_TRUE(text.find("scaled_dot_product_attention(") != std::string::npos || text.find("flex_attention)(") != std::string::npos);
+      const Out c = sh(py + " -m py_compile " + (d.path / "repro.py").string());
+      EXPECT_EQ(c.code, 0) << c.out;
+      // case.json is the repro case: it validates and names its environment
+      const auto j = nlohmann::json::parse(read(d.path / "case.json"));
+      EXPECT_TRUE(j.contains("environment"));
+    }
+    // FlashInfer path, prefill and decode (decode refuses multi-token queries in the script itself)
+    for (const std::string fi : {"flashinfer.prefill", "flashinfer.decode"}) {
+      TempDir d(name + "_" + fi);
+      const Out o = cli("run " + path + " --backends cpu.reference,flashinfer.prefill,flashinfer.decode --script-backend " + fi +
+                        " --export-script " + d.str());
+      ASSERT_NE(o.code, 2) << o.out;
+      for (const char* f : {"repro.py", "k_cache.npy", "v_cache.npy", "qo_indptr.npy", "kv_indptr.npy", "kv_indices.npy",
+                            "kv_last_page_len.npy", "case.json"})
+        EXPECT_TRUE(fs::exists(d.path / f)) << fi << ": " << f;
+      const std::string text = read(d.path / "repro.py");
+      EXPECT_NE(text.find(fi == "flashinfer.prefill" ? "BatchPrefillWithPagedKVCacheWrapper" : "BatchDecodeWithPagedKVCacheWrapper"),
+                std::string::npos);
+      const Out c = sh(py + " -m py_compile " + (d.path / "repro.py").string());
+      EXPECT_EQ(c.code, 0) << fi << ": " << c.out;
+    }
+  }
+}
+
+TEST(ExportScript, ReferenceOnlyReproducesCpuReference) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  // small cases covering every mask ingredient, soft-cap, sampled reference rows, GQA, paging
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"prefix-lm", ""},
+      {"fully-masked-rows", ""},  // documents + padding: fully masked rows, O = 0 and LSE = -inf
+      {"gemma2-window-softcap", ""},  // window + soft-cap, reference sampled to 32 rows
+      {"llama4-chunked-local", " --backends cpu.reference,flashinfer.prefill --script-backend flashinfer.prefill"},
+      {"encoder-headdim32", " --backends cpu.reference,cpu.lowp,cpu.tiled"},
+  };
+  for (const auto& [name, extra] : cases) {
+    SCOPED_TRACE(name);
+    TempDir d(name + "_ref");
+    const Out o = cli("run " + src("examples/" + name + ".json") + extra + " --export-script " + d.str());
+    ASSERT_NE(o.code, 2) << o.out;
+    const Out r = sh(py + " " + (d.path / "repro.py").string() + " --reference-only");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("MATCH"), std::string::npos) << r.out;
+    // both are fp64 computations stored as float32: far below any bf16/fp16 kernel error (~1e-3)
+    const double o_err = stat_of(r.out, "O"), l_err = stat_of(r.out, "LSE");
+    EXPECT_GE(o_err, 0) << r.out;
+    EXPECT_LE(o_err, 1e-6) << r.out;
+    EXPECT_GE(l_err, 0) << r.out;
+    EXPECT_LE(l_err, 1e-5) << r.out;
+  }
+}
+
+TEST(ExportScript, AChangedRecordedReferenceIsAMismatch) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  TempDir d("tamper");
+  ASSERT_EQ(cli("run " + src("examples/prefix-lm.json") + " --export-script " + d.str()).code, 0);
+  // add 1e-3 to one recorded output value (a bf16-sized error): the script must notice
+  const Out t = sh(py + " -c \"import numpy as np; p='" + (d.path / "o_cpu.reference.npy").string() +
+                   "'; a=np.load(p); a[3, 1, 7] += 1e-3; np.save(p, a)\"");
+  ASSERT_EQ(t.code, 0) << t.out;
+  const Out r = sh(py + " " + (d.path / "repro.py").string() + " --reference-only");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("MISMATCH"), std::string::npos) << r.out;
+}
+
+TEST(ExportScript, FlashInferFilesRebuildTheSamePagedCache) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  // HND + fragmented pool, NaN-poisoned unused slots, shuffled pages with GQA: gathering the pool
+  // through FlashInfer's CSR arrays must give k.npy / v.npy exactly, request by request
+  for (const std::string name : {"mixed-prefill-decode-fragmented", "poisoned-pages", "gqa-decode-long"}) {
+    SCOPED_TRACE(name);
+    TempDir d(name + "_pages");
+    const Out o = cli("run " + src("examples/" + name + ".json") +
+                      " --backends cpu.reference,flashinfer.prefill --export-script " + d.str());
+    ASSERT_NE(o.code, 2) << o.out;
+    const std::string layout = nlohmann::json::parse(read(d.path / "case.json"))["kv_cache"]["layout"];
+    const std::string check = R"(
+import numpy as np, os, sys
+d, hnd = sys.argv[1], sys.argv[2] == "HND"
+L = lambda n: np.load(os.path.join(d, n + ".npy"))
+indptr, idx, last = L("kv_indptr"), L("kv_indices"), L("kv_last_page_len")
+assert indptr.dtype == np.int32 and idx.dtype == np.int32
+for pool, logical in ((L("k_cache"), L("k")), (L("v_cache"), L("v"))):
+    if hnd:
+        pool = pool.transpose(0, 2, 1, 3)  # -> [pages, page_size, heads, dim]
+    ps = pool.shape[1]
+    rows = [pool[idx[indptr[i]:indptr[i + 1]]].reshape(-1, *pool.shape[2:])[:(indptr[i + 1] - indptr[i] - 1) * ps + last[i]]
+            for i in range(len(last))]
+    got = np.concatenate(rows)
+    assert got.shape == logical.shape and np.array_equal(got, logical), "pool through the page table != logical K/V"
+    assert not np.isnan(got).any()
+print("same cache")
+)";
+    std::ofstream(d.path / "check.py") << check;
+    const Out r = sh(py + " " + (d.path / "check.py").string() + " " + d.str() + " " + layout);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("same cache"), std::string::npos) << r.out;
+  }
+}
+
+TEST(ExportScript, WithoutTheLibraryTheScriptSaysWhatItNeedsAndExitsTwo) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  if (sh(py + " -c 'import torch; assert torch.cuda.is_available()' >/dev/null").code == 0)
+    GTEST_SKIP() << "PyTorch with a GPU is here: the GPU path would run";
+  TempDir d("nolib");
+  ASSERT_NE(cli("run " + src("examples/gqa-decode-long.json") +
+                " --backends cpu.reference,flashinfer.decode --script-backend flashinfer.decode --export-script " + d.str())
+                .code,
+            2);
+  Out r = sh(py + " " + (d.path / "repro.py").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  if (sh(py + " -c 'import flashinfer' >/dev/null").code != 0)
+    EXPECT_NE(r.out.find("needs flashinfer-python==0.7.2.post1"), std::string::npos) << r.out;
+  TempDir s("nolib_sdpa");
+  ASSERT_EQ(cli("run " + src("examples/prefix-lm.json") + " --export-script " + s.str()).code, 0);
+  r = sh(py + " " + (s.path / "repro.py").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.rfind("cannot run: needs ", 0), 0u) << r.out;
+}
+
+TEST(ExportScript, ScriptRefusesWhatTheApiCannotExpress) {
+  // FlashInfer's decode kernel has no custom mask: documents and padding cannot be given to it, and
+  // the script says so instead of guessing (exit 2 before any import)
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  TempDir d("refuse");
+  ASSERT_NE(cli("run " + src("examples/fully-masked-rows.json") +
+                " --backends cpu.reference,flashinfer.decode --script-backend flashinfer.decode --export-script " + d.str())
+                .code,
+            2);
+  const std::string text = read(d.path / "repro.py");
+  EXPECT_EQ(text.find("def run_library"), std::string::npos) << "no dead library code when the API cannot run the case";
+  const Out r = sh(py + " " + (d.path / "repro.py").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot express this case"), std::string::npos) << r.out;
+}
+
+TEST(ExportScript, BrokenUsesAreOneLineErrorsWithExitTwo) {
+  const std::string ex = src("examples/prefix-lm.json");
+  const fs::path file = fs::temp_directory_path() / ("attnscope_script_file_" + std::to_string(::getpid()));
+  std::ofstream(file) << "x";
+  TempDir d("broken");
+  const std::vector<std::pair<std::string, std::string>> uses = {
+      {"run " + ex + " --export-script " + (file / "sub").string(), "error: --export-script: cannot create"},
+      {"run " + ex + " --export-script " + d.str() + " --script-backend cuda.flash",
+       "error: --script-backend: \"cuda.flash\" is not a backend of this run"},
+      {"run " + ex + " --script-backend cpu.tiled", "error: --script-backend: needs --export-script DIR"},
+  };
+  for (const auto& [args, want] : uses) {
+    const Out o = cli(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.out;
+    EXPECT_EQ(o.out.rfind(want, 0), 0u) << args << ": " << o.out;
+    EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 1) << o.out;
+  }
+  fs::remove(file);
+}

@@ -1,0 +1,512 @@
+// flashinfer.prefill and flashinfer.decode (FlashInfer's own FA2 kernels and planners, compiled from
+// the pinned headers) against the fp64 GPU reference with FlashAttention's 2x rule (cpu.lowp as the
+// same-precision baseline) plus a bound on the natural-log LSE: every example each backend runs and
+// seeded random cases; fully masked rows; poisoned pages; refusals and their reasons; batch
+// invariance with a fixed split size (FlashInfer PR #1675). The translation itself
+// (fi_conventions.h: custom-mask bits, mask mode, virtual-batch page tables, ALiBi's origin) is
+// checked without a device.
+// Skips with the reason when the flashinfer family is not compiled, or there is no device that this
+// build's FlashInfer kernels run on.
+//
+// First run on a GPU: --gtest_filter='FlashInferSmoke.*' (one small prefill and one decode case).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <regex>
+
+#include "../../kernels/peers/flashinfer/fi_conventions.h"
+#include "attnscope/backend.h"
+#include "attnscope/compare.h"
+#include "attnscope/device.h"
+#include "case_gen.h"
+#include "case_json.h"
+
+using namespace attnscope;
+using attnscope::testing::random_case;
+namespace fs = std::filesystem;
+namespace fic = attnscope::peers::flashinfer;
+
+namespace {
+
+constexpr const char* kPrefill = "flashinfer.prefill";
+constexpr const char* kDecode = "flashinfer.decode";
+
+bool family_compiled(std::string* why) {
+  const BackendFamily* f = family_of(kPrefill);
+  if (f && f->compiled) return true;
+  *why = "the flashinfer family is not compiled: " + (f ? f->note : std::string("absent"));
+  return false;
+}
+
+// A small supported case, to ask the backend whether it can run here at all (device, architecture).
+CaseSpec probe_case() {
+  CaseSpec c;
+  c.name = "probe";
+  c.requests = {RequestSpec{}};
+  c.num_qo_heads = c.num_kv_heads = 1;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  return c;
+}
+
+#define REQUIRE_FI()                                   \
+  do {                                                 \
+    std::string why_;                                  \
+    if (!family_compiled(&why_)) GTEST_SKIP() << why_; \
+  } while (0)
+
+// The family is compiled and device 0 runs its kernels (else skip with check()'s reason).
+#define REQUIRE_FI_GPU()                                                                                \
+  do {                                                                                                  \
+    REQUIRE_FI();                                                                                       \
+    std::string why_;                                                                                   \
+    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                                             \
+    const std::string r_ = make_backend(kPrefill)->check(probe_case());                                 \
+    if (r_.find("no CUDA device") == 0 || r_.find("ATTNSCOPE_FLASHINFER_ARCHS") != std::string::npos || \
+        r_.find("sm_80 or newer") != std::string::npos)                                                 \
+      GTEST_SKIP() << r_;                                                                               \
+  } while (0)
+
+// A test built around one case skips when this build does not instantiate it (a development build
+// with ATTNSCOPE_FLASHINFER_HEAD_DIMS), and fails on any other refusal.
+#define SKIP_IF_NOT_INSTANTIATED(id, c)                                       \
+  do {                                                                        \
+    const std::string w_ = make_backend(id)->check(c);                        \
+    if (w_.find("not instantiated") != std::string::npos) GTEST_SKIP() << w_; \
+    ASSERT_EQ(w_, "") << (c).name;                                            \
+  } while (0)
+
+// Under compute-sanitizer (ATTNSCOPE_GPU_QUICK=1) the randomised loops run a sixth of their cases.
+int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }
+
+Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
+  auto b = make_backend(id);
+  return run_backend(*b, c, p, w, RunOptions{});
+}
+
+int64_t nan_count(const Result& r) {
+  int64_t n = 0;
+  for (float x : r.o) n += std::isnan(x);
+  for (float x : r.lse) n += std::isnan(x);
+  return n;
+}
+
+// Natural-log LSE against the fp64 reference. FlashInfer's LSE is m + log2(d) in fp32 from exp2/log2
+// approximations: ~1e-4 relative, so 1e-3 + 1e-4 |lse|. A soft-cap adds tanh.approx.f32's error
+// (~2^-10.7 relative) times the cap on every score, which shifts the LSE by at most cap * 2^-10.
+double lse_excess(const CaseSpec& c, const Result& a, const Result& ref) {
+  double worst = 0;
+  const double cap = c.attention.soft_cap.value_or(0.0);
+  for (size_t i = 0; i < ref.lse.size() && i < a.lse.size(); ++i) {
+    const double x = a.lse[i], y = ref.lse[i];
+    if (std::isinf(y) && std::isinf(x) && (x < 0) == (y < 0)) continue;
+    const double tol = 1e-3 + 1e-4 * std::abs(y) + cap * std::ldexp(1.0, -10);
+    const double e = std::isfinite(x) && std::isfinite(y) ? std::abs(x - y) - tol : INFINITY;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+// The FlashAttention rule on O against cuda.reference (cpu.lowp as the same-precision baseline),
+// the LSE bound above, and no NaN. Returns false (and says why) when the backend refused.
+bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* refused = nullptr) {
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result a = run(id, c, p, w);
+  if (!a.ok() && refused && a.status == Status::kUnsupported) {
+    EXPECT_FALSE(a.message.empty()) << c.name << ": a refusal without a reason";
+    *refused = a.message;
+    return false;
+  }
+  EXPECT_TRUE(a.ok()) << c.name << ": " << status_name(a.status) << ": " << a.message;
+  if (!a.ok()) return false;
+  const Result ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w);
+  EXPECT_TRUE(ref.ok()) << ref.message;
+  EXPECT_EQ(nan_count(a), 0) << c.name << ": " << id << " wrote NaN (or left poisoned elements)";
+  // 1e-5 floor: FlashAttention's rounding allowance
+  const DiffReport d = compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
+  EXPECT_TRUE(d.verdict.pass) << c.name << " (" << id << ", " << a.message << "): " << d.verdict.detail;
+  EXPECT_LE(lse_excess(c, a, ref), 0.0) << c.name << " (" << id << "): LSE beyond its bound, max abs " << d.lse.max_abs;
+  return true;
+}
+
+// A random case made runnable by FlashInfer's FA2 prefill: head dims 64 / 128 / 256 (equal), fp16 or
+// bf16, soft-cap and ALiBi not together (no FlashInfer variant computes both as attnscope does).
+CaseSpec fi_ok(CaseSpec c, uint64_t seed, int dim) {
+  c.head_dim_qk = c.head_dim_vo = dim;
+  if (c.dtype == DType::kFp32) c.dtype = seed % 2 ? DType::kBf16 : DType::kFp16;
+  if (c.attention.soft_cap && c.attention.alibi) {
+    if (seed % 2)
+      c.attention.alibi = false;
+    else
+      c.attention.soft_cap.reset();
+  }
+  c.data.outlier_channels.clear();
+  validate_case(c);
+  return c;
+}
+
+// ... and by the CUDA-core decode: one query per request, no custom mask, FlashInfer's own planner.
+CaseSpec decode_ok(CaseSpec c, uint64_t seed, int dim) {
+  for (auto& r : c.requests) {
+    r.q_len = 1;
+    r.doc_starts.clear();
+    r.pad_start.reset();
+  }
+  if (c.split.planner == Planner::kFixed) {
+    c.split.planner = Planner::kFlashInfer;
+    c.split.fixed_split_size.reset();
+  }
+  return fi_ok(c, seed, dim);
+}
+
+// Runs `make(seed, dim)` cases through `id` until `want` ran (trying the other head dims when this
+// build lacks one); every refusal must carry a reason.
+void random_cases(const std::string& id, int want, const std::function<CaseSpec(uint64_t, int)>& make) {
+  const int dims[] = {64, 128, 256};
+  int ran = 0, refused = 0;
+  std::map<std::string, int> reasons;
+  for (uint64_t seed = 0; ran < want && seed < static_cast<uint64_t>(want) * 5; ++seed) {
+    std::string why;
+    CaseSpec c;
+    for (int k = 0; k < 3; ++k) {
+      c = make(seed, dims[(seed + k) % 3]);
+      why = make_backend(id)->check(c);
+      if (why.find("not instantiated") == std::string::npos) break;
+    }
+    if (!why.empty()) {
+      ++refused;
+      ++reasons[why.substr(0, 60)];
+      continue;
+    }
+    SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
+    std::string plan_refusal;
+    if (check_twice_lowp(c, id, &plan_refusal))
+      ++ran;
+    else if (!plan_refusal.empty())
+      ++reasons[plan_refusal.substr(0, 60)];
+  }
+  for (const auto& [r, n] : reasons) std::cout << "[ refused  ] " << n << " x " << r << "...\n";
+  EXPECT_GE(ran, want) << id << ": only " << ran << " random cases ran (" << refused << " refused in check())";
+}
+
+CaseSpec example(const std::string& name) {
+  return read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/" + name + ".json").spec;
+}
+
+// FlashInfer's query tile as the backend reports it ("cta_tile_q N" in the message).
+int reported_tile(const Result& r) {
+  std::smatch m;
+  return std::regex_search(r.message, m, std::regex("cta_tile_q (\\d+)")) ? std::stoi(m[1]) : -1;
+}
+
+}  // namespace
+
+// ---- the translation, without a device ----------------------------------------------------------
+
+TEST(FlashInferConventions, WindowLseAndSplitArguments) {
+  CaseSpec c = probe_case();
+  EXPECT_EQ(fic::window_left(c), -1);
+  c.attention.window = 512;
+  EXPECT_EQ(fic::window_left(c), 511);  // W counts the query, window_left does not
+  EXPECT_EQ(fic::lse2_to_natural(-INFINITY), -INFINITY);
+  EXPECT_FLOAT_EQ(fic::lse2_to_natural(1.0f), std::log(2.0f));
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 32;
+  EXPECT_EQ(fic::split_args(c).fixed_split_size, 32);
+  c.split.planner = Planner::kOff;
+  EXPECT_TRUE(fic::split_args(c).disable_split_kv);
+}
+
+TEST(FlashInferConventions, MaskModeIsNativeExactlyWhenFlashInferComputesTheSameMask) {
+  struct Want {
+    const char* name;
+    fic::FiMask mode;
+  };
+  for (const Want& w : {Want{"poisoned-pages", fic::FiMask::kCausal}, Want{"gemma2-window-softcap", fic::FiMask::kCausal},
+                        Want{"llama4-chunked-local", fic::FiMask::kCausal}, Want{"encoder-headdim32", fic::FiMask::kNone},
+                        Want{"prefix-lm", fic::FiMask::kCustom}, Want{"fully-masked-rows", fic::FiMask::kCustom}}) {
+    const CaseSpec c = example(w.name);
+    EXPECT_EQ(fic::choose_mask(c, make_plan(c)), w.mode) << w.name;
+  }
+}
+
+TEST(FlashInferConventions, CustomMaskBitsAreAttnscopesMaskLittleEndianPerUnit) {
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    const CaseSpec c = random_case(seed);
+    const Plan p = make_plan(c);
+    std::vector<int> indptr;
+    const std::vector<uint8_t> bits = fic::pack_custom_mask(c, p, &indptr);
+    ASSERT_EQ(indptr.size(), p.units.size() + 1);
+    ASSERT_EQ(static_cast<size_t>(indptr.back()), bits.size());
+    for (size_t i = 0; i < p.units.size(); ++i) {
+      const WorkUnit& u = p.units[i];
+      const RequestSpec& r = c.requests[u.request];
+      ASSERT_EQ(indptr[i + 1] - indptr[i], (static_cast<int64_t>(u.q_len) * u.kv_len + 7) / 8);
+      for (int q = 0; q < u.q_len; ++q)
+        for (int k = 0; k < u.kv_len; ++k) {
+          const int64_t b = static_cast<int64_t>(q) * u.kv_len + k;  // FlashInfer: q * kv_len + k, bit b % 8 of byte b / 8
+          const bool bit = (bits[indptr[i] + b / 8] >> (b % 8)) & 1;
+          ASSERT_EQ(bit, allowed(p.masks[u.request], (r.kv_len - r.q_len) + u.q_begin + q, u.kv_begin + k))
+              << c.name << " unit " << i << " q " << q << " k " << k;
+        }
+    }
+  }
+}
+
+TEST(FlashInferConventions, VirtualBatchesGetVllmsSlicedPageTables) {
+  const CaseSpec c = example("llama4-chunked-local");
+  const Plan p = make_plan(c);
+  const fic::FiUnits u = fic::fi_units(c, p);
+  ASSERT_EQ(p.local.batches.size(), p.units.size());
+  ASSERT_GT(p.units.size(), c.requests.size());
+  for (size_t i = 0; i < p.units.size(); ++i) {
+    const WorkUnit& w = p.units[i];
+    const int pages = (w.kv_len + u.page_size - 1) / u.page_size;
+    ASSERT_EQ(u.kv_indptr[i + 1] - u.kv_indptr[i], pages);
+    EXPECT_EQ(u.kv_last_page_len[i], w.kv_len - (pages - 1) * u.page_size);
+    EXPECT_EQ(u.qo_indptr[i + 1] - u.qo_indptr[i], w.q_len);
+    for (int j = 0; j < pages; ++j) {
+      // the same physical page as the request's own table at that key
+      EXPECT_EQ(u.kv_indices[u.kv_indptr[i] + j], p.pages.page_of(w.request, w.kv_begin + j * u.page_size));
+      EXPECT_EQ(u.kv_indices[u.kv_indptr[i] + j], p.local.batches[i].block_table[j]);
+    }
+  }
+}
+
+TEST(FlashInferConventions, AlibiOriginShiftIsTheScoreDifference) {
+  // attnscope: slope * (k_abs - q_abs); FlashInfer: slope * (kv_idx - qo_idx) relative to the unit.
+  const CaseSpec c = example("llama4-chunked-local");
+  const Plan p = make_plan(c);
+  const fic::FiUnits u = fic::fi_units(c, p);
+  const double slope = 0.25;
+  for (size_t i = 0; i < p.units.size(); ++i)
+    for (int q = 0; q < p.units[i].q_len; q += 7)
+      for (int k = 0; k < p.units[i].kv_len; k += 13) {
+        const double ours = slope * ((u.kv_begin[i] + k) - (u.q_abs_first[i] + q)), theirs = slope * (k - q);
+        EXPECT_DOUBLE_EQ(ours - theirs, fic::alibi_lse_shift(slope, u.kv_begin[i], u.q_abs_first[i]));
+      }
+}
+
+// ---- refusals: check() decides them from the case, with or without a device ----------------------
+
+TEST(FlashInferRefusals, CarryFlashInfersReasons) {
+  REQUIRE_FI();
+  auto pre = make_backend(kPrefill), dec = make_backend(kDecode);
+  CaseSpec c = probe_case();
+  c.dtype = DType::kFp32;
+  EXPECT_NE(pre->check(c).find("fp32"), std::string::npos);
+  c = example("encoder-headdim32");
+  EXPECT_NE(pre->check(c).find("Invalid configuration"), std::string::npos) << pre->check(c);
+  EXPECT_NE(pre->check(c).find("1048"), std::string::npos);
+  c = probe_case();
+  c.head_dim_qk = 128;
+  c.head_dim_vo = 64;
+  EXPECT_NE(pre->check(c).find("not instantiated"), std::string::npos);
+  EXPECT_NE(dec->check(c).find("equal head dim"), std::string::npos) << dec->check(c);
+  c = probe_case();
+  c.head_dim_qk = c.head_dim_vo = 96;
+  EXPECT_NE(pre->check(c).find("not instantiated"), std::string::npos);
+  c = probe_case();
+  c.attention.soft_cap = 30;
+  c.attention.alibi = true;
+  EXPECT_NE(pre->check(c).find("sm_scale twice"), std::string::npos);
+  c = example("poisoned-pages");
+  EXPECT_NE(dec->check(c).find("single-token"), std::string::npos);
+  c = probe_case();
+  c.num_qo_heads = 10;
+  c.num_kv_heads = 2;
+  EXPECT_NE(dec->check(c).find("Unsupported group_size: 5"), std::string::npos) << dec->check(c);
+  c = probe_case();
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 8;
+  EXPECT_NE(dec->check(c).find("tensor core decode"), std::string::npos) << dec->check(c);
+  c = probe_case();
+  c.requests[0] = RequestSpec{1, 64};
+  c.requests[0].doc_starts = {0, 40};  // the query's document starts at 40: needs a custom mask
+  EXPECT_NE(dec->check(c).find("no custom mask"), std::string::npos) << dec->check(c);
+}
+
+// ---- on the device -------------------------------------------------------------------------------
+
+TEST(FlashInferSmoke, OnePrefillAndOneDecodeCase) {
+  REQUIRE_FI_GPU();
+  CaseSpec c = probe_case();
+  c.name = "smoke";
+  c.requests = {RequestSpec{100, 300}, RequestSpec{17, 17}, RequestSpec{1, 900}};
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.kv_cache.page_size = 16;
+  validate_case(c);
+  check_twice_lowp(c, kPrefill);
+  for (auto& r : c.requests) r.q_len = 1;
+  c.name = "smoke-decode";
+  check_twice_lowp(c, kDecode);
+}
+
+TEST(FlashInferPrefill, EveryExampleItRunsPassesTheTwiceLowpRule) {
+  REQUIRE_FI_GPU();
+  int ran = 0;
+  for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    const std::string why = make_backend(kPrefill)->check(c);
+    if (!why.empty()) {
+      std::cout << "[ refused  ] " << e.path().filename() << ": " << why << "\n";
+      continue;
+    }
+    ran += check_twice_lowp(c, kPrefill) ? 1 : 0;
+  }
+  EXPECT_GE(ran, 1);
+}
+
+TEST(FlashInferDecode, EveryExampleItRunsPassesTheTwiceLowpRule) {
+  REQUIRE_FI_GPU();
+  int ran = 0;
+  for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".json") continue;
+    SCOPED_TRACE(e.path().string());
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    const std::string why = make_backend(kDecode)->check(c);
+    if (!why.empty()) {
+      std::cout << "[ refused  ] " << e.path().filename() << ": " << why << "\n";
+      continue;
+    }
+    ran += check_twice_lowp(c, kDecode) ? 1 : 0;
+  }
+  EXPECT_GE(ran, 1);  // gqa-decode-long and flash-attn-split-heuristic in a full build
+}
+
+TEST(FlashInferPrefill, RandomCasesPassTheTwiceLowpRule) {
+  REQUIRE_FI_GPU();
+  random_cases(kPrefill, cases(45), [](uint64_t seed, int dim) { return fi_ok(random_case(seed), seed, dim); });
+}
+
+TEST(FlashInferDecode, RandomCasesPassTheTwiceLowpRule) {
+  REQUIRE_FI_GPU();
+  random_cases(kDecode, cases(45), [](uint64_t seed, int dim) { return decode_ok(random_case(seed + 1000), seed, dim); });
+}
+
+// FlashInfer's convention for a row that sees no key is attnscope's: O = 0 (OutputTransform's
+// d_rcp is 0 when m is -inf) and LSE = log2(0) + (-inf) = -inf, no NaN.
+TEST(FlashInferPrefill, FullyMaskedRowsGiveZeroAndMinusInf) {
+  REQUIRE_FI_GPU();
+  const CaseSpec c = example("fully-masked-rows");
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, c);
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result cpu = run("cpu.reference", c, p, w), g = run(kPrefill, c, p, w);
+  ASSERT_TRUE(g.ok()) << g.message;
+  EXPECT_EQ(nan_count(g), 0);
+  int64_t masked = 0;
+  for (size_t i = 0; i < g.lse.size(); ++i) {
+    ASSERT_EQ(std::isinf(g.lse[i]), std::isinf(cpu.lse[i])) << "row " << i << ": " << g.lse[i] << " vs " << cpu.lse[i];
+    if (std::isinf(g.lse[i])) {
+      ++masked;
+      EXPECT_LT(g.lse[i], 0);
+      for (int d = 0; d < c.head_dim_vo; ++d) ASSERT_EQ(g.o[i * c.head_dim_vo + d], 0.0f) << "row " << i;
+    }
+  }
+  EXPECT_GT(masked, 0);
+}
+
+// NaN in every unused page and slot must not reach the output: the same case with and without the
+// poison gives the same bits (vLLM #42494 / #42496).
+TEST(FlashInfer, PoisonedPagesLeaveTheOutputBitIdentical) {
+  REQUIRE_FI_GPU();
+  std::vector<std::pair<std::string, CaseSpec>> runs = {{kPrefill, example("poisoned-pages")}};
+  CaseSpec d = example("poisoned-pages");
+  for (auto& r : d.requests) r.q_len = 1;
+  runs.push_back({kDecode, d});
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(12)); ++seed) {
+    CaseSpec c = fi_ok(random_case(seed + 500), seed, 128);
+    if (c.kv_cache.storage == KvStorage::kRagged) continue;  // no unused slots to poison
+    runs.push_back({kPrefill, c});
+    runs.push_back({kDecode, decode_ok(random_case(seed + 500), seed, 128)});
+  }
+  int compared = 0;
+  for (auto& [id, c] : runs) {
+    if (!make_backend(id)->check(c).empty()) continue;
+    CaseSpec clean = c, dirty = c;
+    clean.kv_cache.poison_unused = false;
+    dirty.kv_cache.poison_unused = true;
+    const Plan p = make_plan(clean);
+    const Result a = run(id, clean, p, Workload{}), b = run(id, dirty, make_plan(dirty), Workload{});
+    if (a.status == Status::kUnsupported) continue;  // FlashInfer's planner refused this batch
+    ASSERT_TRUE(a.ok() && b.ok()) << c.name << ": " << a.message << " / " << b.message;
+    EXPECT_EQ(nan_count(b), 0) << id << " " << c.name;
+    EXPECT_TRUE(compare_results(c, b, a, {"dirty", "clean", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass)
+        << id << " " << c.name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 2);
+}
+
+// FlashInfer PR #1675: with fixed_split_size the chunk boundaries of a request do not depend on the
+// batch. Its query tile still does (FA2DetermineCtaTileQ takes the batch's average packed length,
+// and PrefillPlan has no tile argument, issue #2424), and the tile sets the warp layout and the KV
+// tile, hence the accumulation order. Tested as that: a request whose tile is the same alone and
+// batched is bit-identical; the others are reported.
+TEST(FlashInferPrefill, FixedSplitIsBatchInvariantWhereTheTileIsTheSame) {
+  REQUIRE_FI_GPU();
+  CaseSpec uniform = example("batch-invariance-fixed");
+  for (auto& r : uniform.requests) r.q_len = 16;  // same packed length alone and batched: same tile
+  uniform.name = "batch-invariance-fixed-uniform-q";
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, uniform);
+  for (const CaseSpec& base : {example("batch-invariance-fixed"), uniform}) {
+    CaseSpec c = base;
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) c.requests[r].seed = base.request_seed(r);
+    const Result batch = run(kPrefill, c, make_plan(c), Workload{});
+    ASSERT_TRUE(batch.ok()) << batch.message;
+    const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
+    int64_t tok = 0;
+    int same_tile = 0, identical = 0;
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+      const CaseSpec one = sub_case(c, {r});
+      const Result alone = run(kPrefill, one, make_plan(one), Workload{});
+      ASSERT_TRUE(alone.ok()) << alone.message;
+      int diff = 0;
+      for (int64_t i = 0; i < static_cast<int64_t>(alone.o.size()); ++i)
+        diff += f32_bits(alone.o[i]) != f32_bits(batch.o[tok * Hq * Dv + i]);
+      for (int64_t i = 0; i < static_cast<int64_t>(alone.lse.size()); ++i)
+        diff += f32_bits(alone.lse[i]) != f32_bits(batch.lse[tok * Hq + i]);
+      const bool tile_same = reported_tile(alone) == reported_tile(batch);
+      std::cout << "[ invariance ] " << c.name << " request " << r << ": tile alone " << reported_tile(alone) << ", batched "
+                << reported_tile(batch) << ": " << diff << " values differ\n";
+      if (tile_same) {
+        ++same_tile;
+        EXPECT_EQ(diff, 0) << c.name << " request " << r << " differs although its tile and chunks are the same";
+      }
+      identical += diff == 0;
+      tok += c.requests[r].q_len;
+    }
+    std::cout << "[ invariance ] " << c.name << ": " << identical << " of " << c.requests.size()
+              << " requests bit-identical alone and batched (" << same_tile << " with the same tile)\n";
+    if (c.name == uniform.name) {
+      EXPECT_EQ(same_tile, static_cast<int>(c.requests.size()));
+    }
+  }
+}
+
+TEST(FlashInferPrefill, TimesWithCudaEventsAndReportsThePlan) {
+  REQUIRE_FI_GPU();
+  const CaseSpec c = example("mixed-prefill-decode-fragmented");
+  const Plan p = make_plan(c);
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, c);
+  auto b = make_backend(kPrefill);
+  RunOptions o;
+  o.bench_reps = 5;
+  const Result r = run_backend(*b, c, p, Workload{}, o);
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.timing.reps, 5);
+  EXPECT_GT(r.timing.device_ms, 0);
+  EXPECT_LE(r.timing.device_ms_min, r.timing.device_ms);
+  EXPECT_GE(r.timing.device_ms_max, r.timing.device_ms);
+  EXPECT_GT(reported_tile(r), 0) << r.message;
+  EXPECT_NE(r.message.find("us on the host"), std::string::npos) << r.message;
+}
