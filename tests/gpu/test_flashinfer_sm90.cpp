@@ -22,9 +22,11 @@
 #include "attnscope/device.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "fi_lse_bound.h"
 
 using namespace attnscope;
 using attnscope::testing::GenLimits;
+using attnscope::testing::fi_lse_excess;
 using attnscope::testing::random_case;
 namespace fs = std::filesystem;
 
@@ -51,22 +53,22 @@ bool sm90_compiled(std::string* why) {
   return true;
 }
 
-#define REQUIRE_SM90()                                 \
-  do {                                                 \
-    std::string why_;                                  \
-    if (!sm90_compiled(&why_)) GTEST_SKIP() << why_;   \
+#define REQUIRE_SM90()                               \
+  do {                                               \
+    std::string why_;                                \
+    if (!sm90_compiled(&why_)) GTEST_SKIP() << why_; \
   } while (0)
 
 // Compiled, and device 0 is compute capability 9.0 (sm_90a code runs nowhere else).
-#define REQUIRE_SM90_GPU()                                                                             \
-  do {                                                                                                 \
-    REQUIRE_SM90();                                                                                    \
-    std::string why_;                                                                                  \
-    const auto devs_ = query_devices(&why_);                                                           \
-    if (devs_.empty()) GTEST_SKIP() << why_;                                                           \
-    if (devs_[0].cc_major != 9 || devs_[0].cc_minor != 0)                                              \
+#define REQUIRE_SM90_GPU()                                                                                  \
+  do {                                                                                                      \
+    REQUIRE_SM90();                                                                                         \
+    std::string why_;                                                                                       \
+    const auto devs_ = query_devices(&why_);                                                                \
+    if (devs_.empty()) GTEST_SKIP() << why_;                                                                \
+    if (devs_[0].cc_major != 9 || devs_[0].cc_minor != 0)                                                   \
       GTEST_SKIP() << "device 0 (" << devs_[0].name << ") is sm_" << devs_[0].cc_major << devs_[0].cc_minor \
-                   << ": flashinfer.prefill_sm90 runs on sm_90 only";                                  \
+                   << ": flashinfer.prefill_sm90 runs on sm_90 only";                                       \
   } while (0)
 
 // A test built around one case skips when this build does not instantiate it (a development build
@@ -95,23 +97,8 @@ int64_t nan_count(const Result& r) {
   return n;
 }
 
-// Natural-log LSE against the fp64 reference: FlashInfer keeps m and log2(d) in fp32 with exp2/log2
-// approximations, ~1e-4 relative, so 1e-3 + 1e-4 |lse|; a soft-cap adds tanh.approx.f32's error
-// (~2^-10.7 relative) times the cap on each score, at most cap * 2^-10 on the LSE.
-double lse_excess(const CaseSpec& c, const Result& a, const Result& ref) {
-  double worst = 0;
-  const double cap = c.attention.soft_cap.value_or(0.0);
-  for (size_t i = 0; i < ref.lse.size() && i < a.lse.size(); ++i) {
-    const double x = a.lse[i], y = ref.lse[i];
-    if (std::isinf(y) && std::isinf(x) && (x < 0) == (y < 0)) continue;
-    const double tol = 1e-3 + 1e-4 * std::abs(y) + cap * std::ldexp(1.0, -10);
-    worst = std::max(worst, std::isfinite(x) && std::isfinite(y) ? std::abs(x - y) - tol : INFINITY);
-  }
-  return worst;
-}
-
 // The FlashAttention rule on O against cuda.reference (cpu.lowp as the same-precision baseline),
-// the LSE bound above, and no NaN (the outputs are poisoned before the launch). False when the
+// the LSE bound of fi_lse_bound.h, and no NaN (the outputs are poisoned before the launch). False when the
 // backend refused at run time (FlashInfer's planner), with the reason in *refused.
 bool check_twice_lowp(const CaseSpec& c, std::string* refused = nullptr) {
   const Plan p = make_plan(c);
@@ -128,20 +115,19 @@ bool check_twice_lowp(const CaseSpec& c, std::string* refused = nullptr) {
   EXPECT_TRUE(ref.ok()) << ref.message;
   EXPECT_EQ(nan_count(a), 0) << c.name << ": wrote NaN (or left poisoned elements)";
   // 1e-5 floor: FlashAttention's rounding allowance
-  const DiffReport d =
-      compare_results(c, a, ref, {kSm90, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
+  const DiffReport d = compare_results(c, a, ref, {kSm90, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
   EXPECT_TRUE(d.verdict.pass) << c.name << " (" << a.message << "): " << d.verdict.detail;
-  EXPECT_LE(lse_excess(c, a, ref), 0.0) << c.name << ": LSE beyond its bound, max abs " << d.lse.max_abs;
+  EXPECT_LE(fi_lse_excess(c, a, ref, false), 0.0) << c.name << ": LSE beyond its bound, max abs " << d.lse.max_abs;
   return true;
 }
 
-// A random case made runnable by the SM90 kernels: bf16, equal head dims, no ALiBi, no mask that
+// A random case made runnable by the SM90 kernels: fp16 / bf16, equal head dims, no ALiBi, no mask that
 // needs FlashInfer's custom mode (prefix-LM, documents, padding), a window or soft-cap only with
 // the causal mask (this build's table). Everything else stays random: page size, NHD / HND,
 // allocation, poison, local chunks, GQA, decode rows, the split settings (which do not apply).
 CaseSpec sm90_ok(CaseSpec c, int dim) {
   c.head_dim_qk = c.head_dim_vo = dim;
-  c.dtype = DType::kBf16;
+  if (c.dtype == DType::kFp32 || c.attention.window || c.attention.soft_cap) c.dtype = DType::kBf16;  // fp16: plain only
   c.attention.alibi = false;
   c.attention.prefix_lm = false;
   for (auto& r : c.requests) {
@@ -202,6 +188,7 @@ TEST(FlashInferSm90Refusals, CarryReasons) {
   refuses(c, "MaskMode::kCustom");
   c = sm90_probe();
   c.dtype = DType::kFp16;
+  c.attention.window = 64;  // fp16 has no window line
   refuses(c, "not instantiated");
   c = sm90_probe();
   c.attention.causal = false;
@@ -232,9 +219,9 @@ TEST(FlashInferSm90Smoke, OneSmallCase) {
 TEST(FlashInferSm90, EveryExampleItRunsPassesTheTwiceLowpRule) {
   REQUIRE_SM90_GPU();
   // the examples a full build runs; the others are refused (head_dim 32, custom masks)
-  const std::set<std::string> runnable = {"batch-invariance-auto",           "batch-invariance-fixed", "flash-attn-split-heuristic",
-                                          "gemma2-window-softcap",           "gqa-decode-long",        "llama4-chunked-local",
-                                          "mixed-prefill-decode-fragmented", "poisoned-pages"};
+  const std::set<std::string> runnable = {
+      "batch-invariance-auto", "batch-invariance-fixed", "flash-attn-split-heuristic",      "gemma2-window-softcap",
+      "gqa-decode-long",       "llama4-chunked-local",   "mixed-prefill-decode-fragmented", "poisoned-pages"};
   int ran = 0;
   for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
     if (e.path().extension() != ".json") continue;
@@ -276,9 +263,9 @@ TEST(FlashInferSm90, RandomCasesPassTheTwiceLowpRule) {
     std::string refusal;
     if (check_twice_lowp(c, &refusal)) {
       ++ran;
-      ++shapes[std::to_string(c.head_dim_qk) + (c.attention.causal ? " causal" : " none") + (c.attention.window ? " window" : "") +
-               (c.attention.soft_cap ? " softcap" : "") + (c.attention.local_chunk ? " local" : "") +
-               (c.kv_cache.layout == KvLayout::kHND ? " HND" : " NHD")];
+      ++shapes[std::to_string(c.head_dim_qk) + (c.attention.causal ? " causal" : " none") +
+               (c.attention.window ? " window" : "") + (c.attention.soft_cap ? " softcap" : "") +
+               (c.attention.local_chunk ? " local" : "") + (c.kv_cache.layout == KvLayout::kHND ? " HND" : " NHD")];
     } else if (!refusal.empty()) {
       ++reasons[refusal.substr(0, 70)];
     }
@@ -333,7 +320,8 @@ TEST(FlashInferSm90, RequestsAreBitIdenticalAloneAndBatched) {
     const Result alone = run(kSm90, one, make_plan(one), Workload{});
     ASSERT_TRUE(alone.ok()) << alone.message;
     int diff = 0;
-    for (int64_t i = 0; i < static_cast<int64_t>(alone.o.size()); ++i) diff += f32_bits(alone.o[i]) != f32_bits(batch.o[tok * Hq * Dv + i]);
+    for (int64_t i = 0; i < static_cast<int64_t>(alone.o.size()); ++i)
+      diff += f32_bits(alone.o[i]) != f32_bits(batch.o[tok * Hq * Dv + i]);
     for (int64_t i = 0; i < static_cast<int64_t>(alone.lse.size()); ++i)
       diff += f32_bits(alone.lse[i]) != f32_bits(batch.lse[tok * Hq + i]);
     EXPECT_EQ(diff, 0) << "request " << r << " differs alone and batched";

@@ -143,7 +143,10 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p) {
     max_q = std::max(max_q, u.q_len);
     max_kv = std::max(max_kv, u.kv_len);
   }
-  k.s_q = bucket(max_q);
+  // At least 2: with S_q = 1 and GQA, cuDNN 9.14 on an H100 wrote O correctly but the Stats of only
+  // B * Hk of the B * Hq rows (the rest kept the NaN poison: gqa-decode-long, 96 of 128). Declaring
+  // S_q = 2 keeps decode batches off that path; seq_len_q still says 1, so nothing else changes.
+  k.s_q = std::max<int64_t>(2, bucket(max_q));
   k.s_kv = bucket(max_kv);
   if (k.paged) {
     k.layout = c.kv_cache.layout;

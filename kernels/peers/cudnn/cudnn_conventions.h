@@ -67,8 +67,8 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p);
 // [total_q, Hq], both as downloaded.
 void apply_conventions(const CaseSpec& c, const SdpaProblem& s, std::vector<float>* o, std::vector<float>* lse);
 
-// Rounds an extent up to its cache bucket: the next power of two (1 stays 1, which keeps decode
-// batches on cuDNN's s_q == 1 path). Costs at most 2x in declared extent; the kernels skip the
+// Rounds an extent up to its cache bucket: the next power of two (1 stays 1; translate() declares
+// S_q >= 2, see there). Costs at most 2x in declared extent; the kernels skip the
 // rows and keys past each sequence's true length.
 int64_t bucket(int64_t n);
 
