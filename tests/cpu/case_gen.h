@@ -89,4 +89,11 @@ inline CaseSpec random_case(uint64_t seed, const GenLimits& lim = {}) {
   return c;
 }
 
+// Gives a generated case one head dim for Q/K and V, keeping the rest valid: a fixed query tile of
+// 128 becomes 64 at head dim 256 and above (case_rules.cpp: FlashInfer uses at most 64 there).
+inline void set_head_dim(CaseSpec& c, int dim) {
+  c.head_dim_qk = c.head_dim_vo = dim;
+  if (dim >= 256 && c.split.fixed_tile_q == 128) c.split.fixed_tile_q = 64;
+}
+
 }  // namespace attnscope::testing

@@ -21,6 +21,7 @@
 
 using namespace attnscope;
 using attnscope::testing::random_case;
+using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
 
 namespace {
@@ -79,7 +80,7 @@ void check_twice_lowp(const CaseSpec& c, Result* out = nullptr) {
 // q_len == kv_len.
 CaseSpec cudnn_ok(CaseSpec c, uint64_t seed) {
   const int dims[] = {32, 64, 96, 128, 256};
-  c.head_dim_qk = c.head_dim_vo = dims[seed % 5];
+  set_head_dim(c, dims[seed % 5]);
   if (c.dtype == DType::kFp32) c.dtype = seed % 2 ? DType::kFp16 : DType::kBf16;
   c.attention.soft_cap.reset();
   if (c.attention.alibi) {
@@ -92,7 +93,6 @@ CaseSpec cudnn_ok(CaseSpec c, uint64_t seed) {
     if (r.doc_starts.size() > 1) r.doc_starts = {0};
     if (r.prefix_len) r.prefix_len = std::min(*r.prefix_len, r.kv_len - r.q_len + 1);
   }
-  if (c.head_dim_vo >= 256 && c.split.fixed_tile_q == 128) c.split.fixed_tile_q = 64;
   c.data.outlier_channels.clear();
   validate_case(c);
   return c;

@@ -30,6 +30,7 @@
 using namespace attnscope;
 using attnscope::testing::fi_lse_excess;
 using attnscope::testing::random_case;
+using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
 namespace fic = attnscope::peers::flashinfer;
 
@@ -123,7 +124,7 @@ bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* ref
 // A random case made runnable by FlashInfer's FA2 prefill: head dims 64 / 128 / 256 (equal), fp16 or
 // bf16, soft-cap and ALiBi not together (no FlashInfer variant computes both as attnscope does).
 CaseSpec fi_ok(CaseSpec c, uint64_t seed, int dim) {
-  c.head_dim_qk = c.head_dim_vo = dim;
+  set_head_dim(c, dim);
   if (c.dtype == DType::kFp32) c.dtype = seed % 2 ? DType::kBf16 : DType::kFp16;
   if (c.attention.soft_cap && c.attention.alibi) {
     if (seed % 2)

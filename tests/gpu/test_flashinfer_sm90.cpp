@@ -28,6 +28,7 @@ using namespace attnscope;
 using attnscope::testing::GenLimits;
 using attnscope::testing::fi_lse_excess;
 using attnscope::testing::random_case;
+using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
 
 namespace {
@@ -126,7 +127,7 @@ bool check_twice_lowp(const CaseSpec& c, std::string* refused = nullptr) {
 // the causal mask (this build's table). Everything else stays random: page size, NHD / HND,
 // allocation, poison, local chunks, GQA, decode rows, the split settings (which do not apply).
 CaseSpec sm90_ok(CaseSpec c, int dim) {
-  c.head_dim_qk = c.head_dim_vo = dim;
+  set_head_dim(c, dim);
   if (c.dtype == DType::kFp32 || c.attention.window || c.attention.soft_cap) c.dtype = DType::kBf16;  // fp16: plain only
   c.attention.alibi = false;
   c.attention.prefix_lm = false;

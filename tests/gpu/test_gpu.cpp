@@ -16,6 +16,7 @@
 
 using namespace attnscope;
 using attnscope::testing::random_case;
+using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
 
 namespace {
@@ -62,9 +63,8 @@ void check_twice_lowp(const CaseSpec& c, const std::string& id) {
 
 CaseSpec flash_ok(CaseSpec c, uint64_t seed) {
   const int dims[] = {32, 64, 96, 128, 256};
-  c.head_dim_qk = c.head_dim_vo = dims[seed % 5];
+  set_head_dim(c, dims[seed % 5]);
   if (c.dtype == DType::kFp32) c.dtype = DType::kBf16;
-  if (c.head_dim_vo >= 256 && c.split.fixed_tile_q == 128) c.split.fixed_tile_q = 64;
   c.data.outlier_channels.clear();
   validate_case(c);
   return c;
