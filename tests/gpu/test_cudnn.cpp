@@ -364,6 +364,47 @@ TEST(CudnnSdpa, StoragesAgree) {
   }
 }
 
+// A GQA decode batch runs packed (the query heads of a KV head as rows of one sequence, K/V read
+// once per KV head); causal and not, paged and ragged, with padding, MHA left unpacked, a window
+// left unpacked (its band would differ per row). Every one passes the 2x rule with its LSE, and the
+// packed and plain forms of one batch agree.
+TEST(CudnnSdpa, GqaDecodeRunsPackedAndAgrees) {
+  REQUIRE_CUDNN_GPU();
+  CaseSpec base = base_case("gqa-decode-packed");
+  base.requests = {RequestSpec{1, 150}, RequestSpec{1, 77}, RequestSpec{1, 1}, RequestSpec{1, 3000}};
+  base.requests[1].pad_start = 40;  // its one query is padding: left out of the batch (O = 0, LSE = -inf)
+  base.num_qo_heads = 16;
+  base.num_kv_heads = 4;
+  validate_case(base);
+  struct Variant {
+    const char* name;
+    std::function<void(CaseSpec&)> edit;
+    bool packed;
+  };
+  const Variant variants[] = {
+      {"causal paged", [](CaseSpec&) {}, true},
+      {"non-causal", [](CaseSpec& c) { c.attention.causal = false; }, true},
+      {"ragged", [](CaseSpec& c) {
+         c.kv_cache = KvCacheSpec{};
+         c.kv_cache.storage = KvStorage::kRagged;
+         c.kv_cache.page_size = 1;
+         c.kv_cache.null_page = false;
+       }, true},
+      {"fp16 group 8", [](CaseSpec& c) { c.dtype = DType::kFp16; c.num_kv_heads = 2; }, true},
+      {"MHA", [](CaseSpec& c) { c.num_kv_heads = c.num_qo_heads; }, false},
+      {"window", [](CaseSpec& c) { c.attention.window = 100; }, false},
+  };
+  for (const Variant& v : variants) {
+    CaseSpec c = base;
+    v.edit(c);
+    c.name = std::string("gqa-decode-packed ") + v.name;
+    validate_case(c);
+    Result r;
+    check_twice_lowp(c, &r);
+    EXPECT_EQ(r.message.find("GQA decode packed") != std::string::npos, v.packed) << c.name << ": " << r.message;
+  }
+}
+
 TEST(CudnnSdpa, GraphIsBuiltOncePerShapeClass) {
   REQUIRE_CUDNN_GPU();
   // a shape class no other test uses, so the first run builds

@@ -299,7 +299,7 @@ TEST(FlashInferSm90, PoisonedPagesLeaveTheOutputBitIdentical) {
     EXPECT_TRUE(compare_results(c, b, a, {"dirty", "clean", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass) << c.name;
     ++compared;
   }
-  EXPECT_GE(compared, 4);
+  EXPECT_GE(compared, std::max(2, cases(12) / 3));  // the loop is not vacuous: 4 cases, 2 under the sanitizer's quick mode
 }
 
 // PrefillSM90Plan never splits KV and tiles each request's queries from its own first row, so a

@@ -34,6 +34,10 @@ struct GraphKey {
   int window = 0;                    // left bound W, 0 = none
   bool alibi = false;
   float scale = 0;  // sm_scale, applied by cuDNN after Q.K
+  // > 1: a GQA decode batch packed as FlashInfer's and FlashAttention's decode kernels pack it: the
+  // group = hq / hk query heads that share a KV head are the rows of one sequence of hk heads, so
+  // each K/V tile is read once per KV head rather than once per query head (see translate()).
+  int group = 1;
   bool operator==(const GraphKey&) const = default;
   std::string describe() const;  // "B=3 Hq=8 Hk=2 d=128 bf16 S_q<=256 S_kv<=2048 paged NHD page 16 ..."
 };
@@ -42,7 +46,7 @@ struct GraphKey {
 // index tensors. All offsets are in elements (cuDNN's ragged-offset convention), int32.
 struct SdpaProblem {
   GraphKey key;
-  std::vector<int32_t> seq_q;          // [B] queries cuDNN computes per sequence (padding queries cut off), >= 1
+  std::vector<int32_t> seq_q;          // [B] rows cuDNN computes per sequence (padding queries cut off; packed: group), >= 1
   std::vector<int32_t> seq_kv;         // [B] keys per sequence (padding keys cut off), >= 1
   std::vector<int32_t> q_offsets;      // [B + 1] first element of each sequence's Q rows in [total_q, Hq, d_qk]
   std::vector<int32_t> o_offsets;      // [B + 1] the same in O [total_q, Hq, d_v]
@@ -60,7 +64,8 @@ struct SdpaProblem {
 std::string refusal_reason(const CaseSpec& c, int cudnn_version);
 
 // The case in cuDNN's terms. Requires refusal_reason(c) to be empty.
-SdpaProblem translate(const CaseSpec& c, const Plan& p);
+// `pack_gqa_decode`: allow the packed GQA decode form (GraphKey::group); false gives the plain one.
+SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true);
 
 // attnscope's conventions on what cuDNN returned: the rows cuDNN does not compute (padding
 // queries, fully masked in attnscope) get O = 0 and LSE = -inf. `o` is [total_q, Hq, d_v], `lse`

@@ -128,9 +128,17 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   const int64_t B = k.batch, Hq = k.hq, Hk = k.hk, Dqk = k.d_qk, Dv = k.d_v, Sq = k.s_q, Skv = k.s_kv;
 
   // Q as attnscope stores it, [total_q, Hq, d_qk] token-packed: cuDNN's (B, Hq, S_q, d_qk) with the
-  // token stride Hq * d_qk ("BSHD"), each sequence starting at its ragged offset.
-  auto q = g->tensor(
-      fg::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({B, Hq, Sq, Dqk}).set_stride({Sq * Hq * Dqk, Dqk, Hq * Dqk, 1}));
+  // token stride Hq * d_qk ("BSHD"), each sequence starting at its ragged offset. A packed GQA
+  // decode batch (k.group > 1, one token per sequence) reads the same memory as (B, Hk, group,
+  // d_qk): query head hk * group + r is row r of head hk, at hk * group * d_qk + r * d_qk. O and the
+  // stats below are viewed the same way.
+  const bool packed = k.group > 1;
+  const int64_t Hrows = packed ? Hk : Hq;  // cuDNN's query heads
+  auto bshd = [&](int64_t d) -> std::vector<int64_t> {
+    if (packed) return {Hq * d, k.group * d, d, 1};
+    return {Sq * Hq * d, d, Hq * d, 1};
+  };
+  auto q = g->tensor(fg::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({B, Hrows, Sq, Dqk}).set_stride(bshd(Dqk)));
   q->set_ragged_offset(index_tensor(*g, "q_offsets", kQOffsets, B + 1));
 
   std::shared_ptr<fg::Tensor_attributes> kt, vt, table_k, table_v;
@@ -194,13 +202,13 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   // Stats is cuDNN's natural-log LSE of the scaled (and ALiBi-biased) scores, max + ln(sum exp):
   // the frontend's set_stats_use_log2 would convert it to base 2 and is left off, so what cuDNN
   // writes is attnscope's LSE convention as is.
-  o->set_output(true).set_uid(kO).set_dim({B, Hq, Sq, Dv}).set_stride({Sq * Hq * Dv, Dv, Hq * Dv, 1});
+  o->set_output(true).set_uid(kO).set_dim({B, Hrows, Sq, Dv}).set_stride(bshd(Dv));
   o->set_ragged_offset(index_tensor(*g, "o_offsets", kOOffsets, B + 1));
   stats->set_output(true)
       .set_uid(kLse)
       .set_data_type(fe::DataType_t::FLOAT)
-      .set_dim({B, Hq, Sq, 1})
-      .set_stride({Sq * Hq, 1, Hq, 1});
+      .set_dim({B, Hrows, Sq, 1})
+      .set_stride(packed ? std::vector<int64_t>{Hq, k.group, 1, 1} : std::vector<int64_t>{Sq * Hq, 1, Hq, 1});
   stats->set_ragged_offset(index_tensor(*g, "lse_offsets", kLseOffsets, B + 1));
   return g;
 }

@@ -65,13 +65,12 @@ class SdpaBackend final : public Backend {
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
-    const SdpaProblem s = translate(c, p);
+    SdpaProblem s = translate(c, p);
     const int Hq = c.num_qo_heads, dv = c.head_dim_vo, eb = dtype_bytes(c.dtype);
     const int64_t total_q = c.total_q();
     cuda::require_device_memory(cuda::device_workload_bytes(c, p) + total_q * Hq * (dv * eb + 4) + DeviceIndices::bytes(s),
                                 "cudnn.sdpa (inputs, outputs, index tensors)");
     cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
-    DeviceIndices idx(s);
     DeviceBuffer o(std::max<int64_t>(total_q * Hq * dv, 1) * eb), lse(std::max<int64_t>(total_q * Hq, 1) * 4);
     // Poison both outputs: an element cuDNN does not write stays NaN (0xffff is NaN in fp16 and
     // bf16, 0xffffffff in fp32) and shows in the comparison.
@@ -89,7 +88,15 @@ class SdpaBackend final : public Backend {
     const auto lock = cudnn_lock();
     GraphLookup g;
     try {
-      g = find_or_build_graph(s.key);
+      try {
+        g = find_or_build_graph(s.key);
+      } catch (const CudnnError& e) {
+        // A cuDNN that refuses the packed GQA decode view still runs the plain one.
+        if (!e.unsupported || s.key.group == 1) throw;
+        s = translate(c, p, false);
+        g = find_or_build_graph(s.key);
+        s.masks += "; the packed GQA decode view was refused (" + std::string(e.what()) + "), ran unpacked";
+      }
     } catch (const CudnnError& e) {
       if (!e.unsupported) throw;
       // cuDNN's own support check refused the graph: the library's reason, not a failure.
@@ -97,6 +104,7 @@ class SdpaBackend final : public Backend {
       res.message = e.what();
       return res;
     }
+    DeviceIndices idx(s);  // after the lookup: a refused packed view re-translates `s`
     DeviceBuffer workspace(static_cast<size_t>(g.graph->workspace_bytes));
     Bindings b;
     b.q = w.q.as<void>();
