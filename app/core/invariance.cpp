@@ -1,6 +1,7 @@
 // Batch-invariance check: the batch, then every request alone, compared bit for bit.
 #include "invariance.h"
 
+#include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
 #include "session.h"
 
@@ -11,6 +12,27 @@ int PlannerInvariance::identical_requests() const {
   for (int d : differing_values) n += d == 0;
   return n;
 }
+
+namespace {
+
+// flashinfer.* backends plan with FlashInfer's own planner (Plan::library), not attnscope's model:
+// their tile and chunk are FlashInfer's, and the flash_attn model has no FlashInfer equivalent.
+bool runs_flashinfer_plan(const std::string& backend) { return backend.rfind("flashinfer.", 0) == 0; }
+
+// The tile and chunk (pages) the backend ran with: FlashInfer's plan for flashinfer.*, else the
+// model's. FlashInfer's chunk is in tokens, converted to pages; -1 = unbounded (disable_split_kv).
+void plan_tile_chunk(const std::string& backend, const Plan& p, int* tile, int* chunk_pages) {
+  const FlashInferPlan& lib = p.library.flashinfer;
+  if (runs_flashinfer_plan(backend) && lib.available) {
+    *tile = lib.cta_tile_q;
+    *chunk_pages = lib.kv_chunk_unbounded || lib.page_size <= 0 ? -1 : static_cast<int>(lib.kv_chunk_size / lib.page_size);
+    return;
+  }
+  *tile = p.split.cta_tile_q;
+  *chunk_pages = p.split.chunk_pages;
+}
+
+}  // namespace
 
 InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions& opt) {
   validate_case(base);
@@ -24,6 +46,11 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
   for (Planner pl : opt.planners) {
     PlannerInvariance pi;
     pi.planner = pl;
+    if (runs_flashinfer_plan(opt.backend) && pl == Planner::kFlashAttn) {
+      pi.error = opt.backend + " plans with FlashInfer's own planner, which has no flash_attn mode (skipped)";
+      rep.planners.push_back(pi);
+      continue;
+    }
     CaseSpec c = with_planner(base, pl, opt.fixed_split_size, opt.fixed_tile_q);
     c.backends = {opt.backend};
     c.comparisons.clear();
@@ -40,8 +67,8 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
     f.spec = c;
     auto batch = run_session(f);
     const Result& br = batch->results.at(0);
-    pi.batch_tile = batch->plan.split.cta_tile_q;
-    pi.batch_chunk_pages = batch->plan.split.chunk_pages;
+    plan_tile_chunk(opt.backend, batch->plan, &pi.batch_tile, &pi.batch_chunk_pages);
+    if (runs_flashinfer_plan(opt.backend)) pi.note += "; tile and chunk from FlashInfer's own plan";
     if (!br.ok()) {
       pi.error = br.backend + " " + status_name(br.status) + ": " + br.message;
       rep.planners.push_back(pi);
@@ -54,8 +81,10 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
       fr.spec = sub_case(c, {r});
       auto alone = run_session(fr);
       const Result& ar = alone->results.at(0);
-      pi.alone_tile.push_back(alone->plan.split.cta_tile_q);
-      pi.alone_chunk_pages.push_back(alone->plan.split.chunk_pages);
+      int tile = 0, chunk = 0;
+      plan_tile_chunk(opt.backend, alone->plan, &tile, &chunk);
+      pi.alone_tile.push_back(tile);
+      pi.alone_chunk_pages.push_back(chunk);
       const int q_len = c.requests[r].q_len;
       int diff = 0;
       if (!ar.ok()) {
