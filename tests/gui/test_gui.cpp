@@ -286,12 +286,19 @@ TEST_P(Screenshot, TabRendersItsContent) {
   const std::string t = tab;
   // saturated colours: page owners, work-item cells, progress bars
   auto vivid = [](const unsigned char* p) { return std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 90; };
-  if (t == "pages" || t == "split" || t == "timing") EXPECT_GT(count(img, vivid), 1500) << t;
-  if (t == "mask") EXPECT_GT(count(img, yellow), 5000) << "the allowed region of the mask";
-  if (t == "local") EXPECT_GT(count(img, yellow), 500) << "the virtual-batch diagrams";
-  if (t == "diff")
+  if (t == "pages" || t == "split" || t == "timing") {
+    EXPECT_GT(count(img, vivid), 1500) << t;
+  }
+  if (t == "mask") {
+    EXPECT_GT(count(img, yellow), 5000) << "the allowed region of the mask";
+  }
+  if (t == "local") {
+    EXPECT_GT(count(img, yellow), 500) << "the virtual-batch diagrams";
+  }
+  if (t == "diff") {
     EXPECT_GT(count(img, [](const unsigned char* p) { return p[1] > 120 && p[0] < 150 && p[2] < 160 && p[2] > 60; }), 2000)
         << "the error heatmap's colour ramp";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,

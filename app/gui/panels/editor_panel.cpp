@@ -237,6 +237,8 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     }
     ch |= ImGui::Checkbox("null page 0", &k.null_page);
     ch |= ImGui::Checkbox("poison unused (NaN)", &k.poison_unused);
+    // FlashAttention-2 sizes its split heuristic by the block table's width, not the longest request
+    ch |= opt_int("block table width (pages)", k.max_num_blocks_per_seq, 256, 1, 1 << 22);
   }
   if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) {
     auto& a = c.attention;
