@@ -5,6 +5,11 @@
 # $OUT (or ./gpu-logs). Usage: bash scripts/gpu-check.sh [arch]
 # The pinned peer headers come from .deps/ (scripts/fetch-peers.sh), or from .carry/deps.tar.gz on
 # a machine without network (pack it with: tar czf .carry/deps.tar.gz .deps).
+# Knobs (environment): BUILD_TARGETS="gpu_tests attnscope-cli" (build only those), GPU_FILTER (run
+# gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=1 (link cudnn.sdpa against
+# PyTorch's cuDNN wheel: the same library as SDPA's cuDNN backend), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
+# SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
+# PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-90}"
@@ -13,25 +18,59 @@ mkdir -p "$out"
 if [ ! -d .deps/flashinfer ] && [ -f .carry/deps.tar.gz ]; then tar xzf .carry/deps.tar.gz; fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
 logs=/tmp/attnscope-build-logs; mkdir -p "$logs"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF ${EXTRA_CMAKE:-} > "$logs/configure.log" 2>&1 || { cp "$logs/configure.log" "$out/"; tail -30 "$logs/configure.log"; exit 1; }
-cmake --build build-gpu -j"$(nproc)" > "$logs/build.log" 2>&1 || { cp "$logs/build.log" "$out/"; grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
+cudnn_args=()
+if [ "${CUDNN_FROM_TORCH:-0}" = 1 ]; then
+  # Link cudnn.sdpa against the cuDNN wheel PyTorch loads (nvidia-cudnn-cu13), so that cudnn.sdpa and
+  # PyTorch's SDPA cuDNN backend are the same library in the benchmark table.
+  cw=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  if [ -n "$cw" ] && [ -f "$cw/include/cudnn.h" ] && [ -f "$cw/lib/libcudnn.so.9" ]; then
+    cudnn_args=(-DATTNSCOPE_CUDNN_INCLUDE="$cw/include" -DATTNSCOPE_CUDNN_LIBRARY="$cw/lib/libcudnn.so.9")
+    export LD_LIBRARY_PATH="$cw/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  else
+    echo "CUDNN_FROM_TORCH=1: no cuDNN wheel with headers beside PyTorch ($cw); using the toolkit's"
+  fi
+fi
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF "${cudnn_args[@]}" ${EXTRA_CMAKE:-} > "$logs/configure.log" 2>&1 || { cp "$logs/configure.log" "$out/"; tail -30 "$logs/configure.log"; exit 1; }
+# BUILD_TARGETS (e.g. "gpu_tests attnscope-cli") builds only those: the GPU run needs no CPU test binaries.
+targets=()
+for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build-gpu -j"$(nproc)" "${targets[@]}" > "$logs/build.log" 2>&1 || { cp "$logs/build.log" "$out/"; grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
 grep -E "spill" "$logs/build.log" | sort -u | head -20
 grep -E "attnscope: family" "$logs/configure.log"
-( cd build-gpu && ctest -L gpu --output-on-failure ${CTEST_ARGS:-} > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
-tail -15 "$out/ctest-gpu.log"
+if [ -n "${GPU_FILTER:-}" ]; then
+  # the GPU test binary directly, on a subset (ctest needs every test binary built)
+  timeout "${TEST_TIMEOUT:-600}" build-gpu/tests/gpu_tests --gtest_filter="$GPU_FILTER" > "$out/gpu-tests.log" 2>&1; echo "gpu_tests $GPU_FILTER: rc=$?"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure" "$out/gpu-tests.log" | head -30
+else
+  ( cd build-gpu && ctest -L gpu --output-on-failure ${CTEST_ARGS:-} > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
+  tail -15 "$out/ctest-gpu.log"
+fi
 cli=build-gpu/app/attnscope-cli
+# Device probes: cases whose comparisons say whether a library computes what the case means.
+for p in ${PROBES:-}; do
+  timeout 120 "$cli" run "$p" > "$out/probe-$(basename "$p" .json).log" 2>&1; echo "probe $(basename "$p"): rc=$?"
+  grep -E " vs |^(ok|FAIL)" "$out/probe-$(basename "$p" .json).log" | head -8
+done
+if [ -n "${INVARIANCE_CASE:-}" ]; then
+  timeout 180 "$cli" invariance "$INVARIANCE_CASE" --backend "${INVARIANCE_BACKEND:-flashinfer.prefill}" > "$out/invariance.log" 2>&1; echo "invariance: rc=$?"
+  cat "$out/invariance.log" | head -12
+fi
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   ATTNSCOPE_GPU_QUICK=1 timeout "${MEMCHECK_TIMEOUT:-900}" "$san" --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_tests ${MEMCHECK_FILTER:+--gtest_filter=$MEMCHECK_FILTER} > "$out/memcheck.log" 2>&1; echo "memcheck: rc=$?"
   tail -4 "$out/memcheck.log"
-  ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
-  tail -4 "$out/racecheck.log"
-  ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
-  tail -3 "$out/synccheck.log"
+  if [ "${SKIP_RACE:-0}" != 1 ]; then
+    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
+    tail -4 "$out/racecheck.log"
+    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
+    tail -3 "$out/synccheck.log"
+  else
+    echo "racecheck, synccheck: not run (SKIP_RACE=1)"
+  fi
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   python3 tests/peer/bench_table.py --cli "$cli" --reps "${REPS:-30}" --json-out "$out/bench-table.json" \
-    ${BENCH_CASES:-bench/prefill-*.json bench/decode-paged.json} > "$out/bench-table.md" 2> "$out/bench-table.log"
+    ${BENCH_CASES:-bench/prefill-*.json bench/decode-paged.json bench/decode-contiguous.json} > "$out/bench-table.md" 2> "$out/bench-table.log"
   echo "bench table: rc=$?"; cat "$out/bench-table.md"
 fi
 if [ "${SKIP_PEER:-0}" != 1 ]; then

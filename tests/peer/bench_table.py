@@ -107,7 +107,8 @@ def main():
         print(f"{case['name']}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in row["times"].items()), file=sys.stderr, flush=True)
 
     cols = ATTNSCOPE + ["sdpa_fa2", "sdpa_cudnn"]
-    print(f"\nDevice: {dev}; PyTorch {torch.__version__}; CUDA events, median of {a.reps} after 3 warm-ups; bf16.\n")
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none"
+    print(f"\nDevice: {dev}; PyTorch {torch.__version__} (its cuDNN {cudnn}); CUDA events, median of {a.reps} after 3 warm-ups; bf16.\n")
     print("| case | " + " | ".join(cols) + " | best attnscope / best SDPA (time) | fastest |")
     print("|---|" + "---|" * (len(cols) + 2))
     for row in rows:
