@@ -167,6 +167,10 @@ int cmd_invariance(const Args& a) {
   } else {
     print_invariance(std::cout, rep);
   }
+  // 3, as for a replay: nothing differed that was compared, but some planner compared nothing
+  // (backend not compiled, no device, refused, or a planner the backend has no mode for).
+  for (const auto& p : rep.planners)
+    if (!p.error.empty()) return 3;
   return 0;
 }
 

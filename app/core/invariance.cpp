@@ -57,7 +57,11 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
     c.sample_rows.reset();
     // keep each request's data when it runs alone
     for (int r = 0; r < R; ++r) c.requests[r].seed = base.request_seed(r);
-    if (pl == Planner::kFixed)
+    if (runs_flashinfer_plan(opt.backend))  // FlashInfer takes a split size, never a tile
+      pi.note = pl == Planner::kFixed ? "fixed_split_size " + std::to_string(*c.split.fixed_split_size) + " pages"
+                : pl == Planner::kOff ? "disable_split_kv"
+                                      : "FlashInfer's auto split";
+    else if (pl == Planner::kFixed)
       pi.note =
           "fixed split " + std::to_string(*c.split.fixed_split_size) + " pages, tile " + std::to_string(*c.split.fixed_tile_q);
     else

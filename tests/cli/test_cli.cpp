@@ -224,6 +224,31 @@ TEST(Cli, InvarianceShowsFixedIdenticalAndAutoHonest) {
   EXPECT_TRUE(auto_breaks) << "the example is built so that FlashInfer's auto chunk size changes with the batch";
 }
 
+// With flashinfer.prefill the tile and chunk are FlashInfer's own plan, the flash_attn model is
+// skipped with the reason, and a planner that compared nothing (no device here, skipped) makes the
+// exit code 3, never 0.
+TEST(Cli, InvarianceOfFlashInferUsesItsOwnPlanAndSaysWhatItSkipped) {
+  const std::string ex = src("examples/batch-invariance-fixed.json");
+  const Out plan = cli("plan --json " + ex);
+  ASSERT_EQ(plan.code, 0) << plan.err;
+  const auto lib = nlohmann::json::parse(plan.out)["library_plans"]["flashinfer"];
+  const Out o = cli("invariance --json " + ex + " --backend flashinfer.prefill");
+  const auto j = nlohmann::json::parse(o.out);
+  bool any_error = false, saw_flash_attn = false;
+  for (const auto& p : j["planners"]) {
+    any_error = any_error || !p["error"].get<std::string>().empty();
+    if (p["planner"] == "flash_attn") {
+      saw_flash_attn = true;
+      EXPECT_NE(p["error"].get<std::string>().find("no flash_attn mode"), std::string::npos) << p.dump();
+    }
+    if (p["planner"] == "flashinfer" && lib["available"].get<bool>())
+      EXPECT_EQ(p["batch_tile"], lib["cta_tile_q"]) << "the batch's tile is FlashInfer's, not the model's";
+  }
+  EXPECT_TRUE(saw_flash_attn);
+  ASSERT_TRUE(any_error);  // flash_attn is always skipped
+  EXPECT_EQ(o.code, 3) << o.out;
+}
+
 TEST(Cli, DumpWritesNpyFilesOtherToolsCanRead) {
   const fs::path dir = fs::temp_directory_path() / ("attnscope_dump_" + std::to_string(::getpid()));
   const Out o = cli("run " + src("examples/prefix-lm.json") + " --dump " + dir.string());
