@@ -118,7 +118,7 @@ int cmd_run(const Args& a) {
     if (!a.flag("json"))
       std::cout << "repro script for " << script_backend << " written to " << *script_dir << "/repro.py (" << n << " files)\n";
   }
-  return s->failed() ? 1 : 0;
+  return s->summary().exit_code();  // 0 ok, 1 FAILED, 3 NOT CHECKED (something could not be checked here)
 }
 
 Planner parse_planner(const std::string& n) {

@@ -207,11 +207,14 @@ void print_session(std::ostream& o, const Session& s) {
       o << "\n";
     }
   }
-  for (const auto& r : s.replay)
-    o << "replay  " << pad(r.backend, 16)
-      << (r.match ? "bit-identical to the recorded digest " + r.recorded : "DIFFERS: recorded " + r.recorded + ", now " + r.now)
-      << "\n";
-  o << "\n" << (s.failed() ? "FAILED" : "ok") << "\n";
+  for (const auto& r : s.replay) {
+    o << "replay  " << pad(r.backend, 24);
+    if (r.state == ReplayState::kIdentical) o << "bit-identical to the recorded digest " << r.recorded;
+    if (r.state == ReplayState::kDiffers) o << "DIFFERS (recorded " << r.recorded << ", now " << r.now << ")";
+    if (r.state == ReplayState::kNotChecked) o << "NOT CHECKED (why: " << r.why << ")";
+    o << "\n";
+  }
+  o << "\n" << s.summary().line() << "\n";
 }
 
 void print_invariance(std::ostream& o, const InvarianceReport& r) {

@@ -1,6 +1,9 @@
 // Strict reader and canonical writer of the case format.
 #include "case_json.h"
 
+#include "json_strict.h"
+#include "recorded_json.h"
+
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -279,10 +282,12 @@ CaseFile parse_case(const json& j) {
   if (top.has("environment")) {
     if (!top.raw("environment").is_object())
       throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
+    validate_environment(top.raw("environment"));
     f.environment = top.raw("environment");
   }
   if (top.has("recorded")) {
     if (!top.raw("recorded").is_object()) throw CaseError("/recorded", "must be an object, got " + kind_of(top.raw("recorded")));
+    validate_recorded(top.raw("recorded"));
     f.recorded = top.raw("recorded");
   }
   validate_case(c);
@@ -292,7 +297,7 @@ CaseFile parse_case(const json& j) {
 CaseFile parse_case_text(const std::string& text) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_strict(text);  // a duplicate key is a CaseError naming its object
   } catch (const json::parse_error& e) {
     // byte offset -> line and column
     size_t line = 1, col = 1;

@@ -228,10 +228,21 @@ ordered_json session_to_json(const Session& s) {
   j["comparisons"] = ds;
   ordered_json rp = ordered_json::array();
   for (const auto& r : s.replay)
-    rp.push_back({{"backend", r.backend}, {"recorded", r.recorded}, {"now", r.now}, {"match", r.match}});
+    rp.push_back({{"backend", r.backend},
+                  {"recorded", r.recorded},
+                  {"now", r.now},
+                  {"state", replay_state_name(r.state)},
+                  {"why", r.why},
+                  {"match", r.match()}});
   j["replay"] = rp;
   j["environment"] = environment_to_json(s.env);
   j["failed"] = s.failed();
+  const RunSummary sum = s.summary();
+  j["summary"] = {{"state", sum.state == RunSummary::State::kFailed       ? "FAILED"
+                            : sum.state == RunSummary::State::kNotChecked ? "NOT CHECKED"
+                                                                          : "ok"},
+                  {"exit_code", sum.exit_code()},
+                  {"line", sum.line()}};
   return j;
 }
 

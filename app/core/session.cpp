@@ -22,8 +22,54 @@ bool Session::failed() const {
   for (const auto& d : diffs)
     if (!d.verdict.pass && !d.verdict.skipped) return true;
   for (const auto& rp : replay)
-    if (!rp.match) return true;
+    if (rp.state == ReplayState::kDiffers) return true;
   return false;
+}
+
+const char* replay_state_name(ReplayState s) {
+  switch (s) {
+    case ReplayState::kIdentical: return "bit-identical";
+    case ReplayState::kDiffers: return "DIFFERS";
+    case ReplayState::kNotChecked: return "NOT CHECKED";
+  }
+  return "";
+}
+
+RunSummary Session::summary() const {
+  RunSummary m;
+  for (const auto& r : results) m.backend_errors += r.status == Status::kError;
+  for (const auto& d : diffs) {
+    ++m.comparisons;
+    m.comparisons_skipped += d.verdict.skipped;
+    m.comparisons_failed += !d.verdict.pass && !d.verdict.skipped;
+  }
+  for (const auto& rp : replay) {
+    m.digests_identical += rp.state == ReplayState::kIdentical;
+    m.digests_differ += rp.state == ReplayState::kDiffers;
+    m.digests_unchecked += rp.state == ReplayState::kNotChecked;
+  }
+  if (m.backend_errors || m.comparisons_failed || m.digests_differ)
+    m.state = RunSummary::State::kFailed;
+  else if (m.digests_unchecked || m.comparisons_skipped)
+    m.state = RunSummary::State::kNotChecked;
+  return m;
+}
+
+std::string RunSummary::line() const {
+  const int digests = digests_identical + digests_differ + digests_unchecked;
+  std::string s = state == State::kFailed ? "FAILED" : state == State::kNotChecked ? "NOT CHECKED" : "ok";
+  std::string parts;
+  auto add = [&parts](const std::string& p) { parts += (parts.empty() ? "" : ", ") + p; };
+  if (backend_errors) add(std::to_string(backend_errors) + " backend error(s)");
+  if (comparisons)
+    add(std::to_string(comparisons - comparisons_failed - comparisons_skipped) + " of " + std::to_string(comparisons) +
+        " comparisons pass" + (comparisons_failed ? ", " + std::to_string(comparisons_failed) + " fail" : "") +
+        (comparisons_skipped ? ", " + std::to_string(comparisons_skipped) + " not checked" : ""));
+  if (digests)
+    add(std::to_string(digests_identical) + " of " + std::to_string(digests) + " recorded digests bit-identical" +
+        (digests_differ ? ", " + std::to_string(digests_differ) + " differ" : "") +
+        (digests_unchecked ? ", " + std::to_string(digests_unchecked) + " not checked" : ""));
+  return parts.empty() ? s : s + ": " + parts;
 }
 
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro) {
@@ -108,16 +154,26 @@ void finish_session(Session& s) {
     }
     s.diffs.push_back(compare_results(c, *a, *b, k, l));
   }
+  // One check per recorded digest (validate_recorded has checked their shape): a digest whose
+  // backend did not run, or could not, is NOT CHECKED with the reason, never left out.
   s.replay.clear();
-  if (s.file.recorded.is_object() && s.file.recorded.contains("digests") && s.file.recorded["digests"].is_object()) {
-    const auto& dig = s.file.recorded["digests"];
-    for (const auto& r : s.results) {
-      if (!r.ok() || !dig.contains(r.backend) || !dig[r.backend].is_string()) continue;
+  if (s.file.recorded.is_object() && s.file.recorded.contains("digests")) {
+    for (auto it = s.file.recorded["digests"].begin(); it != s.file.recorded["digests"].end(); ++it) {
       ReplayCheck rc;
-      rc.backend = r.backend;
-      rc.recorded = dig[r.backend].get<std::string>();
-      rc.now = result_digest(r);
-      rc.match = rc.recorded == rc.now;
+      rc.backend = it.key();
+      rc.recorded = it.value().get<std::string>();
+      const Result* r = s.result(rc.backend);
+      if (!r) {
+        rc.why = "backend not in this run";
+      } else if (!r->ok()) {
+        rc.why = r->status == Status::kNotCompiled ? "not compiled"
+                 : r->status == Status::kNoDevice  ? "no CUDA device"
+                                                   : std::string(status_name(r->status));
+        if (!r->message.empty()) rc.why += ": " + r->message;
+      } else {
+        rc.now = result_digest(*r);
+        rc.state = rc.recorded == rc.now ? ReplayState::kIdentical : ReplayState::kDiffers;
+      }
       s.replay.push_back(rc);
     }
   }

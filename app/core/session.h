@@ -18,11 +18,29 @@
 
 namespace attnscope {
 
-// Replay of a repro case: does a backend reproduce the digest recorded with the case?
+// Replay of a repro case: does a backend reproduce the digest recorded with the case? One check
+// per recorded digest, whether or not its backend could run here.
+enum class ReplayState { kIdentical, kDiffers, kNotChecked };
+const char* replay_state_name(ReplayState s);  // "bit-identical", "DIFFERS", "NOT CHECKED"
+
 struct ReplayCheck {
   std::string backend;
-  std::string recorded, now;  // digests
-  bool match = false;
+  std::string recorded, now;  // digests; `now` empty when not checked
+  ReplayState state = ReplayState::kNotChecked;
+  std::string why;  // kNotChecked: not compiled / no CUDA device / backend not in this run / ...
+  bool match() const { return state == ReplayState::kIdentical; }
+};
+
+// What a run checked, summed up once for the CLI's last line and exit code, its JSON, and the
+// GUI's status bar: FAILED (a comparison failed, a backend errored, a recorded digest differs),
+// else NOT CHECKED (some recorded digest or comparison could not be checked here), else ok.
+struct RunSummary {
+  enum class State { kOk, kFailed, kNotChecked } state = State::kOk;
+  int backend_errors = 0;
+  int comparisons_failed = 0, comparisons_skipped = 0, comparisons = 0;
+  int digests_identical = 0, digests_differ = 0, digests_unchecked = 0;
+  int exit_code() const { return state == State::kFailed ? 1 : state == State::kNotChecked ? 3 : 0; }
+  std::string line() const;  // "ok: ...", "FAILED: ...", "NOT CHECKED: ..."
 };
 
 // The results of a session, each held by a shared pointer: copying a session (a GUI snapshot per
@@ -65,6 +83,7 @@ struct Session {
   const CaseSpec& spec() const { return file.spec; }
   const Result* result(const std::string& id) const;
   bool failed() const;  // a comparison failed, a backend errored, or a replay did not match
+  RunSummary summary() const;
 };
 
 struct SessionOptions {

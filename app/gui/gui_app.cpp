@@ -146,20 +146,27 @@ void App::draw_status() {
   } else if (snap_ && !snap_->error.empty()) {
     ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "error: %s", snap_->error.c_str());
   } else if (shown_) {
-    int fails = 0;
-    for (const auto& d : shown_->diffs) fails += !d.verdict.pass && !d.verdict.skipped;
-    ImGui::TextColored(fails ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.5f, 1),
-                       "done: %zu backends, %d of %zu comparisons fail", shown_->results.size(), fails, shown_->diffs.size());
-    if (!shown_->replay.empty()) {
-      int same = 0;
-      for (const auto& r : shown_->replay) same += r.match;
-      ImGui::SameLine(0, 20);
-      ImGui::TextColored(same == static_cast<int>(shown_->replay.size()) ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1),
-                         "repro: %d of %zu backends bit-identical to the recorded digests", same, shown_->replay.size());
+    // the same summary as the CLI's last line: ok (green), NOT CHECKED (amber), FAILED (red)
+    const RunSummary sum = shown_->summary();
+    const ImVec4 colour = sum.state == RunSummary::State::kFailed       ? ImVec4(1, 0.4f, 0.4f, 1)
+                          : sum.state == RunSummary::State::kNotChecked ? ImVec4(1, 0.75f, 0.3f, 1)
+                                                                        : ImVec4(0.5f, 0.9f, 0.5f, 1);
+    ImGui::TextColored(colour, "done: %zu backends; %s", shown_->results.size(), sum.line().c_str());
+    if (ImGui::IsItemHovered() && !shown_->replay.empty()) {
+      std::string tip;
+      for (const auto& r : shown_->replay)
+        tip += r.backend + ": " + replay_state_name(r.state) + (r.why.empty() ? "" : " (why: " + r.why + ")") + "\n";
+      ImGui::SetTooltip("%s", tip.c_str());
     }
   }
-  ImGui::SameLine(ImGui::GetIO().DisplaySize.x - 230);
-  ImGui::Text("frame %.2f ms (max %.1f)", frame_ms_avg_, frame_ms_max_);
+  // the frame counter at the right edge, only where the status text leaves room for it
+  ImGui::SameLine();
+  if (ImGui::GetCursorPosX() < ImGui::GetIO().DisplaySize.x - 240) {
+    ImGui::SameLine(ImGui::GetIO().DisplaySize.x - 230);
+    ImGui::Text("frame %.2f ms (max %.1f)", frame_stats_.recent(), frame_stats_.max());
+  } else {
+    ImGui::NewLine();
+  }
   ImGui::End();
 }
 
@@ -314,11 +321,9 @@ int App::run() {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
-    ++frames_;
-    frame_ms_avg_ = frames_ == 1 ? ms : 0.9 * frame_ms_avg_ + 0.1 * ms;
-    if (frames_ > 5) frame_ms_max_ = std::max(frame_ms_max_, ms);
+    frame_stats_.record(ms);
     if (frame_log_ && ms > 8)
-      std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frames_, ms, snap_ && snap_->done ? "done" : "partial",
+      std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frame_stats_.frames(), ms, snap_ && snap_->done ? "done" : "partial",
                    runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
       const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
@@ -329,8 +334,9 @@ int App::run() {
           std::fprintf(stderr, "attnscope: %s\n", err.c_str());
           code = 1;
         } else {
-          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames\n",
-                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_ms_avg_, frame_ms_max_, frames_);
+          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up)\n",
+                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(), frame_stats_.counted(),
+                      FrameStats::kWarmup);
         }
         break;
       }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
@@ -67,8 +68,8 @@ class App {
   std::vector<std::string> recent_, examples_;
   std::string env_line_;
   bool gpu_present_ = false;
-  double frame_ms_avg_ = 0, frame_ms_max_ = 0;
-  int frames_ = 0, frames_after_done_ = 0;
+  FrameStats frame_stats_;
+  int frames_after_done_ = 0;
   bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
 
   EditorPanel editor_;

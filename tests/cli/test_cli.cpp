@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace fs = std::filesystem;
@@ -58,7 +59,13 @@ TEST(Cli, EveryExampleValidatesPlansAndRuns) {
     EXPECT_EQ(p.code, 0) << p.err;
     EXPECT_NE(p.out.find("SPLIT PLAN"), std::string::npos);
     const Out r = cli("run " + path);
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    // 0, or 3 where a comparison needs a backend this machine cannot run (the GPU ones here)
+    if (r.code == 3) {
+      EXPECT_NE(r.out.find("NOT CHECKED"), std::string::npos) << r.out;
+      EXPECT_TRUE(r.out.find("no CUDA device") != std::string::npos || r.out.find("not compiled") != std::string::npos) << r.out;
+    } else {
+      EXPECT_EQ(r.code, 0) << r.out << r.err;
+    }
     EXPECT_NE(r.out.find("comparison"), std::string::npos) << "every example prints its comparisons";
     EXPECT_NE(r.out.find("PASS"), std::string::npos);
     EXPECT_EQ(r.out.find("FAIL"), std::string::npos);
@@ -194,6 +201,92 @@ TEST(Cli, ExportedReproReplaysBitForBit) {
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("DIFFERS"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// Regression (issue: replay never claims more than it checked). A repro with a digest for a GPU
+// backend, replayed where that backend cannot run, used to print the CPU replays and end "ok", exit
+// 0. Now every recorded digest gets a line and an unchecked one makes the run NOT CHECKED, exit 3.
+TEST(Cli, ReplayNamesEveryRecordedDigestAndExitsThreeWhenOneIsNotChecked) {
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_unchecked_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string repro = (dir / "repro.json").string();
+  ASSERT_EQ(cli("run " + src("examples/poisoned-pages.json") + " --export " + repro).code, 0);
+  std::ifstream in(repro);
+  auto j = nlohmann::json::parse(in);
+  in.close();
+  // a digest for a backend this run leaves out (--backends below), and one for cuda.flash
+  const std::string tiled = j["recorded"]["digests"]["cpu.tiled"];
+  j["recorded"]["digests"]["cuda.flash"] = "0123456789abcdef";
+  std::ofstream(repro) << j.dump(2);
+  const Out o = cli("run " + repro + " --backends cpu.reference,cpu.lowp");
+  EXPECT_NE(o.out.find("cpu.tiled"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("NOT CHECKED (why: backend not in this run)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("bit-identical to the recorded digest"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("\nok"), std::string::npos) << "nothing differs, but it must not say ok: " << o.out;
+  EXPECT_EQ(o.code, 3) << o.out;
+  // --json says the same per backend
+  const Out js = cli("run --json " + repro + " --backends cpu.reference,cpu.lowp");
+  const auto rep = nlohmann::json::parse(js.out);
+  std::map<std::string, std::string> state;
+  for (const auto& r : rep["replay"]) state[r["backend"]] = r["state"];
+  EXPECT_EQ(state["cpu.tiled"], "NOT CHECKED");
+  EXPECT_EQ(state["cpu.reference"], "bit-identical");
+  EXPECT_EQ(rep["summary"]["exit_code"], 3);
+  EXPECT_EQ(js.code, 3);
+  // where cuda.flash cannot run (no device, or not compiled) its digest is NOT CHECKED with that reason
+  const Out all = cli("run " + repro + " --backends cpu.reference,cpu.lowp,cpu.tiled,cuda.flash");
+  if (all.out.find("cuda.flash         ok") == std::string::npos) {
+    EXPECT_TRUE(all.out.find("NOT CHECKED (why: no CUDA device") != std::string::npos ||
+                all.out.find("NOT CHECKED (why: not compiled") != std::string::npos)
+        << all.out;
+    EXPECT_EQ(all.code, 3) << all.out;
+  }
+  (void)tiled;
+  fs::remove_all(dir);
+}
+
+// Regression: a malformed recorded section was accepted and ignored; now it is an error naming the
+// path and the rule, like any other part of the case.
+TEST(Cli, MalformedRecordedSectionIsAnErrorWithItsPath) {
+  const std::string base = R"({"schema": "attnscope/case@1", "requests": [{"q_len": 2, "kv_len": 9}], "heads": {"qo": 2, "kv": 1},
+    "head_dim": 32, "dtype": "bf16", "backends": ["cpu.reference"], )";
+  const std::pair<std::string, std::string> bad[] = {
+      {R"("recorded": {"digests": "x"}})", "/recorded/digests: must be an object"},
+      {R"("recorded": {"digests": {"cpu.reference": "zz"}}})", "/recorded/digests/cpu.reference: must be a digest"},
+      {R"("recorded": {"digests": {"nope.backend": "0123456789abcdef"}}})", "/recorded/digests/nope.backend: \"nope.backend\" is not a backend id"},
+      {R"("recorded": {"verdicts": [{"backend": "a"}]}})", "/recorded/verdicts/0/"},
+      {R"("recorded": {"plan": {"cta_tile_q": "64"}}})", "/recorded/plan/cta_tile_q: must be an integer"},
+      {R"("recorded": {"what": 1}})", "/recorded/what: unknown key"},
+      {R"("environment": {"devices": [{"name": 3}]}})", "/environment/devices/0/name: must be a string"},
+  };
+  for (const auto& [tail, want] : bad) {
+    const fs::path f = fs::temp_directory_path() / ("attnscope_rec_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(f) << base + tail;
+    const Out o = cli("validate " + f.string());
+    EXPECT_EQ(o.code, 2) << tail;
+    EXPECT_NE(o.err.find(want), std::string::npos) << tail << " -> " << o.err;
+    fs::remove(f);
+  }
+}
+
+// Regression: {"name": "a", "name": "b"} was accepted with the last value winning.
+TEST(Cli, DuplicateKeyIsAnErrorNamingPathAndKey) {
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"schema": "attnscope/case@1", "name": "a", "name": "b", "requests": [{"q_len": 2, "kv_len": 9}], "heads": {"qo": 2, "kv": 1}, "head_dim": 32})",
+       "/: duplicate key \"name\""},
+      {R"({"schema": "attnscope/case@1", "requests": [{"q_len": 2, "kv_len": 9}, {"q_len": 1, "q_len": 3, "kv_len": 9}], "heads": {"qo": 2, "kv": 1}, "head_dim": 32})",
+       "/requests/1: duplicate key \"q_len\""},
+      {R"({"schema": "attnscope/case@1", "requests": [{"q_len": 2, "kv_len": 9}], "heads": {"qo": 2, "kv": 1, "kv": 2}, "head_dim": 32})",
+       "/heads: duplicate key \"kv\""},
+  };
+  for (const auto& [text, want] : bad) {
+    const fs::path f = fs::temp_directory_path() / ("attnscope_dup_" + std::to_string(::getpid()) + ".json");
+    std::ofstream(f) << text;
+    const Out o = cli("validate " + f.string());
+    EXPECT_EQ(o.code, 2) << text;
+    EXPECT_NE(o.err.find(want), std::string::npos) << text << " -> " << o.err;
+    fs::remove(f);
+  }
 }
 
 TEST(Cli, FailingComparisonExitsOne) {

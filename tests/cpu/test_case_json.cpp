@@ -94,8 +94,8 @@ TEST(CaseJson, MissingFileIsACaseError) { EXPECT_THROW(read_case_file("/nonexist
 TEST(CaseJson, ReproFieldsAreKept) {
   const CaseFile f = parse_case_text(R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 5}],
     "heads": {"qo": 2, "kv": 1}, "head_dim": 64, "dtype": "fp16",
-    "environment": {"host": "x"}, "recorded": {"digests": {"cpu.reference": "00"}}})");
+    "environment": {"host": "x"}, "recorded": {"digests": {"cpu.reference": "00c0ffee00c0ffee"}}})");
   EXPECT_EQ(f.environment["host"], "x");
   const auto j = case_file_to_json(f);
-  EXPECT_EQ(j["recorded"]["digests"]["cpu.reference"], "00");
+  EXPECT_EQ(j["recorded"]["digests"]["cpu.reference"], "00c0ffee00c0ffee");
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "attnscope/mask.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
@@ -36,6 +38,25 @@ std::string example(const std::string& name) { return std::string(ATTNSCOPE_SOUR
 std::shared_ptr<Session> session_of(const std::string& name) { return run_session(read_case_file(example(name))); }
 
 }  // namespace
+
+// The screenshot mode printed "frame time avg 4.55 ms, max 1.41 ms": an average over every frame
+// beside a maximum that skipped the slow warm-up frames. Mean and max now cover the same frames.
+TEST(GuiItems, FrameStatsMeanNeverExceedsMax) {
+  FrameStats f;
+  for (double ms : {120.0, 40.0, 9.0, 6.0, 5.0}) f.record(ms);  // warm-up: font atlas, textures
+  EXPECT_EQ(f.counted(), 0);
+  EXPECT_EQ(f.mean(), 0.0);
+  for (double ms : {1.0, 1.4, 0.8, 1.2}) f.record(ms);
+  EXPECT_EQ(f.frames(), 9);
+  EXPECT_EQ(f.counted(), 4);
+  EXPECT_DOUBLE_EQ(f.mean(), (1.0 + 1.4 + 0.8 + 1.2) / 4);
+  EXPECT_DOUBLE_EQ(f.max(), 1.4);
+  EXPECT_LE(f.mean(), f.max());
+  // the old figures for the same frames: a moving average over all nine, above the maximum
+  double ema = 120.0;
+  for (double ms : {40.0, 9.0, 6.0, 5.0, 1.0, 1.4, 0.8, 1.2}) ema = 0.9 * ema + 0.1 * ms;
+  EXPECT_GT(ema, f.max());
+}
 
 TEST(GuiItems, MaskPoolingIsExact) {
   auto s = session_of("fully-masked-rows.json");
@@ -213,7 +234,7 @@ TEST(GuiItems, ExportedReproReopensToTheSameState) {
   EXPECT_EQ(f.spec, s->spec());
   auto again = run_session(f);
   ASSERT_EQ(again->replay.size(), s->results.size());
-  for (const auto& r : again->replay) EXPECT_TRUE(r.match) << r.backend;
+  for (const auto& r : again->replay) EXPECT_TRUE(r.match()) << r.backend;
   EXPECT_EQ(again->plan.split.items.size(), s->plan.split.items.size());
 }
 
@@ -279,6 +300,12 @@ TEST_P(Screenshot, TabRendersItsContent) {
   EXPECT_EQ(img.w, 1280);
   EXPECT_EQ(img.h, 800);
   EXPECT_NE(log.find(std::string("tab ") + tab), std::string::npos) << log;
+  // the printed frame figures add up: the average is not above the maximum
+  double avg = -1, mx = -1;
+  const auto at = log.find("frame time avg ");
+  ASSERT_NE(at, std::string::npos) << log;
+  ASSERT_EQ(std::sscanf(log.c_str() + at, "frame time avg %lf ms, max %lf ms", &avg, &mx), 2) << log;
+  EXPECT_LE(avg, mx) << log;
   // a blank or broken render is one or two flat colours; every populated tab has several and
   // covers a good share of the panel with non-background pixels
   EXPECT_GT(colours_in_panel(img), 6) << tab;

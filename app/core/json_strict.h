@@ -1,0 +1,14 @@
+// JSON parsing that refuses what nlohmann::json accepts silently: a duplicate key in an object (the
+// last value would win, so the file means two things to two readers).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace attnscope {
+
+// Parses `text`; throws CaseError("/path/to/object", "duplicate key \"k\" ...") on a duplicate key
+// and lets nlohmann::json::parse_error through for a syntax error (the caller names line and column).
+nlohmann::json parse_json_strict(const std::string& text);
+
+}  // namespace attnscope
