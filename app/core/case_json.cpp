@@ -1,14 +1,14 @@
 // Strict reader and canonical writer of the case format.
 #include "case_json.h"
 
-#include "json_strict.h"
-#include "recorded_json.h"
-
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
 #include <sstream>
+
+#include "json_strict.h"
+#include "recorded_json.h"
 
 namespace attnscope {
 
@@ -23,17 +23,11 @@ std::string show(const json& v) {
   return s;
 }
 
-std::string kind_of(const json& v) {
-  if (v.is_number_integer()) return "integer";
-  if (v.is_number_float()) return "number";
-  return v.type_name();
-}
-
 // One JSON object being read: knows its path and which keys it allows.
 class Obj {
  public:
   Obj(const json& j, std::string path, std::initializer_list<const char*> keys) : j_(j), path_(std::move(path)) {
-    if (!j.is_object()) throw CaseError(where(), "must be an object, got " + kind_of(j));
+    if (!j.is_object()) throw CaseError(where(), "must be an object, got " + json_kind(j));
     std::set<std::string> known(keys.begin(), keys.end());
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (!known.count(it.key())) {
@@ -52,7 +46,7 @@ class Obj {
   }
 
   static int64_t integer(const json& v, const std::string& path, int64_t lo, int64_t hi) {
-    if (!v.is_number_integer()) throw CaseError(path, "must be an integer, got " + kind_of(v) + " " + show(v));
+    if (!v.is_number_integer()) throw CaseError(path, "must be an integer, got " + json_kind(v) + " " + show(v));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       throw CaseError(path, show(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     const int64_t x = v.get<int64_t>();
@@ -73,23 +67,23 @@ class Obj {
     if (!has(k)) return std::nullopt;
     const json& v = j_[k];
     if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0))
-      throw CaseError(at(k), "must be a non-negative integer (a seed), got " + kind_of(v) + " " + show(v));
+      throw CaseError(at(k), "must be a non-negative integer (a seed), got " + json_kind(v) + " " + show(v));
     return v.get<uint64_t>();
   }
   bool get_bool(const char* k, bool def) const {
     if (!has(k)) return def;
-    if (!j_[k].is_boolean()) throw CaseError(at(k), "must be true or false, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    if (!j_[k].is_boolean()) throw CaseError(at(k), "must be true or false, got " + json_kind(j_[k]) + " " + show(j_[k]));
     return j_[k].get<bool>();
   }
   std::optional<double> opt_num(const char* k) const {
     if (!has(k)) return std::nullopt;
-    if (!j_[k].is_number()) throw CaseError(at(k), "must be a number, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    if (!j_[k].is_number()) throw CaseError(at(k), "must be a number, got " + json_kind(j_[k]) + " " + show(j_[k]));
     return j_[k].get<double>();
   }
   double get_num(const char* k, double def) const { return opt_num(k).value_or(def); }
   std::string get_str(const char* k, const std::string& def) const {
     if (!has(k)) return def;
-    if (!j_[k].is_string()) throw CaseError(at(k), "must be a string, got " + kind_of(j_[k]) + " " + show(j_[k]));
+    if (!j_[k].is_string()) throw CaseError(at(k), "must be a string, got " + json_kind(j_[k]) + " " + show(j_[k]));
     return j_[k].get<std::string>();
   }
   template <class E>
@@ -104,7 +98,7 @@ class Obj {
     throw CaseError(at(k), "\"" + s + "\" is not allowed, must be one of " + list);
   }
   const json& array(const char* k) const {
-    if (!j_[k].is_array()) throw CaseError(at(k), "must be an array, got " + kind_of(j_[k]));
+    if (!j_[k].is_array()) throw CaseError(at(k), "must be an array, got " + json_kind(j_[k]));
     return j_[k];
   }
 
@@ -243,7 +237,7 @@ CaseFile parse_case(const json& j) {
     const json& b = top.array("backends");
     for (size_t i = 0; i < b.size(); ++i) {
       if (!b[i].is_string())
-        throw CaseError("/backends/" + std::to_string(i), "must be a string (a backend id), got " + kind_of(b[i]));
+        throw CaseError("/backends/" + std::to_string(i), "must be a string (a backend id), got " + json_kind(b[i]));
       c.backends.push_back(b[i].get<std::string>());
     }
   } else {
@@ -281,12 +275,13 @@ CaseFile parse_case(const json& j) {
   }
   if (top.has("environment")) {
     if (!top.raw("environment").is_object())
-      throw CaseError("/environment", "must be an object, got " + kind_of(top.raw("environment")));
+      throw CaseError("/environment", "must be an object, got " + json_kind(top.raw("environment")));
     validate_environment(top.raw("environment"));
     f.environment = top.raw("environment");
   }
   if (top.has("recorded")) {
-    if (!top.raw("recorded").is_object()) throw CaseError("/recorded", "must be an object, got " + kind_of(top.raw("recorded")));
+    if (!top.raw("recorded").is_object())
+      throw CaseError("/recorded", "must be an object, got " + json_kind(top.raw("recorded")));
     validate_recorded(top.raw("recorded"));
     f.recorded = top.raw("recorded");
   }

@@ -13,8 +13,8 @@ namespace {
 
 struct Frame {
   bool array = false;
-  int index = -1;        // arrays: the element being read
-  std::string key;       // objects: the key being read
+  int index = -1;   // arrays: the element being read
+  std::string key;  // objects: the key being read
   std::set<std::string> keys;
 };
 
@@ -56,8 +56,9 @@ nlohmann::json parse_json_strict(const std::string& text) {
         Frame& f = stack.back();
         const std::string k = parsed.get<std::string>();
         if (!f.keys.insert(k).second)
-          throw CaseError(path_of(stack, stack.size() - 1),
-                          "duplicate key \"" + k + "\": JSON readers disagree on which value wins, so a case may not repeat a key");
+          throw CaseError(
+              path_of(stack, stack.size() - 1),
+              "duplicate key \"" + k + "\": JSON readers disagree on which value wins, so a case may not repeat a key");
         f.key = k;
         break;
       }
@@ -68,6 +69,12 @@ nlohmann::json parse_json_strict(const std::string& text) {
     return true;
   };
   return json::parse(text, cb);
+}
+
+std::string json_kind(const nlohmann::json& v) {
+  if (v.is_number_integer()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
 }
 
 }  // namespace attnscope

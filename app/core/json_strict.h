@@ -11,4 +11,7 @@ namespace attnscope {
 // and lets nlohmann::json::parse_error through for a syntax error (the caller names line and column).
 nlohmann::json parse_json_strict(const std::string& text);
 
+// What a value is, in the words the case errors use: "integer", "number", "string", "object", ...
+std::string json_kind(const nlohmann::json& v);
+
 }  // namespace attnscope

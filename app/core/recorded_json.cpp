@@ -7,6 +7,7 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/case_spec.h"
+#include "json_strict.h"
 
 namespace attnscope {
 
@@ -14,51 +15,54 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string kind(const json& v) {
-  if (v.is_object()) return "an object";
-  if (v.is_array()) return "an array";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  return "null";
-}
-
 enum class T { kString, kInt, kBool, kNumber, kObject, kArray };
 
 const char* name(T t) {
   switch (t) {
-    case T::kString: return "a string";
-    case T::kInt: return "an integer";
-    case T::kBool: return "true or false";
-    case T::kNumber: return "a number";
-    case T::kObject: return "an object";
-    case T::kArray: return "an array";
+    case T::kString:
+      return "a string";
+    case T::kInt:
+      return "an integer";
+    case T::kBool:
+      return "true or false";
+    case T::kNumber:
+      return "a number";
+    case T::kObject:
+      return "an object";
+    case T::kArray:
+      return "an array";
   }
   return "";
 }
 
 bool is(const json& v, T t) {
   switch (t) {
-    case T::kString: return v.is_string();
-    case T::kInt: return v.is_number_integer();
-    case T::kBool: return v.is_boolean();
-    case T::kNumber: return v.is_number();
-    case T::kObject: return v.is_object();
-    case T::kArray: return v.is_array();
+    case T::kString:
+      return v.is_string();
+    case T::kInt:
+      return v.is_number_integer();
+    case T::kBool:
+      return v.is_boolean();
+    case T::kNumber:
+      return v.is_number();
+    case T::kObject:
+      return v.is_object();
+    case T::kArray:
+      return v.is_array();
   }
   return false;
 }
 
 // An object whose keys are all in `shape` with those types; `required` keys must be present.
 void check_object(const json& o, const std::string& path, const std::map<std::string, T>& shape, bool all_required) {
-  if (!o.is_object()) throw CaseError(path, "must be an object, got " + kind(o));
+  if (!o.is_object()) throw CaseError(path, "must be an object, got " + json_kind(o));
   std::string allowed;
   for (const auto& [k, t] : shape) allowed += (allowed.empty() ? "" : ", ") + k;
   for (auto it = o.begin(); it != o.end(); ++it) {
     const auto s = shape.find(it.key());
     if (s == shape.end()) throw CaseError(path + "/" + it.key(), "unknown key, allowed here: " + allowed);
     if (!is(it.value(), s->second))
-      throw CaseError(path + "/" + it.key(), std::string("must be ") + name(s->second) + ", got " + kind(it.value()));
+      throw CaseError(path + "/" + it.key(), std::string("must be ") + name(s->second) + ", got " + json_kind(it.value()));
   }
   if (all_required)
     for (const auto& [k, t] : shape)
@@ -75,22 +79,27 @@ bool is_digest(const std::string& s) {
 }  // namespace
 
 void validate_recorded(const json& rec) {
-  check_object(rec, "/recorded", {{"digests", T::kObject}, {"verdicts", T::kArray}, {"plan", T::kObject}, {"library_plans", T::kObject}},
-               false);
+  check_object(rec, "/recorded",
+               {{"digests", T::kObject}, {"verdicts", T::kArray}, {"plan", T::kObject}, {"library_plans", T::kObject}}, false);
   if (rec.contains("digests"))
     for (auto it = rec["digests"].begin(); it != rec["digests"].end(); ++it) {
       const std::string p = "/recorded/digests/" + it.key();
       // ids of every family, compiled here or not: a repro recorded elsewhere stays readable
-      if (!is_known_backend(it.key())) throw CaseError(p, "\"" + it.key() + "\" is not a backend id, must be one of " + known_backends_text());
+      if (!is_known_backend(it.key()))
+        throw CaseError(p, "\"" + it.key() + "\" is not a backend id, must be one of " + known_backends_text());
       if (!it.value().is_string() || !is_digest(it.value().get<std::string>()))
         throw CaseError(p, "must be a digest: 16 lowercase hex digits (as `run --export` writes), got " +
-                               (it.value().is_string() ? "\"" + it.value().get<std::string>() + "\"" : kind(it.value())));
+                               (it.value().is_string() ? "\"" + it.value().get<std::string>() + "\"" : json_kind(it.value())));
     }
   if (rec.contains("verdicts")) {
     const json& v = rec["verdicts"];
     for (size_t i = 0; i < v.size(); ++i)
       check_object(v[i], "/recorded/verdicts/" + std::to_string(i),
-                   {{"backend", T::kString}, {"baseline", T::kString}, {"rule", T::kString}, {"pass", T::kBool}, {"skipped", T::kBool},
+                   {{"backend", T::kString},
+                    {"baseline", T::kString},
+                    {"rule", T::kString},
+                    {"pass", T::kBool},
+                    {"skipped", T::kBool},
                     {"detail", T::kString}},
                    true);
   }
@@ -101,19 +110,29 @@ void validate_recorded(const json& rec) {
   if (rec.contains("library_plans"))
     for (auto it = rec["library_plans"].begin(); it != rec["library_plans"].end(); ++it)
       if (!it.value().is_object())
-        throw CaseError("/recorded/library_plans/" + it.key(), "must be an object (a library's plan), got " + kind(it.value()));
+        throw CaseError("/recorded/library_plans/" + it.key(),
+                        "must be an object (a library's plan), got " + json_kind(it.value()));
 }
 
 void validate_environment(const json& env) {
   check_object(env, "/environment",
-               {{"attnscope", T::kString}, {"build", T::kString}, {"host", T::kString}, {"cpu", T::kString}, {"cpu_threads", T::kInt},
-                {"cuda_compiled", T::kBool}, {"devices", T::kArray}, {"device_note", T::kString}},
+               {{"attnscope", T::kString},
+                {"build", T::kString},
+                {"host", T::kString},
+                {"cpu", T::kString},
+                {"cpu_threads", T::kInt},
+                {"cuda_compiled", T::kBool},
+                {"devices", T::kArray},
+                {"device_note", T::kString}},
                false);
   if (env.contains("devices")) {
     const json& d = env["devices"];
     for (size_t i = 0; i < d.size(); ++i)
       check_object(d[i], "/environment/devices/" + std::to_string(i),
-                   {{"index", T::kInt}, {"name", T::kString}, {"sm_count", T::kInt}, {"compute_capability", T::kString},
+                   {{"index", T::kInt},
+                    {"name", T::kString},
+                    {"sm_count", T::kInt},
+                    {"compute_capability", T::kString},
                     {"memory_gib", T::kNumber}},
                    false);
   }

@@ -238,11 +238,7 @@ ordered_json session_to_json(const Session& s) {
   j["environment"] = environment_to_json(s.env);
   j["failed"] = s.failed();
   const RunSummary sum = s.summary();
-  j["summary"] = {{"state", sum.state == RunSummary::State::kFailed       ? "FAILED"
-                            : sum.state == RunSummary::State::kNotChecked ? "NOT CHECKED"
-                                                                          : "ok"},
-                  {"exit_code", sum.exit_code()},
-                  {"line", sum.line()}};
+  j["summary"] = {{"state", sum.state_name()}, {"exit_code", sum.exit_code()}, {"line", sum.line()}};
   return j;
 }
 

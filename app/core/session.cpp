@@ -16,21 +16,16 @@ const Result* Session::result(const std::string& id) const {
   return nullptr;
 }
 
-bool Session::failed() const {
-  for (const auto& r : results)
-    if (r.status == Status::kError) return true;
-  for (const auto& d : diffs)
-    if (!d.verdict.pass && !d.verdict.skipped) return true;
-  for (const auto& rp : replay)
-    if (rp.state == ReplayState::kDiffers) return true;
-  return false;
-}
+bool Session::failed() const { return summary().state == RunSummary::State::kFailed; }
 
 const char* replay_state_name(ReplayState s) {
   switch (s) {
-    case ReplayState::kIdentical: return "bit-identical";
-    case ReplayState::kDiffers: return "DIFFERS";
-    case ReplayState::kNotChecked: return "NOT CHECKED";
+    case ReplayState::kIdentical:
+      return "bit-identical";
+    case ReplayState::kDiffers:
+      return "DIFFERS";
+    case ReplayState::kNotChecked:
+      return "NOT CHECKED";
   }
   return "";
 }
@@ -55,9 +50,13 @@ RunSummary Session::summary() const {
   return m;
 }
 
+const char* RunSummary::state_name() const {
+  return state == State::kFailed ? "FAILED" : state == State::kNotChecked ? "NOT CHECKED" : "ok";
+}
+
 std::string RunSummary::line() const {
   const int digests = digests_identical + digests_differ + digests_unchecked;
-  std::string s = state == State::kFailed ? "FAILED" : state == State::kNotChecked ? "NOT CHECKED" : "ok";
+  std::string s = state_name();
   std::string parts;
   auto add = [&parts](const std::string& p) { parts += (parts.empty() ? "" : ", ") + p; };
   if (backend_errors) add(std::to_string(backend_errors) + " backend error(s)");

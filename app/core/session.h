@@ -40,7 +40,8 @@ struct RunSummary {
   int comparisons_failed = 0, comparisons_skipped = 0, comparisons = 0;
   int digests_identical = 0, digests_differ = 0, digests_unchecked = 0;
   int exit_code() const { return state == State::kFailed ? 1 : state == State::kNotChecked ? 3 : 0; }
-  std::string line() const;  // "ok: ...", "FAILED: ...", "NOT CHECKED: ..."
+  const char* state_name() const;  // "ok", "FAILED", "NOT CHECKED"
+  std::string line() const;        // "ok: ...", "FAILED: ...", "NOT CHECKED: ..."
 };
 
 // The results of a session, each held by a shared pointer: copying a session (a GUI snapshot per

@@ -323,8 +323,8 @@ int App::run() {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - f0).count();
     frame_stats_.record(ms);
     if (frame_log_ && ms > 8)
-      std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frame_stats_.frames(), ms, snap_ && snap_->done ? "done" : "partial",
-                   runner_.activity().c_str());
+      std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frame_stats_.frames(), ms,
+                   snap_ && snap_->done ? "done" : "partial", runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
       const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
       if (done) ++frames_after_done_;
@@ -335,8 +335,8 @@ int App::run() {
           code = 1;
         } else {
           std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up)\n",
-                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(), frame_stats_.counted(),
-                      FrameStats::kWarmup);
+                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(),
+                      frame_stats_.counted(), FrameStats::kWarmup);
         }
         break;
       }

@@ -161,8 +161,12 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
     case CompareRule::kTwiceLowp: {
       v.rule = "max|A - ref| <= 2 max|" + k.lowp + " - ref| + " + fmt(k.atol);
       if (!lowp || !lowp->ok()) {
+        // Without the bound nothing was checked: NOT CHECKED (skipped), unless the low-precision run
+        // itself failed with an error, which is a failure like any other.
         v.pass = false;
-        v.detail = "no " + k.lowp + " result to set the bound";
+        v.skipped = !lowp || lowp->status != Status::kError;
+        v.detail = "not compared: " + (lowp ? k.lowp + ": " + (lowp->message.empty() ? std::string(status_name(lowp->status)) : lowp->message)
+                                            : k.lowp + " was not run") + ", so there is no bound";
         break;
       }
       const DiffReport lr =

@@ -253,7 +253,8 @@ TEST(Cli, MalformedRecordedSectionIsAnErrorWithItsPath) {
   const std::pair<std::string, std::string> bad[] = {
       {R"("recorded": {"digests": "x"}})", "/recorded/digests: must be an object"},
       {R"("recorded": {"digests": {"cpu.reference": "zz"}}})", "/recorded/digests/cpu.reference: must be a digest"},
-      {R"("recorded": {"digests": {"nope.backend": "0123456789abcdef"}}})", "/recorded/digests/nope.backend: \"nope.backend\" is not a backend id"},
+      {R"("recorded": {"digests": {"nope.backend": "0123456789abcdef"}}})",
+       "/recorded/digests/nope.backend: \"nope.backend\" is not a backend id"},
       {R"("recorded": {"verdicts": [{"backend": "a"}]}})", "/recorded/verdicts/0/"},
       {R"("recorded": {"plan": {"cta_tile_q": "64"}}})", "/recorded/plan/cta_tile_q: must be an integer"},
       {R"("recorded": {"what": 1}})", "/recorded/what: unknown key"},
@@ -297,6 +298,24 @@ TEST(Cli, FailingComparisonExitsOne) {
   const Out o = cli("run " + f.string());
   EXPECT_EQ(o.code, 1) << o.out;
   EXPECT_NE(o.out.find("FAIL"), std::string::npos);
+  fs::remove(f);
+}
+
+// Regression: a twice_lowp comparison whose low-precision run was left out of the run had no bound
+// and reported FAIL (exit 1); nothing was compared, so it is NOT CHECKED (exit 3), with the reason.
+TEST(Cli, TwiceLowpWithoutItsLowpRunIsNotCheckedNotFailed) {
+  const fs::path f = fs::temp_directory_path() / ("attnscope_nolowp_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(f) << R"({"schema": "attnscope/case@1", "name": "no-lowp", "description": "the bound's run is left out",
+    "requests": [{"q_len": 8, "kv_len": 40}], "heads": {"qo": 2, "kv": 1}, "head_dim": 32, "dtype": "bf16",
+    "backends": ["cpu.reference", "cpu.lowp", "cpu.tiled"],
+    "comparisons": [{"backend": "cpu.tiled", "baseline": "cpu.reference", "rule": "twice_lowp", "lowp": "cpu.lowp"}]})";
+  const Out o = cli("run " + f.string() + " --backends cpu.reference,cpu.tiled");
+  EXPECT_EQ(o.code, 3) << o.out;
+  EXPECT_EQ(o.out.find("FAIL"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("SKIP"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("cpu.lowp was not run"), std::string::npos) << o.out;
+  // with the low-precision run present the same comparison is checked and passes
+  EXPECT_EQ(cli("run " + f.string()).code, 0);
   fs::remove(f);
 }
 

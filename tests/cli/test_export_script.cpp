@@ -98,7 +98,8 @@ TEST(ExportScript, EveryExampleCompilesOnBothPaths) {
         EXPECT_TRUE(fs::exists(d.path / f)) << f;
       EXPECT_FALSE(fs::exists(d.path / "kv_indices.npy")) << "the page table is for the FlashInfer path only";
       const std::string text = read(d.path / "repro.py");
-      EXPECT_TRUE(text.find("scaled_dot_product_attention(") != std::string::npos || text.find("flex_attention)(") != std::string::npos);
+      EXPECT_TRUE(text.find("scaled_dot_product_attention(") != std::string::npos ||
+                  text.find("flex_attention)(") != std::string::npos);
       const Out c = sh(py + " -m py_compile " + (d.path / "repro.py").string());
       EXPECT_EQ(c.code, 0) << c.out;
       // case.json is the repro case: it validates and names its environment
@@ -115,8 +116,9 @@ TEST(ExportScript, EveryExampleCompilesOnBothPaths) {
                             "kv_last_page_len.npy", "case.json"})
         EXPECT_TRUE(fs::exists(d.path / f)) << fi << ": " << f;
       const std::string text = read(d.path / "repro.py");
-      EXPECT_NE(text.find(fi == "flashinfer.prefill" ? "BatchPrefillWithPagedKVCacheWrapper" : "BatchDecodeWithPagedKVCacheWrapper"),
-                std::string::npos);
+      EXPECT_NE(
+          text.find(fi == "flashinfer.prefill" ? "BatchPrefillWithPagedKVCacheWrapper" : "BatchDecodeWithPagedKVCacheWrapper"),
+          std::string::npos);
       const Out c = sh(py + " -m py_compile " + (d.path / "repro.py").string());
       EXPECT_EQ(c.code, 0) << fi << ": " << c.out;
     }
@@ -129,7 +131,7 @@ TEST(ExportScript, ReferenceOnlyReproducesCpuReference) {
   // small cases covering every mask ingredient, soft-cap, sampled reference rows, GQA, paging
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"prefix-lm", ""},
-      {"fully-masked-rows", ""},  // documents + padding: fully masked rows, O = 0 and LSE = -inf
+      {"fully-masked-rows", ""},      // documents + padding: fully masked rows, O = 0 and LSE = -inf
       {"gemma2-window-softcap", ""},  // window + soft-cap, reference sampled to 32 rows
       {"llama4-chunked-local", " --backends cpu.reference,flashinfer.prefill --script-backend flashinfer.prefill"},
       {"encoder-headdim32", " --backends cpu.reference,cpu.lowp,cpu.tiled"},

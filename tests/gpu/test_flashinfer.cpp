@@ -117,7 +117,8 @@ bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* ref
   // 1e-5 floor: FlashAttention's rounding allowance
   const DiffReport d = compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
   EXPECT_TRUE(d.verdict.pass) << c.name << " (" << id << ", " << a.message << "): " << d.verdict.detail;
-  EXPECT_LE(fi_lse_excess(c, a, ref, id == std::string(kPrefill)), 0.0) << c.name << " (" << id << "): LSE beyond its bound, max abs " << d.lse.max_abs;
+  EXPECT_LE(fi_lse_excess(c, a, ref, id == std::string(kPrefill)), 0.0)
+      << c.name << " (" << id << "): LSE beyond its bound, max abs " << d.lse.max_abs;
   return true;
 }
 

@@ -25,8 +25,8 @@
 #include "fi_lse_bound.h"
 
 using namespace attnscope;
-using attnscope::testing::GenLimits;
 using attnscope::testing::fi_lse_excess;
+using attnscope::testing::GenLimits;
 using attnscope::testing::random_case;
 using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;

@@ -220,15 +220,6 @@ class DecodeBackend final : public Backend {
     res.message = msg;
     return res;
   }
-
- private:
-  static Result refused(Result& r, const std::string& why) {
-    r.status = Status::kUnsupported;
-    r.message = why;
-    r.o.clear();
-    r.lse.clear();
-    return r;
-  }
 };
 
 }  // namespace

@@ -236,14 +236,6 @@ class PrefillBackend final : public Backend {
   }
 
  private:
-  static Result refused(Result& r, const std::string& why) {
-    r.status = Status::kUnsupported;
-    r.message = why;
-    r.o.clear();
-    r.lse.clear();
-    return r;
-  }
-
   static std::string variant_text(const CaseSpec& c) {
     std::string s;
     if (c.attention.window) s += "window";

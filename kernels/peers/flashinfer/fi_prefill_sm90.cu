@@ -360,14 +360,6 @@ class PrefillSm90Backend final : public Backend {
   }
 
  private:
-  static Result refused(Result& r, const std::string& why) {
-    r.status = Status::kUnsupported;
-    r.message = why;
-    r.o.clear();
-    r.lse.clear();
-    return r;
-  }
-
   // cuda.flash's protocol: 3 warm-ups, then opt.bench_reps launches each between CUDA events;
   // median, min and max. Kernel launches only (the plan is made once, before).
   static void time_launches(const RunOptions& opt, const std::function<void(bool)>& once, Timing* t) {
