@@ -200,7 +200,11 @@ void print_session(std::ostream& o, const Session& s) {
       const double bit = d.o.count ? 100.0 * d.o.bit_identical / d.o.count : 0;
       o << pad(name, 42) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
         << pad(std::to_string(d.o.max_ulp), 9) << pad(fmt("%.0f%%", bit), 8) << pad(d.o.allclose_loose ? "yes" : "no", 8)
-        << pad(d.o.allclose_tight ? "yes" : "no", 8) << (d.verdict.pass ? "PASS" : d.verdict.skipped ? "SKIP" : "FAIL") << "\n";
+        << pad(d.o.allclose_tight ? "yes" : "no", 8)
+        << (d.verdict.pass      ? "PASS"
+            : d.verdict.skipped ? "SKIP"
+                                : "FAIL")
+        << "\n";
       o << "    " << d.verdict.rule << ": " << d.verdict.detail;
       o << "; LSE max abs " << sci(d.lse.max_abs);
       if (d.o.nan_a || d.o.inf_a) o << "; " << d.o.nan_a << " NaN, " << d.o.inf_a << " Inf in " << d.backend;

@@ -9,9 +9,9 @@
 # target    attnscope's flashinfer.prefill (no device: no CUDA device: CUDA driver version is
 #           insufficient for CUDA runtime version), reproduced with FlashInfer 0.7.2.post1
 #           BatchPrefillWithPagedKVCacheWrapper, backend "fa2"
-# recorded  attnscope 0.1.0 (commit 32d845e87676), g++ 12.2.0, release, CUDA backends compiled; host
-#           vm, AMD EPYC, no GPU (no CUDA device: CUDA driver version is insufficient for CUDA
-#           runtime version)
+# recorded  attnscope 0.1.0 (commit b9546776c08a), g++ 12.2.0, release, CUDA backends compiled; host
+#           vm, Intel(R) Xeon(R) Processor, no GPU (no CUDA device: CUDA driver version is
+#           insufficient for CUDA runtime version)
 # files     q.npy [4, 32, 128], k.npy / v.npy [11500, 8, d]: float32 holding bf16 values, token by
 #           token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of each
 #           backend attnscope ran (NaN rows: not computed); k_cache.npy / v_cache.npy: attnscope's
@@ -188,6 +188,13 @@ def compare(o_lib, lse_lib, o_ref, lse_ref, o_lowp):
     ok = err <= bound and bad == 0
     print(f"  max|A - ref| <= 2 max|naive - ref| + {TWICE_ATOL:g}: max abs {err:.3g} {'<=' if ok else '>'} bound "
           f"{bound:.3g} (lowp max abs {lowp_err:.3g})" + (f"; {bad} NaN/Inf mismatches" if bad else ""))
+    masked = np.isneginf(lse_ref)  # rows with no visible key: O = 0 and LSE = -inf in attnscope
+    if masked.any():
+        m = o_lib[masked]
+        differ = int((m != 0).any(axis=-1).sum())
+        worst = float(np.abs(np.nan_to_num(m, nan=np.inf)).max(initial=0.0))
+        print(f"  fully masked (token, head) rows: {int(masked.sum())}; attnscope's O = 0 there, {LIBRARY} differs "
+              f"on {differ}" + (f" (max |O| {worst:.3g})" if differ else ""))
     rec = load("o_" + TARGET)
     if rec is None:
         print(f"attnscope's {TARGET} did not run where this was exported ({TARGET_STATUS})")
@@ -234,7 +241,9 @@ def main():
     except Exception as e:  # the library refused the case or failed: nothing to compare
         cannot(f"{LIBRARY} raised {type(e).__name__}: {e}")
     o_ref, lse_ref = reference(q, k, v)
-    return 0 if compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v)) else 1
+    ok = compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v))
+    print("MATCH" if ok else "MISMATCH")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -88,6 +88,12 @@ constexpr int kStride = D + 8;
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
 // kPlain: no soft-cap and no ALiBi, so the logit is one multiply; a separate instantiation keeps
 // tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
+// Head dim 256 runs lean (kLean): Q's fragments are read from shared memory at every k-step rather
+// than held (64 registers per thread: the held form spilled 250 bytes per thread), and K and V get
+// one buffer each, K refilled as soon as S = Q K^T is done and V as soon as P V is done (the
+// schedule FlashAttention-2 uses at this size): 101 KB of shared memory instead of 169 KB, so two
+// CTAs share an SM and one's copies overlap the other's math. Same MMAs in the same order: the
+// same bits as the double-buffered form.
 template <int D, class T, int WM, int WN, int RB, bool kPlain>
 __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
@@ -99,12 +105,15 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
   static_assert(RB == 1 || RB == 2, "one or two row blocks per warp");
   static_assert(WN == 1 || RB == 1, "key-split warps own one row block");
   static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
+  constexpr bool kLean = D >= 256;
+  static_assert(!kLean || RB == 1, "the lean form has one row block");
   if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
-  T* stage1 = stage0 + 2 * kKvTile * S;
-  T* qs = RB == 1 ? stage1 : stage1 + 2 * kKvTile * S;  // RB = 2: Q has its own region
+  T* stage1 = stage0 + 2 * kKvTile * S;        // the second stage (lean: none, Q's region)
+  // RB = 2 and lean: Q has its own region; else Q is staged in stage 1 and moved to registers
+  T* qs = kLean ? stage1 : RB == 1 ? stage1 : stage1 + 2 * kKvTile * S;
   __shared__ int s_lo, s_hi;
 
   const WorkItem it = p.items[blockIdx.x];
@@ -137,9 +146,10 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
     s_hi = INT_MIN;
   }
   __syncthreads();
-  constexpr int kQf = RB == 1 ? D / 16 : 1;  // Q fragments kept in registers (RB = 1 only)
+  constexpr bool kQRegs = RB == 1 && !kLean;
+  constexpr int kQf = kQRegs ? D / 16 : 1;  // Q fragments kept in registers
   uint32_t qf[kQf][4];
-  if constexpr (RB == 1) {
+  if constexpr (kQRegs) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (wm * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
   }
@@ -197,8 +207,9 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
       next_page[l] = (i < n_tiles && key < kv_hi) ? pages[col] : -1;
     }
   };
-  auto issue = [&](int i) {
-    T* ks = (i & 1) ? stage1 : stage0;
+  // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage) as one group
+  auto copy = [&](int i, bool want_k, bool want_v) {
+    T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
     T* vs = ks + kKvTile * S;
     const int k0 = first_tile + i * kKvTile;
 #pragma unroll
@@ -210,24 +221,34 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
       int col = 0, slot = 0;
       if (ok) page_slot(p.view, key, &col, &slot);
       const int64_t off = ok ? kv_offset(p.view.layout, next_page[l], slot, kvh, c * 8, ps, p.hk, D) : 0;
-      cp_async16(ks + r * S + c * 8, kbase + off, ok);
-      cp_async16(vs + r * S + c * 8, vbase + off, ok);
+      if (want_k) cp_async16(ks + r * S + c * 8, kbase + off, ok);
+      if (want_v) cp_async16(vs + r * S + c * 8, vbase + off, ok);
     }
     cp_async_commit();
   };
   fetch_pages(0);
-  if (n_tiles > 0) issue(0);
+  if constexpr (kLean) {
+    // groups in flight at the top of iteration ti: K(ti), V(ti)
+    if (n_tiles > 0) {
+      copy(0, true, false);
+      copy(0, false, true);
+    }
+  } else {
+    if (n_tiles > 0) copy(0, true, true);
+  }
   fetch_pages(1);
   for (int ti = 0; ti < n_tiles; ++ti) {
-    if (ti + 1 < n_tiles) {
-      issue(ti + 1);
+    if constexpr (kLean) {
+      cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
+    } else if (ti + 1 < n_tiles) {
+      copy(ti + 1, true, true);
       fetch_pages(ti + 2);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const T* ks = (ti & 1) ? stage1 : stage0;
+    const T* ks = (!kLean && (ti & 1)) ? stage1 : stage0;
     const T* vs = ks + kKvTile * S;
     const int k0 = first_tile + ti * kKvTile + wn * kKeys;  // this warp's first key
 
@@ -240,7 +261,7 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t a[RB][4];
-      if constexpr (RB == 1) {
+      if constexpr (kQRegs) {
 #pragma unroll
         for (int x = 0; x < 4; ++x) a[0][x] = qf[kk][x];
       } else {
@@ -259,6 +280,18 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
           Mma<T>::run(s[rb][2 * jj + 1], a[rb], b[2], b[3]);
         }
       }
+    }
+    if constexpr (kLean) {
+      // every warp is done with K(ti): refill the K buffer with K(ti + 1) during the softmax and
+      // P V, then wait for V(ti) (the group before it)
+      __syncthreads();
+      if (ti + 1 < n_tiles) {
+        copy(ti + 1, true, false);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
     }
 
 #pragma unroll
@@ -340,7 +373,14 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
         }
       }
     }
-    __syncthreads();  // this stage is refilled by the next iteration's issue
+    __syncthreads();  // this stage is refilled by the next iteration's copy
+    if constexpr (kLean) {
+      // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
+      if (ti + 1 < n_tiles) {
+        copy(ti + 1, false, true);
+        fetch_pages(ti + 2);
+      }
+    }
   }
 
   // the quad's partial row sums

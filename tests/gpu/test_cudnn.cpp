@@ -384,13 +384,20 @@ TEST(CudnnSdpa, GqaDecodeRunsPackedAndAgrees) {
   const Variant variants[] = {
       {"causal paged", [](CaseSpec&) {}, true},
       {"non-causal", [](CaseSpec& c) { c.attention.causal = false; }, true},
-      {"ragged", [](CaseSpec& c) {
+      {"ragged",
+       [](CaseSpec& c) {
          c.kv_cache = KvCacheSpec{};
          c.kv_cache.storage = KvStorage::kRagged;
          c.kv_cache.page_size = 1;
          c.kv_cache.null_page = false;
-       }, true},
-      {"fp16 group 8", [](CaseSpec& c) { c.dtype = DType::kFp16; c.num_kv_heads = 2; }, true},
+       },
+       true},
+      {"fp16 group 8",
+       [](CaseSpec& c) {
+         c.dtype = DType::kFp16;
+         c.num_kv_heads = 2;
+       },
+       true},
       {"MHA", [](CaseSpec& c) { c.num_kv_heads = c.num_qo_heads; }, false},
       {"window", [](CaseSpec& c) { c.attention.window = 100; }, false},
   };
@@ -402,6 +409,69 @@ TEST(CudnnSdpa, GqaDecodeRunsPackedAndAgrees) {
     Result r;
     check_twice_lowp(c, &r);
     EXPECT_EQ(r.message.find("GQA decode packed") != std::string::npos, v.packed) << c.name << ": " << r.message;
+  }
+}
+
+// A uniform batch on contiguous (ragged) K/V runs as plain dense tensors, the form PyTorch's SDPA
+// hands cuDNN: causal (top-left = bottom-right), bottom-right with q_len < kv_len, non-causal, a
+// window, GQA, head dim 256, a packed GQA decode batch. Each passes the 2x rule with its LSE; a
+// batch that is not uniform, or paged, or has padding, keeps the ragged form.
+TEST(CudnnSdpa, UniformContiguousBatchesRunDense) {
+  REQUIRE_CUDNN_GPU();
+  CaseSpec base = base_case("dense");
+  base.requests = {RequestSpec{96, 96}, RequestSpec{96, 96}, RequestSpec{96, 96}};
+  base.kv_cache = KvCacheSpec{};
+  base.kv_cache.storage = KvStorage::kRagged;
+  base.kv_cache.page_size = 1;
+  base.kv_cache.null_page = false;
+  validate_case(base);
+  struct Variant {
+    const char* name;
+    std::function<void(CaseSpec&)> edit;
+    bool dense;
+  };
+  const Variant variants[] = {
+      {"causal", [](CaseSpec&) {}, true},
+      {"non-causal fp16",
+       [](CaseSpec& c) {
+         c.attention.causal = false;
+         c.dtype = DType::kFp16;
+       },
+       true},
+      {"bottom-right q < kv",
+       [](CaseSpec& c) {
+         for (auto& r : c.requests) r.q_len = 40;
+       },
+       true},
+      {"window", [](CaseSpec& c) { c.attention.window = 33; }, true},
+      {"MHA hd 256",
+       [](CaseSpec& c) {
+         c.num_kv_heads = c.num_qo_heads;
+         set_head_dim(c, 256);
+       },
+       true},
+      {"packed GQA decode",
+       [](CaseSpec& c) {
+         for (auto& r : c.requests) r.q_len = 1;
+       },
+       true},
+      {"not uniform",
+       [](CaseSpec& c) {
+         c.requests[1].kv_len = 120;
+         c.requests[1].q_len = 120;
+       },
+       false},
+      {"padding", [](CaseSpec& c) { c.requests[2].pad_start = 80; }, false},
+      {"paged", [](CaseSpec& c) { c.kv_cache = base_case("x").kv_cache; }, false},
+  };
+  for (const Variant& v : variants) {
+    CaseSpec c = base;
+    v.edit(c);
+    c.name = std::string("dense ") + v.name;
+    validate_case(c);
+    Result r;
+    check_twice_lowp(c, &r);
+    EXPECT_EQ(r.message.find("dense:") != std::string::npos, v.dense) << c.name << ": " << r.message;
   }
 }
 

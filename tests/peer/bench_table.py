@@ -7,6 +7,11 @@ scaled_dot_product_attention on the same shapes and dtype with the FlashAttentio
 cuDNN backend (CUDA events, the same warm-up and median), and prints one Markdown table of times
 and ratios. The README's benchmark table is this script's output.
 
+SDPA's cuDNN path skips the softmax statistics when nothing needs gradients; attnscope's backends
+always return the LSE. So the cuDNN call is timed twice: as F.scaled_dot_product_attention runs it
+(sdpa_cudnn), and with the LSE computed (sdpa_cudnn_lse, aten._scaled_dot_product_cudnn_attention
+with compute_log_sumexp=True): the same outputs as cudnn.sdpa, the like-for-like peer.
+
 PyTorch runs on contiguous [batch, heads, seq, dim] tensors (its API has no paged KV), so its time
 is a lower bound for the same work on a paged cache. Shapes the SDPA backends cannot run are shown
 as "-" with the reason in the JSON.
@@ -19,6 +24,7 @@ import subprocess
 import sys
 
 ATTNSCOPE = ["cuda.flash", "flashinfer.prefill", "flashinfer.prefill_sm90", "flashinfer.decode", "cudnn.sdpa"]
+PEERS = ["sdpa_fa2", "sdpa_cudnn", "sdpa_cudnn_lse", "flex_compiled"]
 
 
 def time_cuda(torch, fn, reps):
@@ -37,6 +43,44 @@ def time_cuda(torch, fn, reps):
     return ts[len(ts) // 2]
 
 
+def flex_time(torch, case, reps):
+    """Compiled flex_attention on a uniform causal batch with attnscope's window and soft-cap.
+
+    attnscope's window W counts the query itself (key k visible iff q - W < k <= q, with q_len ==
+    kv_len); its soft-cap is cap * tanh(scaled score / cap): flex's score is already scaled."""
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError as e:
+        return f"not run: {e}"
+    reqs, att = case["requests"], case.get("attention", {})
+    ql, kl = reqs[0]["q_len"], reqs[0]["kv_len"]
+    if ql != kl or not att.get("causal", True):
+        return "not run: this script translates only causal batches with q_len == kv_len"
+    W, cap = att.get("window"), att.get("soft_cap")
+    B, hq, hk = len(reqs), case["heads"]["qo"], case["heads"]["kv"]
+    d = case["head_dim"]["qk"] if isinstance(case["head_dim"], dict) else case["head_dim"]
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.get("dtype", "bf16")]
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn(B, hq, ql, d, device="cuda", dtype=dt, generator=g)
+    k = torch.randn(B, hk, kl, d, device="cuda", dtype=dt, generator=g)
+    v = torch.randn(B, hk, kl, d, device="cuda", dtype=dt, generator=g)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        m = kv_idx <= q_idx
+        return m & (q_idx - kv_idx < W) if W else m
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap)
+
+    try:
+        bm = create_block_mask(mask_mod, B, None, ql, kl, device="cuda")
+        fa = torch.compile(flex_attention, dynamic=False)
+        fn = lambda: fa(q, k, v, score_mod=score_mod if cap else None, block_mask=bm, enable_gqa=hq != hk)
+        return time_cuda(torch, fn, reps)
+    except Exception as e:  # compilation needs Triton and a C compiler
+        return "not run: " + (str(e).splitlines() or [type(e).__name__])[0][:160]
+
+
 def sdpa_times(torch, case, reps):
     """PyTorch SDPA on the case's shapes: {"sdpa_fa2": ms or reason, "sdpa_cudnn": ...}."""
     import torch.nn.functional as F
@@ -47,13 +91,19 @@ def sdpa_times(torch, case, reps):
     att = case.get("attention", {})
     out = {}
     if len(qs) != 1 or len(ks) != 1:
-        return {k: "ragged batch: SDPA needs one length" for k in ("sdpa_fa2", "sdpa_cudnn")}
-    if att.get("window") or att.get("soft_cap") or att.get("alibi") or att.get("local_chunk") or att.get("prefix_lm"):
-        return {k: "mask or logit transform SDPA cannot express" for k in ("sdpa_fa2", "sdpa_cudnn")}
+        return {k: "ragged batch: SDPA needs one length" for k in PEERS}
+    if att.get("alibi") or att.get("local_chunk") or att.get("prefix_lm"):
+        return {k: "mask or logit transform this script does not translate" for k in PEERS}
+    if att.get("window") or att.get("soft_cap"):
+        # SDPA has neither; compiled flex_attention expresses both
+        out = {k: "mask or logit transform SDPA cannot express" for k in PEERS if k != "flex_compiled"}
+        out["flex_compiled"] = flex_time(torch, case, reps)
+        return out
+    out["flex_compiled"] = "only timed for cases SDPA cannot express (window, soft-cap)"
     ql, kl = qs.pop(), ks.pop()
     causal = att.get("causal", True) and ql > 1
     if causal and ql != kl:
-        return {k: "causal with q_len != kv_len: SDPA's is_causal is top-left aligned" for k in ("sdpa_fa2", "sdpa_cudnn")}
+        return {k: "causal with q_len != kv_len: SDPA's is_causal is top-left aligned" for k in PEERS}
     B, hq, hk = len(reqs), case["heads"]["qo"], case["heads"]["kv"]
     d = case["head_dim"]["qk"]
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[case.get("dtype", "bf16")]
@@ -68,6 +118,15 @@ def sdpa_times(torch, case, reps):
                 out[name] = time_cuda(torch, fn, reps)
         except RuntimeError as e:
             out[name] = "not run: " + str(e).splitlines()[0][:160]
+    try:
+        # the cuDNN kernel with its softmax statistics (logsumexp) written, as cudnn.sdpa always does
+        lse = lambda: torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+        res = lse()
+        if res[1].numel() < B * hq * ql:
+            raise RuntimeError(f"no LSE returned ({tuple(res[1].shape)})")
+        out["sdpa_cudnn_lse"] = time_cuda(torch, lse, reps)
+    except RuntimeError as e:
+        out["sdpa_cudnn_lse"] = "not run: " + str(e).splitlines()[0][:160]
     return out
 
 
@@ -106,21 +165,24 @@ def main():
         rows.append(row)
         print(f"{case['name']}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in row["times"].items()), file=sys.stderr, flush=True)
 
-    cols = ATTNSCOPE + ["sdpa_fa2", "sdpa_cudnn"]
+    cols = ATTNSCOPE + PEERS
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none"
     print(f"\nDevice: {dev}; PyTorch {torch.__version__} (its cuDNN {cudnn}); CUDA events, median of {a.reps} after 3 warm-ups; bf16.\n")
-    print("| case | " + " | ".join(cols) + " | best attnscope / best SDPA (time) | fastest |")
-    print("|---|" + "---|" * (len(cols) + 2))
+    print("| case | " + " | ".join(cols) + " | cudnn.sdpa / sdpa_cudnn_lse | best attnscope / best SDPA (time) | fastest |")
+    print("|---|" + "---|" * (len(cols) + 3))
     for row in rows:
         t = row["times"]
         cells = [f"{t[c]:.3f}" if c in t else "-" for c in cols]
         ours = [t[c] for c in ATTNSCOPE if c in t]
-        theirs = [t[c] for c in ("sdpa_fa2", "sdpa_cudnn") if c in t]
+        theirs = [t[c] for c in PEERS if c in t]
         ratio = f"{min(ours) / min(theirs):.2f}" if ours and theirs else "-"
+        same = f"{t['cudnn.sdpa'] / t['sdpa_cudnn_lse']:.2f}" if "cudnn.sdpa" in t and "sdpa_cudnn_lse" in t else "-"
         fastest = min(t, key=t.get) if t else "-"
-        print(f"| {row['case']} | " + " | ".join(cells) + f" | {ratio} | {fastest} |")
-    print("\nTimes in ms (lower is better); the ratio is attnscope's fastest backend time over PyTorch's fastest "
-          "SDPA time on the same shapes (below 1.0: attnscope's backend is faster). '-': not run (reasons in --json-out).")
+        print(f"| {row['case']} | " + " | ".join(cells) + f" | {same} | {ratio} | {fastest} |")
+    print("\nTimes in ms (lower is better). cudnn.sdpa / sdpa_cudnn_lse: the same cuDNN work (O and LSE) through "
+          "attnscope and through PyTorch. The last ratio is attnscope's fastest backend time over PyTorch's fastest "
+          "SDPA time on the same shapes, with or without LSE (below 1.0: attnscope's backend is faster). "
+          "'-': not run (reasons in --json-out).")
     if a.json_out:
         json.dump({"device": dev, "torch": torch.__version__, "reps": a.reps, "rows": rows}, open(a.json_out, "w"), indent=2)
     return 0

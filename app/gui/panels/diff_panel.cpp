@@ -126,9 +126,14 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   }
   const DiffReport& d = any_pair_ ? custom_ : s.diffs[ui.diff_index];
   const bool pass = d.verdict.pass, skipped = !pass && d.verdict.skipped;  // skipped: not checked (amber), never a pass
-  ImGui::TextColored(pass ? ImVec4(0.4f, 0.9f, 0.4f, 1) : skipped ? ImVec4(1, 0.75f, 0.25f, 1) : ImVec4(1, 0.35f, 0.35f, 1),
-                     "%s  %s: %s", pass ? "PASS" : skipped ? "NOT CHECKED" : "FAIL", d.verdict.rule.c_str(),
-                     d.verdict.detail.c_str());
+  ImGui::TextColored(pass      ? ImVec4(0.4f, 0.9f, 0.4f, 1)
+                     : skipped ? ImVec4(1, 0.75f, 0.25f, 1)
+                               : ImVec4(1, 0.35f, 0.35f, 1),
+                     "%s  %s: %s",
+                     pass      ? "PASS"
+                     : skipped ? "NOT CHECKED"
+                               : "FAIL",
+                     d.verdict.rule.c_str(), d.verdict.detail.c_str());
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
   // heatmap: rows = tokens, columns = heads

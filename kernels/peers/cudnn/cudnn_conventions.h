@@ -38,6 +38,10 @@ struct GraphKey {
   // group = hq / hk query heads that share a KV head are the rows of one sequence of hk heads, so
   // each K/V tile is read once per KV head rather than once per query head (see translate()).
   int group = 1;
+  // Every sequence has the same S_q and S_kv (exact, not bucketed), Q/O/LSE and the ragged K/V
+  // pool hold them back to back, nothing is padding: plain strided tensors with no padding mask
+  // and no ragged offsets, the form PyTorch's SDPA hands cuDNN (see translate()).
+  bool dense = false;
   bool operator==(const GraphKey&) const = default;
   std::string describe() const;  // "B=3 Hq=8 Hk=2 d=128 bf16 S_q<=256 S_kv<=2048 paged NHD page 16 ..."
 };
@@ -46,6 +50,7 @@ struct GraphKey {
 // index tensors. All offsets are in elements (cuDNN's ragged-offset convention), int32.
 struct SdpaProblem {
   GraphKey key;
+  // The index tensors below are made for every form; a dense graph (key.dense) reads none of them.
   std::vector<int32_t> seq_q;          // [B] rows cuDNN computes per sequence (padding queries cut off; packed: group), >= 1
   std::vector<int32_t> seq_kv;         // [B] keys per sequence (padding keys cut off), >= 1
   std::vector<int32_t> q_offsets;      // [B + 1] first element of each sequence's Q rows in [total_q, Hq, d_qk]
@@ -65,7 +70,8 @@ std::string refusal_reason(const CaseSpec& c, int cudnn_version);
 
 // The case in cuDNN's terms. Requires refusal_reason(c) to be empty.
 // `pack_gqa_decode`: allow the packed GQA decode form (GraphKey::group); false gives the plain one.
-SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true);
+// `dense_when_uniform`: allow the dense form (GraphKey::dense); false keeps the ragged one.
+SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true, bool dense_when_uniform = true);
 
 // attnscope's conventions on what cuDNN returned: the rows cuDNN does not compute (padding
 // queries, fully masked in attnscope) get O = 0 and LSE = -inf. `o` is [total_q, Hq, d_v], `lse`

@@ -139,7 +139,9 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
     return {Sq * Hq * d, d, Hq * d, 1};
   };
   auto q = g->tensor(fg::Tensor_attributes().set_name("Q").set_uid(kQ).set_dim({B, Hrows, Sq, Dqk}).set_stride(bshd(Dqk)));
-  q->set_ragged_offset(index_tensor(*g, "q_offsets", kQOffsets, B + 1));
+  // Ragged offsets only in the ragged form; the dense form's strides are the whole addressing.
+  const bool ragged = !k.dense;
+  if (ragged) q->set_ragged_offset(index_tensor(*g, "q_offsets", kQOffsets, B + 1));
 
   std::shared_ptr<fg::Tensor_attributes> kt, vt, table_k, table_v;
   if (k.paged) {
@@ -171,10 +173,10 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
                        .set_uid(kK)
                        .set_dim({B, Hk, Skv, Dqk})
                        .set_stride({Skv * Hk * Dqk, Dqk, Hk * Dqk, 1}));
-    kt->set_ragged_offset(index_tensor(*g, "k_offsets", kKOffsets, B + 1));
+    if (ragged) kt->set_ragged_offset(index_tensor(*g, "k_offsets", kKOffsets, B + 1));
     vt = g->tensor(
         fg::Tensor_attributes().set_name("V").set_uid(kV).set_dim({B, Hk, Skv, Dv}).set_stride({Skv * Hk * Dv, Dv, Hk * Dv, 1}));
-    vt->set_ragged_offset(index_tensor(*g, "v_offsets", kVOffsets, B + 1));
+    if (ragged) vt->set_ragged_offset(index_tensor(*g, "v_offsets", kVOffsets, B + 1));
   }
 
   // The masks (translation and proofs in cudnn_conventions.cpp): the padding mask is what makes
@@ -182,14 +184,11 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   // aligned bottom-right per sequence (top-left only for ALiBi, where the two coincide); the
   // window is the band's left bound, W itself.
   const auto alignment = k.top_left ? fe::DiagonalAlignment_t::TOP_LEFT : fe::DiagonalAlignment_t::BOTTOM_RIGHT;
-  auto attrs = fg::SDPA_attributes()
-                   .set_name("sdpa")
-                   .set_implementation(impl)
-                   .set_generate_stats(true)
-                   .set_attn_scale(k.scale)
-                   .set_padding_mask(true)
-                   .set_seq_len_q(index_tensor(*g, "seq_len_q", kSeqQ, B))
-                   .set_seq_len_kv(index_tensor(*g, "seq_len_kv", kSeqKv, B));
+  auto attrs = fg::SDPA_attributes().set_name("sdpa").set_implementation(impl).set_generate_stats(true).set_attn_scale(k.scale);
+  if (ragged)
+    attrs.set_padding_mask(true)
+        .set_seq_len_q(index_tensor(*g, "seq_len_q", kSeqQ, B))
+        .set_seq_len_kv(index_tensor(*g, "seq_len_kv", kSeqKv, B));
   if (k.causal) attrs.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
   if (k.window > 0) attrs.set_diagonal_alignment(alignment).set_diagonal_band_left_bound(k.window);
   if (k.alibi) attrs.set_alibi_mask(true);
@@ -203,37 +202,36 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   // the frontend's set_stats_use_log2 would convert it to base 2 and is left off, so what cuDNN
   // writes is attnscope's LSE convention as is.
   o->set_output(true).set_uid(kO).set_dim({B, Hrows, Sq, Dv}).set_stride(bshd(Dv));
-  o->set_ragged_offset(index_tensor(*g, "o_offsets", kOOffsets, B + 1));
+  if (ragged) o->set_ragged_offset(index_tensor(*g, "o_offsets", kOOffsets, B + 1));
   stats->set_output(true)
       .set_uid(kLse)
       .set_data_type(fe::DataType_t::FLOAT)
       .set_dim({B, Hrows, Sq, 1})
       .set_stride(packed ? std::vector<int64_t>{Hq, k.group, 1, 1} : std::vector<int64_t>{Sq * Hq, 1, Hq, 1});
-  stats->set_ragged_offset(index_tensor(*g, "lse_offsets", kLseOffsets, B + 1));
+  if (ragged) stats->set_ragged_offset(index_tensor(*g, "lse_offsets", kLseOffsets, B + 1));
   return g;
 }
 
 class BuiltGraph final : public SdpaGraph {
  public:
-  BuiltGraph(std::shared_ptr<fe::graph::Graph> g, bool paged) : g_(std::move(g)), paged_(paged) {}
+  BuiltGraph(std::shared_ptr<fe::graph::Graph> g, const GraphKey& key) : g_(std::move(g)), key_(key) {}
 
   void execute(const Bindings& b) const override {
+    // The variant pack names exactly the graph's tensors: the dense form has no index tensors.
     std::unordered_map<int64_t, void*> pack = {
-        {kQ, const_cast<void*>(b.q)},
-        {kK, const_cast<void*>(b.k)},
-        {kV, const_cast<void*>(b.v)},
-        {kO, b.o},
-        {kLse, b.lse},
-        {kSeqQ, const_cast<int32_t*>(b.seq_q)},
-        {kSeqKv, const_cast<int32_t*>(b.seq_kv)},
-        {kQOffsets, const_cast<int32_t*>(b.q_offsets)},
-        {kOOffsets, const_cast<int32_t*>(b.o_offsets)},
-        {kLseOffsets, const_cast<int32_t*>(b.stats_offsets)},
+        {kQ, const_cast<void*>(b.q)}, {kK, const_cast<void*>(b.k)}, {kV, const_cast<void*>(b.v)}, {kO, b.o}, {kLse, b.lse},
     };
-    if (paged_) {
+    if (!key_.dense) {
+      pack[kSeqQ] = const_cast<int32_t*>(b.seq_q);
+      pack[kSeqKv] = const_cast<int32_t*>(b.seq_kv);
+      pack[kQOffsets] = const_cast<int32_t*>(b.q_offsets);
+      pack[kOOffsets] = const_cast<int32_t*>(b.o_offsets);
+      pack[kLseOffsets] = const_cast<int32_t*>(b.stats_offsets);
+    }
+    if (key_.paged) {
       pack[kPageTableK] = const_cast<int32_t*>(b.page_table);
       pack[kPageTableV] = const_cast<int32_t*>(b.page_table);
-    } else {
+    } else if (!key_.dense) {
       pack[kKOffsets] = const_cast<int32_t*>(b.k_offsets);
       pack[kVOffsets] = const_cast<int32_t*>(b.v_offsets);
     }
@@ -242,7 +240,7 @@ class BuiltGraph final : public SdpaGraph {
 
  private:
   std::shared_ptr<fe::graph::Graph> g_;
-  bool paged_;
+  GraphKey key_;
 };
 
 // Validation, lowering to the backend, heuristics, support check and plan compilation. The
@@ -266,7 +264,7 @@ std::shared_ptr<BuiltGraph> build(const GraphKey& key) {
       check(g->build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "build_plans");
       int64_t ws = 0;
       check(g->get_workspace_size(ws), "get_workspace_size");
-      auto built = std::make_shared<BuiltGraph>(g, key.paged);
+      auto built = std::make_shared<BuiltGraph>(g, key);
       built->workspace_bytes = ws;
       built->implementation = name;
       std::string plan;

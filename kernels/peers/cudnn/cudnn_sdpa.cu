@@ -51,7 +51,8 @@ class SdpaBackend final : public Backend {
   std::string id() const override { return "cudnn.sdpa"; }
   std::string describe() const override {
     return "cuDNN's fused scaled-dot-product attention (cuDNN frontend graph API): ragged Q/O/LSE through ragged offsets, "
-           "the paged K/V pool through cuDNN page tables, padding and causal/window masks per sequence; " +
+           "the paged K/V pool through cuDNN page tables, padding and causal/window masks per sequence; uniform "
+           "contiguous batches as plain dense tensors; " +
            cudnn_version_note();
   }
 
@@ -88,15 +89,23 @@ class SdpaBackend final : public Backend {
     const auto lock = cudnn_lock();
     GraphLookup g;
     try {
-      try {
-        g = find_or_build_graph(s.key);
-      } catch (const CudnnError& e) {
-        // A cuDNN that refuses the packed GQA decode view still runs the plain one.
-        if (!e.unsupported || s.key.group == 1) throw;
-        s = translate(c, p, false);
-        g = find_or_build_graph(s.key);
-        s.masks += "; the packed GQA decode view was refused (" + std::string(e.what()) + "), ran unpacked";
+      // A cuDNN that refuses the dense form runs the ragged one; one that refuses the packed GQA
+      // decode view runs the plain one. Each refusal is said in the result.
+      bool pack = true, dense = true;
+      std::string refused;
+      for (;;) {
+        try {
+          g = find_or_build_graph(s.key);
+          break;
+        } catch (const CudnnError& e) {
+          if (!e.unsupported || (s.key.group == 1 && !s.key.dense)) throw;
+          refused += "; " + std::string(s.key.dense ? "the dense form" : "the packed GQA decode view") + " was refused (" +
+                     e.what() + ")";
+          (s.key.dense ? dense : pack) = false;
+          s = translate(c, p, pack, dense);
+        }
       }
+      s.masks += refused;
     } catch (const CudnnError& e) {
       if (!e.unsupported) throw;
       // cuDNN's own support check refused the graph: the library's reason, not a failure.
