@@ -29,7 +29,8 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
 // Head dim 256 (the kernel's lean form): one K/V stage and Q's own region.
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
   const bool lean = head_dim >= 256;
-  const size_t q = rb > 1 || lean ? static_cast<size_t>(warps_m * 16 * rb) * (head_dim + 8) * 2 : 0;  // Q's own region
+  const size_t q =
+      flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * (head_dim + 8) * 2 : 0;
   const size_t stages = static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * (head_dim + 8) * 2 + q;
   const size_t merge = warps_n > 1 ? static_cast<size_t>(warps_n) * warps_m * 16 * (head_dim + 2) * 4 : 0;
   return std::max(stages, merge);

@@ -112,8 +112,10 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
   T* stage1 = stage0 + 2 * kKvTile * S;        // the second stage (lean: none, Q's region)
-  // RB = 2 and lean: Q has its own region; else Q is staged in stage 1 and moved to registers
-  T* qs = kLean ? stage1 : RB == 1 ? stage1 : stage1 + 2 * kKvTile * S;
+  // Q read from shared memory: Q has its own region (lean: where the second stage would be); else
+  // Q is staged in stage 1 and moved to registers
+  constexpr bool kQSmem = flash_q_in_smem(D, WM, WN, RB);
+  T* qs = kLean ? stage1 : kQSmem ? stage1 + 2 * kKvTile * S : stage1;
   __shared__ int s_lo, s_hi;
 
   const WorkItem it = p.items[blockIdx.x];
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p)
     s_hi = INT_MIN;
   }
   __syncthreads();
-  constexpr bool kQRegs = RB == 1 && !kLean;
+  constexpr bool kQRegs = !kQSmem;
   constexpr int kQf = kQRegs ? D / 16 : 1;  // Q fragments kept in registers
   uint32_t qf[kQf][4];
   if constexpr (kQRegs) {

@@ -54,6 +54,15 @@ inline void flash_geometry(int tile, int head_dim, int kv_split, int* wm, int* w
   *wm = tile / 16;
 }
 
+// Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather
+// than holding them in registers: FlashAttention-2's two-row-block layout and head dim 256 (the
+// lean form: no registers left). One rule for the kernel and for flash_smem_bytes.
+constexpr bool flash_q_in_smem(int head_dim, int warps_m, int warps_n, int rb) {
+  (void)warps_m;
+  (void)warps_n;
+  return rb > 1 || head_dim >= 256;
+}
+
 // One launcher per (head_dim, dtype) instance file; warps_m = cta_tile_q / 16 row warps,
 // warps_n = the plan's kv_warp_split.
 using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int row_blocks, dim3 grid, cudaStream_t);
