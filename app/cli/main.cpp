@@ -1,4 +1,4 @@
-// attnscope-cli: validate | plan | run | invariance | devices.
+// attnscope-cli: validate | plan | run | invariance | bench | explain | devices.
 // Exit codes: 0 ok, 1 a comparison or replay failed, 2 bad case or bad arguments.
 #include <unistd.h>
 
@@ -8,11 +8,13 @@
 #include "../core/case_json.h"
 #include "../core/dump.h"
 #include "../core/environment.h"
+#include "../core/explain.h"
 #include "../core/export_script.h"
 #include "../core/invariance.h"
 #include "../core/report_json.h"
 #include "../core/session.h"
 #include "cli_args.h"
+#include "explain_report.h"
 #include "text_report.h"
 
 using namespace attnscope;
@@ -48,6 +50,10 @@ commands:
       --backends a,b,...   backends to time (default cuda.flash and every flashinfer.* / cudnn.* backend)
       --reps N             timed repetitions after 3 warm-ups (default 20)
       --json
+  explain CASE --request R --row Q --head H [--json]
+                           online softmax of one query row step by step, as cpu.tiled (cuda.flash's
+                           twin) computes it under the plan: KV tiles, chunks, partials, merge, and
+                           the result beside the exact softmax
   devices [--json]         CUDA devices visible to this build
 
 exit codes: 0 ok, 1 a comparison or replay check failed, 2 bad case or arguments
@@ -195,6 +201,27 @@ int cmd_bench(const Args& a) {
   return any ? 0 : 1;
 }
 
+int cmd_explain(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  auto need = [&](const char* n) {
+    const auto v = a.int_value(n, 0, 1 << 30);
+    if (!v) throw UsageError(std::string("--") + n + ": required (explain needs --request, --row and --head)");
+    return *v;
+  };
+  const int r = need("request"), q = need("row"), h = need("head");
+  SoftmaxTrace t;
+  try {
+    t = explain_case(f.spec, r, q, h);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (a.flag("json"))
+    std::cout << trace_to_json(t).dump(2) << "\n";
+  else
+    print_trace(std::cout, t);
+  return 0;
+}
+
 int cmd_devices(const Args& a) {
   std::string why;
   const auto devs = list_devices(&why);
@@ -226,8 +253,10 @@ int main(int argc, char** argv) {
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
+    if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
-    throw UsageError("unknown command \"" + cmd + "\" (commands: validate, plan, run, invariance, bench, devices; see --help)");
+    throw UsageError("unknown command \"" + cmd +
+                     "\" (commands: validate, plan, run, invariance, bench, explain, devices; see --help)");
   } catch (const CaseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -387,3 +387,27 @@ TEST(Cli, BenchWithoutAGpuSaysWhy) {
   EXPECT_NE(o.out.find("cuda.flash"), std::string::npos);
   EXPECT_TRUE(o.out.find("not compiled") != std::string::npos || o.out.find("no CUDA device") != std::string::npos) << o.out;
 }
+
+TEST(Cli, ExplainStepsThroughOneRowOnEveryExample) {
+  for (const auto& e : examples()) {
+    SCOPED_TRACE(e);
+    const Out o = cli("explain " + e + " --request 0 --row 0 --head 0");
+    EXPECT_EQ(o.code, 0) << o.err;
+    EXPECT_NE(o.out.find("cpu.tiled's bits"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("cpu.reference (fp64)"), std::string::npos) << o.out;
+  }
+  const Out js = cli("explain --json " + src("examples/gqa-decode-long.json") + " --request 1 --row 0 --head 5");
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["schema"], "attnscope/explain@1");
+  EXPECT_TRUE(j["plan"]["split_kv"].get<bool>());
+  EXPECT_EQ(j["merges"].size() + 1, j["partials"].size());
+  EXPECT_FALSE(j["steps"].empty());
+  // a row that does not exist, or a missing option: exit 2 with the argument named
+  const Out bad = cli("explain " + src("examples/gqa-decode-long.json") + " --request 1 --row 9 --head 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--row 9: request 1 has 1 queries"), std::string::npos) << bad.err;
+  const Out missing = cli("explain " + src("examples/gqa-decode-long.json") + " --request 1 --row 0");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--head: required"), std::string::npos) << missing.err;
+}

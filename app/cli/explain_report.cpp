@@ -1,0 +1,82 @@
+// print_trace: one line per KV tile (per key-split way), the chunk's partial at each chunk
+// boundary, the merge of the partials in chunk order, and the result beside the exact softmax.
+#include "explain_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace attnscope::cli {
+
+namespace {
+
+std::string g(double v, int width = 10) {
+  char b[64];
+  if (std::isinf(v))
+    std::snprintf(b, sizeof b, "%*s", width, v > 0 ? "inf" : "-inf");
+  else
+    std::snprintf(b, sizeof b, "%*.5g", width, v);
+  return b;
+}
+
+template <class T>
+std::string head(const std::vector<T>& v, size_t n = 4) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + g(v[i], 0);
+  return s + (v.size() > n ? ", ...]" : "]");
+}
+
+std::string range(int a, int b) {
+  char r[48];
+  std::snprintf(r, sizeof r, "[%d, %d)", a, b);
+  return r;
+}
+
+}  // namespace
+
+void print_trace(std::ostream& o, const SoftmaxTrace& t) {
+  o << "row     request " << t.request << ", query " << t.query << " (position " << t.q_abs << "), head " << t.head
+    << " -> token " << t.token << "; visible keys " << range(t.visible_lo, t.visible_hi) << ": " << t.visible << "\n";
+  o << "plan    tile " << t.tile_q << ", chunk " << t.chunk_pages << " pages, "
+    << (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split"));
+  if (t.kv_warp_split > 1) o << ", " << t.kv_warp_split << " key-split ways per KV tile (merged in way order)";
+  o << "\n        logits in base 2: ";
+  if (t.soft_cap <= 0 && !t.alibi)
+    o << "q.k x sm_scale x log2(e) = q.k x " << g(t.scale_log2, 0);
+  else
+    o << (t.soft_cap > 0 ? g(t.soft_cap, 0) + " x tanh(q.k x " + g(t.sm_scale, 0) + " / " + g(t.soft_cap, 0) + ")"
+                         : "q.k x " + g(t.sm_scale, 0))
+      << (t.alibi ? " + slope x (k - q_abs)" : "") << ", times log2(e)";
+  o << "\n        m: running max, d: running sum of exp2(logit - m), rescale = exp2(m_old - m_new); masked keys are -inf\n";
+  size_t step = 0;
+  for (const auto& p : t.partials) {
+    o << "\nchunk " << p.chunk << "  keys " << range(p.kv_begin, p.kv_end) << "  work item " << p.item << "\n";
+    o << "  way  keys            visible    tile max       m old       m new     rescale           d         |O|  O[0:4]\n";
+    for (; step < t.steps.size() && t.steps[step].chunk == p.chunk; ++step) {
+      const TileStep& s = t.steps[step];
+      char keys[32];
+      std::snprintf(keys, sizeof keys, "%-16s", range(s.kv_begin, s.kv_end).c_str());
+      o << "  " << s.way << "    " << keys << g(s.visible, 7) << " " << g(s.tile_max, 11) << " " << g(s.m_old, 11) << " "
+        << g(s.m_new, 11) << " " << g(s.rescale, 11) << " " << g(s.den, 11) << " " << g(s.o_norm, 11) << "  "
+        << (s.skipped ? "(nothing visible yet: state unchanged)" : head(s.o_head)) << "\n";
+    }
+    if (p.way_m.size() > 1) {
+      o << "  ways merged in order: M = max m_w = " << g(p.m, 0) << ", scales exp2(m_w - M) = " << head(p.way_scale, 8)
+        << ", d = sum d_w x scale_w = " << g(p.den, 0) << "\n";
+    }
+    o << "  " << (t.split ? "partial" : "output ") << "  LSE2 = m + log2(d) = " << g(p.lse2, 0) << "  O = " << head(p.o_head)
+      << (p.den == 0.f ? "  (no visible key: O = 0, LSE = -inf)" : "") << "\n";
+  }
+  if (!t.merges.empty()) {
+    o << "\nmerge in chunk order (acc starts as chunk " << t.partials.front().chunk << "'s partial)\n";
+    for (const auto& m : t.merges)
+      o << "  + chunk " << m.chunk << ": LSE2 " << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights "
+        << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0) << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
+  }
+  o << "\nfinal   LSE " << g(t.lse, 0) << " (natural log)  O = " << head(t.o, 8) << "   cpu.tiled's bits\n";
+  o << "exact   LSE " << g(t.ref_lse, 0) << "  O = " << head(t.ref_o, 8) << "   cpu.reference (fp64)\n";
+  o << "diff    O max abs " << g(t.max_abs_diff, 0) << ", LSE " << g(t.lse_diff, 0) << "\n";
+}
+
+}  // namespace attnscope::cli

@@ -1,0 +1,101 @@
+// explain_case and trace_to_json (explain.h).
+#include "explain.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attnscope/workload.h"
+
+namespace attnscope {
+
+namespace {
+
+constexpr int64_t kMaxExplainBytes = int64_t{4} << 30;  // the host inputs of the whole case are generated
+
+nlohmann::json num(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+nlohmann::json nums(const std::vector<float>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (float x : v) a.push_back(num(x));
+  return a;
+}
+
+}  // namespace
+
+SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head) {
+  const Plan p = make_plan(c);
+  const int64_t bytes = workload_bytes(c, p.pages);
+  if (bytes > kMaxExplainBytes)
+    throw std::invalid_argument("the case's host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
+                                std::to_string(kMaxExplainBytes >> 20) + " MiB explain generates; use fewer tokens");
+  const Workload w = make_workload(c, p.pages);
+  return explain_row(c, p, w, request, query, head);
+}
+
+nlohmann::json trace_to_json(const SoftmaxTrace& t) {
+  nlohmann::json j;
+  j["schema"] = "attnscope/explain@1";
+  j["row"] = {{"request", t.request},       {"query", t.query},           {"head", t.head},
+              {"token", t.token},           {"q_abs", t.q_abs},           {"unit", t.unit},
+              {"visible_lo", t.visible_lo}, {"visible_hi", t.visible_hi}, {"visible", t.visible}};
+  j["plan"] = {{"cta_tile_q", t.tile_q}, {"chunk_pages", t.chunk_pages}, {"kv_warp_split", t.kv_warp_split},
+               {"split_kv", t.split},    {"sm_scale", t.sm_scale},       {"scale_log2", t.scale_log2},
+               {"alibi", t.alibi},       {"soft_cap", t.soft_cap}};
+  nlohmann::json steps = nlohmann::json::array();
+  for (const auto& s : t.steps)
+    steps.push_back({{"chunk", s.chunk},
+                     {"way", s.way},
+                     {"kv_begin", s.kv_begin},
+                     {"kv_end", s.kv_end},
+                     {"visible", s.visible},
+                     {"tile_max", num(s.tile_max)},
+                     {"m_old", num(s.m_old)},
+                     {"m_new", num(s.m_new)},
+                     {"rescale", num(s.rescale)},
+                     {"den", num(s.den)},
+                     {"o_norm", num(s.o_norm)},
+                     {"o_head", nums(s.o_head)},
+                     {"skipped", s.skipped}});
+  j["steps"] = steps;
+  nlohmann::json parts = nlohmann::json::array();
+  for (const auto& p : t.partials)
+    parts.push_back({{"chunk", p.chunk},
+                     {"item", p.item},
+                     {"kv_begin", p.kv_begin},
+                     {"kv_end", p.kv_end},
+                     {"way_m", nums(p.way_m)},
+                     {"way_d", nums(p.way_d)},
+                     {"way_scale", nums(p.way_scale)},
+                     {"m", num(p.m)},
+                     {"den", num(p.den)},
+                     {"lse2", num(p.lse2)},
+                     {"o_head", nums(p.o_head)}});
+  j["partials"] = parts;
+  nlohmann::json merges = nlohmann::json::array();
+  for (const auto& m : t.merges)
+    merges.push_back({{"chunk", m.chunk},
+                      {"lse_acc", num(m.lse_acc)},
+                      {"lse_chunk", num(m.lse_chunk)},
+                      {"w_acc", num(m.w_acc)},
+                      {"w_chunk", num(m.w_chunk)},
+                      {"lse_after", num(m.lse_after)},
+                      {"o_head", nums(m.o_head)}});
+  j["merges"] = merges;
+  nlohmann::json ref = nlohmann::json::array();
+  for (double x : t.ref_o) ref.push_back(num(x));
+  j["final"] = {{"o", nums(t.o)}, {"lse", num(t.lse)}};
+  j["exact"] = {{"o", ref}, {"lse", num(t.ref_lse)}};
+  j["difference"] = {{"o_max_abs", num(t.max_abs_diff)}, {"lse_abs", num(t.lse_diff)}};
+  nlohmann::json keys = nlohmann::json::array();
+  for (size_t i = 0; i < t.keys.size(); ++i)
+    keys.push_back({{"key", t.keys[i]}, {"logit2", num(t.logits[i])}, {"p", num(t.probs[i])}});
+  j["keys"] = keys;
+  return j;
+}
+
+}  // namespace attnscope

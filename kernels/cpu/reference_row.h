@@ -1,0 +1,58 @@
+// cpu.reference's arithmetic for one (token, head) row, in one place: fp64 softmax on the inputs as
+// rounded to the case dtype, over exactly the keys the mask allows. cpu.reference runs it for every
+// row; the softmax step-through runs it for the row it explains, with the per-key probabilities.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "cpu_common.h"
+
+namespace attnscope::cpu {
+
+// Row (token t = query q of request r, qo head h). o: Dv values; returns the natural-log LSE
+// (-inf for a fully masked row, whose O is 0). probs (may be null) receives exp(s_k - lse) for the
+// visible keys [lo, hi), indexed k - lo.
+inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w, const KvAccess& kv, int r, int q, int64_t t,
+                            int h, double* o, std::vector<double>* probs = nullptr) {
+  const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
+  const double scale = c.sm_scale_or_default();
+  const RowMask& m = p.masks[r];
+  const int qa = q_abs_of(m, q);
+  int lo, hi;
+  visible_range(m, qa, &lo, &hi);
+  if (probs) probs->clear();
+  if (hi <= lo) {  // fully masked row: O = 0, LSE = -inf (FlashAttention and FlashInfer agree)
+    for (int d = 0; d < Dv; ++d) o[d] = 0.0;
+    return -INFINITY;
+  }
+  const float* qv = w.q_row(t, h, c);
+  const double slope = c.attention.alibi ? alibi_slope(h, Hq) : 0.0;
+  std::vector<double> s(hi - lo);
+  double mx = -INFINITY;
+  for (int k = lo; k < hi; ++k) {
+    const float* kr = kv.k(r, k, h / G);
+    double dot = 0;
+    for (int d = 0; d < Dq; ++d) dot += static_cast<double>(qv[d]) * kr[d];
+    double x = dot * scale;
+    if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
+    if (c.attention.alibi) x += slope * (k - qa);
+    s[k - lo] = x;
+    mx = std::max(mx, x);
+  }
+  std::vector<double> acc(Dv, 0.0);
+  double den = 0;
+  for (int k = lo; k < hi; ++k) {
+    const double e = std::exp(s[k - lo] - mx);
+    den += e;
+    const float* vr = kv.v(r, k, h / G);
+    for (int d = 0; d < Dv; ++d) acc[d] += e * vr[d];
+  }
+  for (int d = 0; d < Dv; ++d) o[d] = acc[d] / den;
+  const double lse = mx + std::log(den);
+  if (probs)
+    for (double x : s) probs->push_back(std::exp(x - lse));
+  return lse;
+}
+
+}  // namespace attnscope::cpu

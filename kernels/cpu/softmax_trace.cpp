@@ -1,0 +1,125 @@
+// The softmax step-through of one row (softmax_trace.h): cpu.tiled's own row arithmetic
+// (tiled_row.cpp) over the row's work items in chunk order, the fold of their partials, and
+// cpu.reference's row (reference_row.h) beside it.
+#include "attnscope/softmax_trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attnscope/softmax_state.h"
+#include "reference_row.h"
+#include "tiled_row.h"
+
+namespace attnscope {
+
+SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head) {
+  const int R = static_cast<int>(c.requests.size());
+  if (request < 0 || request >= R)
+    throw std::invalid_argument("--request " + std::to_string(request) + ": the case has " + std::to_string(R) +
+                                " requests (0 to " + std::to_string(R - 1) + ")");
+  const int ql_req = c.requests[request].q_len;
+  if (query < 0 || query >= ql_req)
+    throw std::invalid_argument("--row " + std::to_string(query) + ": request " + std::to_string(request) + " has " +
+                                std::to_string(ql_req) + " queries (0 to " + std::to_string(ql_req - 1) + ")");
+  if (head < 0 || head >= c.num_qo_heads)
+    throw std::invalid_argument("--head " + std::to_string(head) + ": the case has " + std::to_string(c.num_qo_heads) +
+                                " query heads (0 to " + std::to_string(c.num_qo_heads - 1) + ")");
+  const SplitPlan& sp = p.split;
+  const cpu::TiledArith a(c, p, w);
+  const int G = a.G, Dv = a.Dv;
+
+  // the work unit holding the query (a request, or the vLLM virtual batch it falls in)
+  int u = -1;
+  for (int i = 0; i < static_cast<int>(p.units.size()); ++i) {
+    const WorkUnit& un = p.units[i];
+    if (un.request == request && query >= un.q_begin && query < un.q_begin + un.q_len) u = i;
+  }
+  if (u < 0) throw std::logic_error("explain: no work unit holds query " + std::to_string(query));
+  const WorkUnit& un = p.units[u];
+  const int ql = query - un.q_begin, kvh = head / G, row = ql * G + head % G;
+
+  SoftmaxTrace tr;
+  tr.request = request;
+  tr.query = query;
+  tr.head = head;
+  tr.unit = u;
+  tr.token = a.unit_tok[u] + ql;
+  const RowMask& m = p.masks[request];
+  tr.q_abs = q_abs_of(m, query);
+  visible_range(m, tr.q_abs, &tr.visible_lo, &tr.visible_hi);
+  tr.visible = std::max(0, tr.visible_hi - tr.visible_lo);
+  tr.tile_q = sp.cta_tile_q;
+  tr.chunk_pages = sp.chunk_pages;
+  tr.kv_warp_split = sp.kv_warp_split;
+  tr.split = sp.split_kv;
+  tr.sm_scale = a.scale;
+  tr.scale_log2 = a.scale_log2;
+  tr.alibi = c.attention.alibi;
+  tr.soft_cap = a.cap;
+
+  // the row's work items, in chunk order
+  std::vector<int> items;
+  for (int i = 0; i < static_cast<int>(sp.items.size()); ++i) {
+    const WorkItem& it = sp.items[i];
+    if (it.unit == u && row >= it.row_begin && row < it.row_end) items.push_back(i);
+  }
+  std::sort(items.begin(), items.end(), [&](int x, int y) { return sp.items[x].kv_chunk < sp.items[y].kv_chunk; });
+  const size_t want = sp.split_kv ? static_cast<size_t>(sp.unit_chunks[u]) : 1;
+  if (items.size() != want)
+    throw std::logic_error("explain: row " + std::to_string(row) + " of unit " + std::to_string(u) + " is in " +
+                           std::to_string(items.size()) + " work items, expected " + std::to_string(want));
+
+  cpu::RowScratch scratch;
+  std::vector<float> acc(Dv), part(Dv);
+  float lse2 = -INFINITY;
+  tr.o.assign(Dv, 0.f);
+  for (size_t n = 0; n < items.size(); ++n) {
+    const WorkItem& it = sp.items[items[n]];
+    ChunkPartial cp;
+    const cpu::RowState st = cpu::tiled_item_row(a, it, row, kvh, scratch, &tr.steps, &cp);
+    cp.item = items[n];
+    if (!sp.split_kv) {
+      tr.lse = cpu::tiled_final(a, st, tr.o.data());
+      cp.lse2 = st.den == 0.f ? -INFINITY : st.mx + std::log2(st.den);
+      cp.o_head.assign(tr.o.begin(), tr.o.begin() + std::min(Dv, kTraceHeadValues));
+      tr.partials.push_back(cp);
+      continue;
+    }
+    cp.lse2 = cpu::tiled_partial(a, st, part.data());
+    cp.o_head.assign(part.begin(), part.begin() + std::min(Dv, kTraceHeadValues));
+    tr.partials.push_back(cp);
+    if (n == 0) {  // the fold starts from chunk 0's partial, as cpu.tiled's merge does
+      acc = part;
+      lse2 = cp.lse2;
+    } else {
+      MergeStep ms;
+      ms.chunk = it.kv_chunk;
+      cpu::tiled_fold(Dv, acc.data(), &lse2, cp.lse2, part.data(), &ms);
+      tr.merges.push_back(ms);
+    }
+  }
+  if (sp.split_kv) {
+    for (int d = 0; d < Dv; ++d) tr.o[d] = round_to(c.dtype, acc[d]);
+    tr.lse = lse2_to_e(lse2);
+  }
+
+  // the exact softmax (cpu.reference's row), per-key logits in the tiled arithmetic, probabilities
+  tr.ref_o.assign(Dv, 0.0);
+  std::vector<double> probs;
+  tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs);
+  for (int d = 0; d < Dv; ++d) tr.max_abs_diff = std::max(tr.max_abs_diff, std::fabs(tr.o[d] - tr.ref_o[d]));
+  tr.lse_diff = std::isinf(tr.ref_lse) && std::isinf(tr.lse) ? 0.0 : std::fabs(tr.lse - tr.ref_lse);
+  const float* qv = w.q_row(tr.token, head, c);
+  const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(head, a.Hq)) : 0.f;
+  for (int k = un.kv_begin; k < un.kv_begin + un.kv_len; ++k) {
+    const bool seen = k >= tr.visible_lo && k < tr.visible_hi;
+    tr.keys.push_back(k);
+    tr.logits.push_back(seen ? cpu::tiled_logit(a, qv, request, k, kvh, tr.q_abs, slope) : -INFINITY);
+    tr.probs.push_back(seen ? probs[k - tr.visible_lo] : 0.0);
+  }
+  return tr;
+}
+
+}  // namespace attnscope

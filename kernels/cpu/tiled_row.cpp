@@ -1,0 +1,195 @@
+// cpu.tiled's arithmetic for one row (see tiled_row.h). Every operation is in the order and
+// precision cuda.flash uses: logits in fp32 (one multiply by sm_scale * log2(e) on the plain path),
+// exp2 per KV tile against the running max, the row sum from fp32 P, P rounded to the dtype before
+// P.V, the key-split ways merged in way order, partials merged in chunk order.
+#include "tiled_row.h"
+
+#include <cmath>
+
+#include "attnscope/softmax_state.h"
+
+namespace attnscope::cpu {
+
+namespace {
+
+std::vector<float> head_of(const std::vector<float>& o) {
+  return std::vector<float>(o.begin(), o.begin() + std::min<size_t>(o.size(), kTraceHeadValues));
+}
+
+double norm_of(const std::vector<float>& o) {
+  double s = 0;
+  for (float x : o) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TiledArith::TiledArith(const CaseSpec& c_, const Plan& p_, const Workload& w_)
+    : c(c_),
+      p(p_),
+      w(w_),
+      kv{c_, p_.pages, w_},
+      dt(c_.dtype),
+      G(c_.group_size()),
+      Hq(c_.num_qo_heads),
+      Dq(c_.head_dim_qk),
+      Dv(c_.head_dim_vo),
+      scale(static_cast<float>(c_.sm_scale_or_default())),
+      scale_log2(scale * static_cast<float>(kLog2e)),
+      cap(c_.attention.soft_cap ? static_cast<float>(*c_.attention.soft_cap) : 0.f),
+      plain(!c_.attention.soft_cap && !c_.attention.alibi),
+      unit_tok(unit_first_tokens(c_, p_)) {}
+
+float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int kvh, int q_abs, float slope) {
+  const float* kr = a.kv.k(request, key, kvh);
+  float dot = 0.f;
+  for (int d = 0; d < a.Dq; ++d) dot += qv[d] * kr[d];
+  if (a.plain) return dot * a.scale_log2;  // one rounding, as the kernel's plain path
+  float x = dot * a.scale;
+  if (a.cap > 0) x = a.cap * std::tanh(x / a.cap);
+  if (a.c.attention.alibi) x += slope * static_cast<float>(key - q_abs);
+  return x * static_cast<float>(kLog2e);  // base 2 from here on
+}
+
+RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& sc, std::vector<TileStep>* steps,
+                        ChunkPartial* part) {
+  const SplitPlan& sp = a.p.split;
+  const WorkUnit& un = a.p.units[it.unit];
+  const RowMask& m = a.p.masks[un.request];
+  const int ql = row / a.G;             // query within the unit
+  const int h = kvh * a.G + row % a.G;  // qo head
+  const int qa = q_abs_of(m, un.q_begin + ql);
+  const float* qv = a.w.q_row(a.unit_tok[it.unit] + ql, h, a.c);
+  const float slope = a.c.attention.alibi ? static_cast<float>(alibi_slope(h, a.Hq)) : 0.f;
+  int lo, hi;
+  visible_range(m, qa, &lo, &hi);
+  // W ways: way w takes keys [w * kKvTile / W, (w + 1) * kKvTile / W) of every KV tile (the
+  // kernel's key-split warps), each with its own online state; merged in way order below.
+  const int W = sp.kv_warp_split, per = kKvTile / W;
+  sc.s.resize(kKvTile);
+  sc.way_o.assign(W, std::vector<float>(a.Dv, 0.f));
+  sc.way_m.assign(W, -INFINITY);
+  sc.way_d.assign(W, 0.f);
+  for (int w = 0; w < W; ++w) {
+    float& mx = sc.way_m[w];
+    float& den = sc.way_d[w];
+    std::vector<float>& o = sc.way_o[w];
+    for (int t0 = it.kv_begin; t0 < it.kv_end; t0 += kKvTile) {
+      const int k0 = t0 + w * per;
+      const int k1 = std::min(k0 + per, it.kv_end);
+      float tile_max = -INFINITY;
+      int visible = 0;
+      for (int k = k0; k < k1; ++k) {
+        const bool seen = k >= lo && k < hi;
+        const float x = seen ? tiled_logit(a, qv, un.request, k, kvh, qa, slope) : -INFINITY;
+        visible += seen;
+        sc.s[k - k0] = x;
+        tile_max = std::max(tile_max, x);
+      }
+      const float m_new = std::max(mx, tile_max);
+      TileStep st;
+      if (steps) {
+        st.chunk = it.kv_chunk;
+        st.way = w;
+        st.kv_begin = k0;
+        st.kv_end = std::max(k0, k1);
+        st.visible = visible;
+        st.tile_max = tile_max;
+        st.m_old = mx;
+        st.m_new = m_new;
+      }
+      if (m_new == -INFINITY) {  // nothing visible yet: exp2(-inf - -inf) would be NaN
+        if (steps) {
+          st.skipped = true;
+          st.den = den;
+          st.o_head = head_of(o);
+          steps->push_back(st);
+        }
+        continue;
+      }
+      const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
+      den *= corr;
+      for (float& x : o) x *= corr;
+      for (int k = k0; k < k1; ++k) {
+        const float pk = std::exp2(sc.s[k - k0] - m_new);
+        if (pk == 0.f) continue;
+        den += pk;                            // the row sum uses fp32 P, as FA2 does
+        const float pr = round_to(a.dt, pk);  // P enters the MMA in the dtype
+        const float* vr = a.kv.v(un.request, k, kvh);
+        for (int d = 0; d < a.Dv; ++d) o[d] += pr * vr[d];
+      }
+      mx = m_new;
+      if (steps) {
+        st.rescale = corr;
+        st.den = den;
+        st.o_norm = norm_of(o);
+        st.o_head = head_of(o);
+        steps->push_back(st);
+      }
+    }
+  }
+  // merge the ways in order: M = max m_w, scale_w = exp2(m_w - M)
+  RowState r;
+  r.mx = sc.way_m[0];
+  r.den = sc.way_d[0];
+  r.o = sc.way_o[0];
+  std::vector<float> scale(W, 1.f);
+  if (W > 1) {
+    float M = -INFINITY;
+    for (int w = 0; w < W; ++w) M = std::max(M, sc.way_m[w]);
+    r.den = 0.f;
+    for (int w = 0; w < W; ++w) {
+      scale[w] = sc.way_m[w] == -INFINITY ? 0.f : std::exp2(sc.way_m[w] - M);
+      r.den += sc.way_d[w] * scale[w];
+    }
+    for (int d = 0; d < a.Dv; ++d) {
+      float acc = 0.f;
+      for (int w = 0; w < W; ++w) acc += sc.way_o[w][d] * scale[w];
+      r.o[d] = acc;
+    }
+    r.mx = M;
+  }
+  if (part) {
+    part->chunk = it.kv_chunk;
+    part->kv_begin = it.kv_begin;
+    part->kv_end = it.kv_end;
+    part->way_m = sc.way_m;
+    part->way_d = sc.way_d;
+    part->way_scale = scale;
+    part->m = r.mx;
+    part->den = r.den;
+  }
+  return r;
+}
+
+float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
+  const bool empty = st.den == 0.f;
+  for (int d = 0; d < a.Dv; ++d) {
+    const float v = empty ? 0.f : st.o[d] / st.den;
+    out[d] = a.c.split.partials == PartialPrecision::kDtype ? round_to(a.dt, v) : v;
+  }
+  return empty ? -INFINITY : st.mx + std::log2(st.den);
+}
+
+float tiled_final(const TiledArith& a, const RowState& st, float* out) {
+  const bool empty = st.den == 0.f;
+  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, st.o[d] / st.den);
+  return lse2_to_e(empty ? -INFINITY : st.mx + std::log2(st.den));
+}
+
+void tiled_fold(int Dv, float* acc, float* lse, float lse_b, const float* ob, MergeStep* step) {
+  float wa, wb, l;
+  merge_weights(*lse, lse_b, &wa, &wb, &l);
+  for (int d = 0; d < Dv; ++d) acc[d] = wa * acc[d] + wb * ob[d];
+  if (step) {
+    step->lse_acc = *lse;
+    step->lse_chunk = lse_b;
+    step->w_acc = wa;
+    step->w_chunk = wb;
+    step->lse_after = l;
+    step->o_head.assign(acc, acc + std::min(Dv, kTraceHeadValues));
+  }
+  *lse = l;
+}
+
+}  // namespace attnscope::cpu

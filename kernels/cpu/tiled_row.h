@@ -1,0 +1,63 @@
+// The arithmetic of cpu.tiled for one query row, in one place: the online softmax of a row over a
+// work item's KV tiles (with the plan's key-split ways and their merge), the row's output or
+// partial, and the fold of partials in chunk order. cpu.tiled runs it for every row; the softmax
+// step-through (softmax_trace.cpp) runs it for one row with a trace, so the step-through's last
+// step is cpu.tiled's result bit for bit by construction.
+#pragma once
+
+#include <vector>
+
+#include "attnscope/softmax_trace.h"
+#include "cpu_common.h"
+
+namespace attnscope::cpu {
+
+// The per-case constants of the arithmetic.
+struct TiledArith {
+  TiledArith(const CaseSpec& c, const Plan& p, const Workload& w);
+  const CaseSpec& c;
+  const Plan& p;
+  const Workload& w;
+  KvAccess kv;
+  DType dt;
+  int G, Hq, Dq, Dv;
+  float scale, scale_log2, cap;
+  bool plain;                     // no soft-cap and no ALiBi: the logit is one multiply (as the kernel's plain path)
+  std::vector<int64_t> unit_tok;  // first output token of each unit
+};
+
+// The logit of (query vector qv at q_abs, key) in base 2: scale, soft-cap, ALiBi, times log2(e).
+float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int kvh, int q_abs, float slope);
+
+// One row's state after a work item: unnormalised O, running max (base 2) and denominator.
+struct RowState {
+  std::vector<float> o;
+  float mx = -INFINITY, den = 0.f;
+};
+
+// Scratch reused across the rows of one thread.
+struct RowScratch {
+  std::vector<float> s;
+  std::vector<std::vector<float>> way_o;
+  std::vector<float> way_m, way_d;
+};
+
+// Row `row` (packed: q_local * G + g) of work item `it` for KV head `kvh`: each of the plan's
+// kv_warp_split ways runs its online softmax over its keys of every KV tile, then the ways merge in
+// way order. `steps` / `part` (may be null) receive every tile step and the ways' merge.
+RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& scratch,
+                        std::vector<TileStep>* steps = nullptr, ChunkPartial* part = nullptr);
+
+// The item's partial of a split row: O / den (rounded to the dtype when the case asks for
+// dtype partials), 0 for an empty row; returns its base-2 LSE.
+float tiled_partial(const TiledArith& a, const RowState& st, float* out);
+
+// The final output of an unsplit row: O / den rounded to the dtype (0 when empty); returns the
+// natural-log LSE.
+float tiled_final(const TiledArith& a, const RowState& st, float* out);
+
+// Folds partial b (base-2 LSE, normalised O) into the accumulated acc / *lse (merge_weights).
+// `step` (may be null) receives the weights.
+void tiled_fold(int Dv, float* acc, float* lse, float lse_b, const float* ob, MergeStep* step = nullptr);
+
+}  // namespace attnscope::cpu
