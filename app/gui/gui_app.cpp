@@ -253,6 +253,9 @@ void App::frame() {
             case Tab::kSplit:
               split_.draw(*shown_, ui_);
               break;
+            case Tab::kSoftmax:
+              softmax_.draw(*shown_, ui_);
+              break;
             case Tab::kDiff:
               diff_.draw(*shown_, ui_);
               break;
@@ -326,7 +329,9 @@ int App::run() {
       std::fprintf(stderr, "frame %d: %.2f ms (snapshot %s, runner %s)\n", frame_stats_.frames(), ms,
                    snap_ && snap_->done ? "done" : "partial", runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
-      const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
+      // the results are in, and the panel shown has nothing of its own still computing
+      const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_ &&
+                        !(ui_.tab == Tab::kSoftmax && softmax_.busy());
       if (done) ++frames_after_done_;
       if (frames_after_done_ >= 4) {  // textures built and laid out
         const std::string err = write_screenshot(opt_.screenshot, w, h);

@@ -17,6 +17,7 @@
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
+#include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
 #include "panels/timing_panel.h"
 #include "runner.h"
@@ -77,6 +78,7 @@ class App {
   PagesPanel pages_;
   LocalPanel local_;
   SplitPanel split_;
+  SoftmaxPanel softmax_;
   DiffPanel diff_;
   TimingPanel timing_;
 };

@@ -15,6 +15,8 @@ const char* tab_title(Tab t) {
       return "Local batches";
     case Tab::kSplit:
       return "Split-KV";
+    case Tab::kSoftmax:
+      return "Softmax";
     case Tab::kDiff:
       return "Diff";
     case Tab::kTiming:
@@ -33,6 +35,8 @@ const char* tab_id(Tab t) {
       return "local";
     case Tab::kSplit:
       return "split";
+    case Tab::kSoftmax:
+      return "softmax";
     case Tab::kDiff:
       return "diff";
     case Tab::kTiming:

@@ -7,11 +7,11 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kDiff, kTiming };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kDiff, Tab::kTiming};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kSoftmax, Tab::kDiff, Tab::kTiming};
 
 const char* tab_title(Tab t);                        // "Mask", "Pages", ...
-const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "diff", "timing"
+const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "softmax", "diff", "timing"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
@@ -23,6 +23,8 @@ struct UiState {
   int diff_token = -1, diff_head = -1;  // clicked cell of the error map
   float mask_zoom = 1.f;
   float mask_pan_x = 0.f, mask_pan_y = 0.f;
+  int sm_request = 0, sm_query = 0, sm_head = 0;  // the row the softmax panel steps through
+  int sm_step = -1;                               // its event (-1: the last)
 };
 
 }  // namespace attnscope::gui

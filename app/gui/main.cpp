@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
       if (!o.tab) {
-        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, diff, timing)\n", t.c_str());
+        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing)\n", t.c_str());
         return 2;
       }
     } else if (a == "--size") {
@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|diff|timing] [--size WxH]\n");
+          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing] [--size "
+          "WxH]\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());

@@ -17,6 +17,7 @@
 #include "attnscope/mask.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "explain.h"
 #include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
@@ -24,6 +25,7 @@
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
+#include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
 #include "panels/timing_panel.h"
 
@@ -209,6 +211,44 @@ TEST(GuiItems, TimingRowsPerBackend) {
   for (const auto& r : t.rows) EXPECT_GT(r.host_ms, 0) << r.backend;
 }
 
+TEST(GuiItems, SoftmaxViewStepsThroughThePlan) {
+  const CaseSpec c = read_case_file(example("gemma2-window-softcap.json")).spec;
+  const SoftmaxTrace t = explain_case(c, 0, 0, 0);
+  ASSERT_TRUE(t.split);
+  const SoftmaxView last = build_softmax_view(t, -1);
+  // every tile, every chunk's partial, every merge, the result: in that order
+  ASSERT_EQ(last.events.size(), t.steps.size() + t.partials.size() + t.merges.size() + 1);
+  EXPECT_EQ(last.step, static_cast<int>(last.events.size()) - 1);
+  EXPECT_EQ(last.events.back().kind, SoftmaxEvent::kFinal);
+  EXPECT_NE(last.events.back().state.find("cpu.tiled's bits"), std::string::npos);
+  EXPECT_EQ(last.m_series.size(), t.steps.size());
+  EXPECT_EQ(last.events[0].kind, SoftmaxEvent::kTile);
+  EXPECT_EQ(last.events[t.steps.size() + t.partials.size()].kind, SoftmaxEvent::kMerge);
+  // the soft-cap is in the formula; a chunk past the window's end is fully masked and weighs 0
+  EXPECT_NE(last.header.find("tanh"), std::string::npos) << last.header;
+  bool empty_chunk = false;
+  for (const auto& e : last.events)
+    empty_chunk |= e.kind == SoftmaxEvent::kPartial && e.state.find("no visible key") != std::string::npos;
+  EXPECT_TRUE(empty_chunk);
+  // stepping: the plots hold the tiles up to the shown step; out-of-range steps clamp to the end
+  const SoftmaxView first = build_softmax_view(t, 0);
+  EXPECT_EQ(first.step, 0);
+  EXPECT_EQ(first.m_series.size(), 1u);
+  EXPECT_EQ(build_softmax_view(t, 100000).step, last.step);
+  // per key: masked keys have no logit (NaN) and probability 0; visible probabilities sum to 1
+  double sum = 0;
+  for (size_t k = 0; k < last.probs.size(); ++k) {
+    const int key = last.key0 + static_cast<int>(k);
+    const bool seen = key >= last.visible_lo && key < last.visible_hi;
+    EXPECT_EQ(std::isnan(last.logits[k]), !seen) << key;
+    if (!seen) {
+      EXPECT_EQ(last.probs[k], 0.f);
+    }
+    sum += last.probs[k];
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+}
+
 TEST(GuiItems, GeneratorAndTabs) {
   GeneratorSettings g;
   g.count = 64;
@@ -223,6 +263,7 @@ TEST(GuiItems, GeneratorAndTabs) {
   EXPECT_EQ(generate_requests(g)[5].kv_len, reqs[5].kv_len);  // seeded
   EXPECT_EQ(parse_tab("Split-KV"), Tab::kSplit);
   EXPECT_EQ(parse_tab("diff"), Tab::kDiff);
+  EXPECT_EQ(parse_tab("Softmax"), Tab::kSoftmax);
   EXPECT_FALSE(parse_tab("nope").has_value());
 }
 
@@ -319,6 +360,9 @@ TEST_P(Screenshot, TabRendersItsContent) {
   if (t == "mask") {
     EXPECT_GT(count(img, yellow), 5000) << "the allowed region of the mask";
   }
+  if (t == "softmax") {
+    EXPECT_GT(count(img, yellow), 800) << "the m / d / logit / probability plots";
+  }
   if (t == "local") {
     EXPECT_GT(count(img, yellow), 500) << "the virtual-batch diagrams";
   }
@@ -333,6 +377,7 @@ INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
                                            std::make_pair("pages", "poisoned-pages.json"),
                                            std::make_pair("local", "llama4-chunked-local.json"),
                                            std::make_pair("split", "gqa-decode-long.json"),
+                                           std::make_pair("softmax", "gemma2-window-softcap.json"),
                                            std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
                          [](const auto& info) { return std::string(info.param.first); });
 

@@ -1,0 +1,291 @@
+#include "softmax_panel.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "case_json.h"
+#include "explain.h"
+
+namespace attnscope::gui {
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::string num(double v) {
+  char b[40];
+  if (std::isinf(v))
+    std::snprintf(b, sizeof b, "%s", v > 0 ? "inf" : "-inf");
+  else
+    std::snprintf(b, sizeof b, "%.5g", v);
+  return b;
+}
+
+template <class T>
+std::string vec(const std::vector<T>& v, size_t n = 4) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + num(v[i]);
+  return s + (v.size() > n ? ", ...]" : "]");
+}
+
+std::string keys(int a, int b) {
+  char r[48];
+  std::snprintf(r, sizeof r, "[%d, %d)", a, b);
+  return r;
+}
+
+}  // namespace
+
+SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
+  SoftmaxView v;
+  v.header = "request " + std::to_string(t.request) + ", query " + std::to_string(t.query) + " (position " +
+             std::to_string(t.q_abs) + "), head " + std::to_string(t.head) + ": visible keys " +
+             keys(t.visible_lo, t.visible_hi) + " (" + std::to_string(t.visible) + ")\nplan: tile " + std::to_string(t.tile_q) +
+             ", chunk " + std::to_string(t.chunk_pages) + " pages, " +
+             (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split")) +
+             (t.kv_warp_split > 1 ? ", " + std::to_string(t.kv_warp_split) + " key-split ways per KV tile" : std::string()) +
+             "\nlogits in base 2: " +
+             (t.soft_cap > 0 ? num(t.soft_cap) + " x tanh(q.k x " + num(t.sm_scale) + " / " + num(t.soft_cap) + ")"
+                             : "q.k x " + num(t.sm_scale)) +
+             (t.alibi ? " + slope x (k - q_abs)" : "") + " x log2(e); m running max, d running sum of exp2(logit - m)";
+  // events in the order the plan computes them
+  size_t s = 0;
+  for (size_t pi = 0; pi < t.partials.size(); ++pi) {
+    const ChunkPartial& p = t.partials[pi];
+    for (; s < t.steps.size() && t.steps[s].chunk == p.chunk; ++s) {
+      const TileStep& st = t.steps[s];
+      SoftmaxEvent e;
+      e.kind = SoftmaxEvent::kTile;
+      e.index = static_cast<int>(s);
+      e.text = "chunk " + std::to_string(st.chunk) + (t.kv_warp_split > 1 ? " way " + std::to_string(st.way) : "") + "  keys " +
+               keys(st.kv_begin, st.kv_end) + "  " + std::to_string(st.visible) + " visible" +
+               (st.skipped ? "  (nothing visible yet)" : "  tile max " + num(st.tile_max));
+      e.state = st.skipped ? "No key of this tile or before it is visible: the state stays m = -inf, d = 0, O = 0\n"
+                             "(exp2(-inf - -inf) would be NaN, so the tile is skipped, as the kernel skips it)."
+                           : "tile max " + num(st.tile_max) + "; m: " + num(st.m_old) + " -> " + num(st.m_new) +
+                                 "\nrescale exp2(m_old - m_new) = " + num(st.rescale) + " applied to d and O" +
+                                 "\nd = " + num(st.den) + "   |O| = " + num(st.o_norm) + "   O = " + vec(st.o_head) +
+                                 "\n(O is unnormalised until the chunk ends: O / d is the chunk's output)";
+      v.events.push_back(e);
+    }
+    SoftmaxEvent e;
+    e.kind = SoftmaxEvent::kPartial;
+    e.index = static_cast<int>(pi);
+    e.text = std::string(t.split ? "partial" : "output") + " of chunk " + std::to_string(p.chunk) + "  keys " +
+             keys(p.kv_begin, p.kv_end) + "  LSE2 " + num(p.lse2);
+    e.state = (p.way_m.size() > 1 ? "ways merged in order: M = max m_w = " + num(p.m) +
+                                        ", scales exp2(m_w - M) = " + vec(p.way_scale, 8) + ", d = " + num(p.den) + "\n"
+                                  : std::string()) +
+              "LSE2 = m + log2(d) = " + num(p.lse2) + "   O / d = " + vec(p.o_head) +
+              (p.den == 0.f ? "\nno visible key in this chunk: O = 0, LSE = -inf (it gets weight 0 in the merge)" : "");
+    v.events.push_back(e);
+  }
+  for (size_t mi = 0; mi < t.merges.size(); ++mi) {
+    const MergeStep& m = t.merges[mi];
+    SoftmaxEvent e;
+    e.kind = SoftmaxEvent::kMerge;
+    e.index = static_cast<int>(mi);
+    e.text = "merge chunk " + std::to_string(m.chunk) + "  weights " + num(m.w_acc) + " / " + num(m.w_chunk);
+    e.state = "acc LSE2 " + num(m.lse_acc) + " and chunk LSE2 " + num(m.lse_chunk) +
+              ": weights exp2(lse - max) / sum = " + num(m.w_acc) + " (acc), " + num(m.w_chunk) +
+              " (chunk)\nLSE2 after = " + num(m.lse_after) + "   O = " + vec(m.o_head);
+    v.events.push_back(e);
+  }
+  SoftmaxEvent fin;
+  fin.kind = SoftmaxEvent::kFinal;
+  fin.text = "result  LSE " + num(t.lse) + "  (exact " + num(t.ref_lse) + ")";
+  fin.state = "O rounded to the dtype = " + vec(t.o, 6) + "   LSE (natural log) = " + num(t.lse) +
+              "   (cpu.tiled's bits)\nexact softmax (cpu.reference, fp64): O = " + vec(t.ref_o, 6) +
+              "   LSE = " + num(t.ref_lse) + "\ndifference: O max abs " + num(t.max_abs_diff) + ", LSE " + num(t.lse_diff) +
+              (t.visible == 0 ? "\nfully masked row: O = 0 and LSE = -inf, as FlashAttention and FlashInfer write it" : "");
+  v.events.push_back(fin);
+
+  const int n = static_cast<int>(v.events.size());
+  v.step = step < 0 || step >= n ? n - 1 : step;
+  // m and d of the tiles up to the shown event
+  int last_tile = -1;
+  for (int i = 0; i <= v.step; ++i)
+    if (v.events[i].kind == SoftmaxEvent::kTile) last_tile = v.events[i].index;
+  if (v.step == n - 1 || v.events[v.step].kind != SoftmaxEvent::kTile)
+    for (int i = 0; i <= v.step; ++i)
+      if (v.events[i].kind == SoftmaxEvent::kTile) last_tile = std::max(last_tile, v.events[i].index);
+  for (int i = 0; i <= last_tile; ++i) {
+    v.m_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].m_new);
+    v.d_series.push_back(t.steps[i].den);
+  }
+  for (size_t k = 0; k < t.keys.size(); ++k) {
+    v.logits.push_back(std::isinf(t.logits[k]) ? kNaN : t.logits[k]);
+    v.probs.push_back(static_cast<float>(t.probs[k]));
+  }
+  v.key0 = t.keys.empty() ? 0 : t.keys.front();
+  v.visible_lo = t.visible_lo;
+  v.visible_hi = t.visible_hi;
+  return v;
+}
+
+namespace {
+
+// A line plot with labelled axes: y range and x range as tick labels, NaN values not drawn, the last
+// point marked. `bars`: vertical bars instead of a line; `shade_lo/hi`: x indices outside are
+// masked (drawn grey).
+void plot(const char* title, const char* x_label, const std::vector<float>& y, ImVec2 size, bool bars = false, int x0 = 0,
+          int shade_lo = -1, int shade_hi = -1) {
+  ImGui::TextUnformatted(title);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  const float left = 56, bottom = 18;
+  ImGui::Dummy(size);
+  const ImVec2 a(p0.x + left, p0.y), b(p0.x + size.x, p0.y + size.y - bottom);
+  dl->AddRect(a, b, IM_COL32(120, 120, 120, 255));
+  float lo = INFINITY, hi = -INFINITY;
+  for (float v : y)
+    if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  char t[32];
+  const int n = static_cast<int>(y.size());
+  std::snprintf(t, sizeof t, "%d", x0);
+  dl->AddText(ImVec2(a.x, b.y + 2), IM_COL32(180, 180, 180, 255), t);
+  std::snprintf(t, sizeof t, "%d", x0 + std::max(0, n - 1));
+  dl->AddText(ImVec2(b.x - 8 * std::strlen(t), b.y + 2), IM_COL32(180, 180, 180, 255), t);
+  dl->AddText(ImVec2((a.x + b.x) / 2 - 4 * std::strlen(x_label), b.y + 2), IM_COL32(150, 150, 150, 255), x_label);
+  if (n == 0 || lo > hi) {
+    dl->AddText(ImVec2(a.x + 8, a.y + 8), IM_COL32(150, 150, 150, 255), "nothing to draw yet");
+    return;
+  }
+  if (bars) lo = std::min(lo, 0.f);
+  if (hi == lo) hi = lo + 1;
+  std::snprintf(t, sizeof t, "%.3g", hi);
+  dl->AddText(ImVec2(p0.x, a.y), IM_COL32(180, 180, 180, 255), t);
+  std::snprintf(t, sizeof t, "%.3g", lo);
+  dl->AddText(ImVec2(p0.x, b.y - 14), IM_COL32(180, 180, 180, 255), t);
+  auto X = [&](int i) { return a.x + (b.x - a.x) * (n == 1 ? 0.5f : static_cast<float>(i) / (n - 1)); };
+  auto Y = [&](float v) { return b.y - (b.y - a.y) * (v - lo) / (hi - lo); };
+  if (shade_lo >= 0) {
+    const float s0 = X(std::clamp(shade_lo - x0, 0, n - 1)), s1 = X(std::clamp(shade_hi - x0, 0, n - 1));
+    if (s0 > a.x) dl->AddRectFilled(a, ImVec2(s0, b.y), IM_COL32(70, 70, 70, 120));
+    if (s1 < b.x) dl->AddRectFilled(ImVec2(s1, a.y), b, IM_COL32(70, 70, 70, 120));
+  }
+  const ImU32 col = IM_COL32(250, 215, 60, 255);
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(y[i])) continue;
+    if (bars) {
+      dl->AddLine(ImVec2(X(i), Y(0)), ImVec2(X(i), Y(y[i])), col, std::max(1.f, (b.x - a.x) / n));
+    } else if (i > 0 && !std::isnan(y[i - 1])) {
+      dl->AddLine(ImVec2(X(i - 1), Y(y[i - 1])), ImVec2(X(i), Y(y[i])), col, 2);
+    }
+  }
+  if (!bars && !std::isnan(y.back())) dl->AddCircleFilled(ImVec2(X(n - 1), Y(y.back())), 4, IM_COL32(255, 90, 90, 255));
+}
+
+}  // namespace
+
+void SoftmaxPanel::draw(const Session& s, UiState& ui) {
+  const CaseSpec& c = s.spec();
+  const int R = static_cast<int>(c.requests.size());
+  ui.sm_request = std::clamp(ui.sm_request, 0, std::max(0, R - 1));
+  const int Q = R ? c.requests[ui.sm_request].q_len : 0;
+  ui.sm_query = std::clamp(ui.sm_query, 0, std::max(0, Q - 1));
+  ui.sm_head = std::clamp(ui.sm_head, 0, std::max(0, c.num_qo_heads - 1));
+  ImGui::PushItemWidth(110);
+  ImGui::InputInt("request", &ui.sm_request);
+  ImGui::SameLine();
+  ImGui::InputInt("query", &ui.sm_query);
+  ImGui::SameLine();
+  ImGui::InputInt("head", &ui.sm_head);
+  ImGui::PopItemWidth();
+
+  // the trace of the selected row, computed off the GUI thread (it generates the case's inputs)
+  if (seen_ != &s) {
+    seen_ = &s;
+    case_text_ = case_to_json(c).dump();
+  }
+  want_ = Key{case_text_, ui.sm_request, ui.sm_query, ui.sm_head};
+  if (job_.valid() && job_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    try {
+      trace_ = job_.get();
+      have_trace_ = true;
+      error_.clear();
+    } catch (const std::exception& e) {
+      have_trace_ = false;
+      error_ = e.what();
+    }
+  }
+  if (!job_.valid() && !(want_ == have_)) {
+    have_ = want_;
+    const CaseSpec spec = c;
+    const int r = want_.request, q = want_.query, h = want_.head;
+    job_ = std::async(std::launch::async, [spec, r, q, h] { return explain_case(spec, r, q, h); });
+    ui.sm_step = -1;
+  }
+  if (job_.valid()) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("computing ...");
+  }
+  if (!error_.empty()) {
+    ImGui::TextWrapped("%s", error_.c_str());
+    return;
+  }
+  if (!have_trace_) return;
+
+  SoftmaxView v = build_softmax_view(trace_, ui.sm_step);
+  const int n = static_cast<int>(v.events.size());
+  // stepping: buttons, slider, Left / Right (Home / End) while the panel has focus
+  if (ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) && !ImGui::IsAnyItemActive()) {
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) v.step = std::max(0, v.step - 1);
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) v.step = std::min(n - 1, v.step + 1);
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) v.step = 0;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End))) v.step = n - 1;
+  }
+  int step = v.step;
+  if (ImGui::Button("|<")) step = 0;
+  ImGui::SameLine();
+  if (ImGui::Button("<")) step = std::max(0, step - 1);
+  ImGui::SameLine();
+  if (ImGui::Button(">")) step = std::min(n - 1, step + 1);
+  ImGui::SameLine();
+  if (ImGui::Button(">|")) step = n - 1;
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(260);
+  ImGui::SliderInt("step (Left / Right)", &step, 0, n - 1);
+  if (step != v.step) v = build_softmax_view(trace_, step);
+  ui.sm_step = v.step;
+  ImGui::TextWrapped("%s", v.header.c_str());
+  ImGui::Separator();
+
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  ImGui::BeginChild("events", ImVec2(avail.x * 0.45f, avail.y), true);
+  for (int i = 0; i < n; ++i) {
+    const SoftmaxEvent& e = v.events[i];
+    const ImVec4 col = e.kind == SoftmaxEvent::kTile      ? ImVec4(0.85f, 0.85f, 0.85f, 1)
+                       : e.kind == SoftmaxEvent::kPartial ? ImVec4(0.5f, 0.8f, 1, 1)
+                       : e.kind == SoftmaxEvent::kMerge   ? ImVec4(1, 0.75f, 0.4f, 1)
+                                                          : ImVec4(0.5f, 1, 0.5f, 1);
+    ImGui::PushStyleColor(ImGuiCol_Text, col);
+    char label[24];
+    std::snprintf(label, sizeof label, "%3d ", i);
+    if (ImGui::Selectable((label + e.text).c_str(), i == v.step)) ui.sm_step = i;
+    ImGui::PopStyleColor();
+    if (i == v.step && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
+  }
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("state", ImVec2(0, avail.y));
+  ImGui::TextColored(ImVec4(1, 0.9f, 0.4f, 1), "step %d of %d: %s", v.step, n - 1, v.events[v.step].text.c_str());
+  ImGui::TextWrapped("%s", v.events[v.step].state.c_str());
+  ImGui::Separator();
+  const float w = ImGui::GetContentRegionAvail().x;
+  plot(trace_.kv_warp_split > 1 ? "running max m (base 2) after each tile, each way's own, way after way"
+                                : "running max m (base 2) after each tile",
+       "tile step", v.m_series, ImVec2(w, 110));
+  plot("running denominator d after each tile", "tile step", v.d_series, ImVec2(w, 110));
+  plot("logit (base 2) per key; masked keys shaded", "key", v.logits, ImVec2(w, 110), false, v.key0, v.visible_lo, v.visible_hi);
+  plot("exact probability per key", "key", v.probs, ImVec2(w, 110), true, v.key0, v.visible_lo, v.visible_hi);
+  ImGui::EndChild();
+}
+
+}  // namespace attnscope::gui

@@ -1,0 +1,61 @@
+// Softmax panel: one query row's online softmax step by step (attnscope/softmax_trace.h), as
+// cpu.tiled computes it under the plan: every KV tile (per key-split way), each chunk's partial,
+// the merge of the partials, the result beside the exact softmax. Step with the buttons or the
+// Left / Right keys; plots of the running max m and denominator d over the steps, and the row's
+// logits and exact probabilities over its keys with the mask.
+#pragma once
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include "attnscope/softmax_trace.h"
+#include "gui_state.h"
+#include "session.h"
+
+namespace attnscope::gui {
+
+// One event of the step-through, in order: the tiles of chunk 0 (way by way), chunk 0's partial,
+// ..., the merges in chunk order, the final result.
+struct SoftmaxEvent {
+  enum Kind { kTile, kPartial, kMerge, kFinal } kind = kTile;
+  int index = 0;      // into steps / partials / merges
+  std::string text;   // one line, as the list shows it
+  std::string state;  // the state after the event, several lines
+};
+
+struct SoftmaxView {
+  std::string header;                     // row, plan, logit formula
+  std::vector<SoftmaxEvent> events;       // never empty for a built trace (ends with kFinal)
+  int step = 0;                           // the event shown, clamped to [0, events.size())
+  std::vector<float> m_series, d_series;  // per tile step up to and including `step` (m: -inf -> NaN, not drawn)
+  std::vector<float> logits, probs;       // per key of the row's unit (masked logit: NaN)
+  int key0 = 0;                           // first key of the unit
+  int visible_lo = 0, visible_hi = 0;
+};
+
+// The view of trace `t` at event `step` (negative: the last event).
+SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step);
+
+class SoftmaxPanel {
+ public:
+  void draw(const Session& s, UiState& ui);
+  bool busy() const { return job_.valid() || (!have_trace_ && error_.empty()); }  // trace not shown yet
+
+ private:
+  // The case (its JSON text: a new snapshot of the same case keeps the trace) and the row.
+  struct Key {
+    std::string case_text;
+    int request = -1, query = -1, head = -1;
+    bool operator==(const Key&) const = default;
+  };
+  const Session* seen_ = nullptr;  // the snapshot case_text_ was taken from
+  std::string case_text_;
+  Key want_, have_;
+  std::future<SoftmaxTrace> job_;
+  bool have_trace_ = false;
+  SoftmaxTrace trace_;
+  std::string error_;
+};
+
+}  // namespace attnscope::gui
