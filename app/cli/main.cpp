@@ -13,6 +13,7 @@
 #include "../core/invariance.h"
 #include "../core/report_json.h"
 #include "../core/session.h"
+#include "../core/sweep.h"
 #include "cli_args.h"
 #include "explain_report.h"
 #include "text_report.h"
@@ -49,6 +50,16 @@ commands:
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default cuda.flash and every flashinfer.* / cudnn.* backend)
       --reps N             timed repetitions after 3 warm-ups (default 20)
+      --json
+  sweep CASE --set PATH=VALUES [options]
+                           run the case once per value of one case path; plan figures, times and
+                           comparison statistics per value
+      --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR or PATH=START:STOP:+STEP
+                           PATH is a case JSON path; * stands for every array element
+                           (/requests/*/kv_len, /split/fixed_split_size, /kv_cache/page_size)
+      --backends a,b,...   run these backends instead of the case's list
+      --reps N             time GPU backends with CUDA events (median of N) at every value
+      --csv FILE           write the table as CSV
       --json
   explain CASE --request R --row Q --head H [--json]
                            online softmax of one query row step by step, as cpu.tiled (cuda.flash's
@@ -201,6 +212,51 @@ int cmd_bench(const Args& a) {
   return any ? 0 : 1;
 }
 
+int cmd_sweep(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());  // the case itself must be valid
+  const auto set = a.value("set");
+  if (!set) throw UsageError("--set: required (sweep --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR)");
+  SweepSpec spec;
+  try {
+    spec = parse_sweep_set(*set);
+    nlohmann::json probe = case_to_json(f.spec);
+    set_case_path(probe, spec.path, spec.values.front());  // the path exists: fail before running anything
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  SweepOptions opt;
+  if (a.value("backends")) {
+    auto ids = a.list_value("backends");
+    for (const auto& id : ids)
+      if (!is_known_backend(id))
+        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+    opt.session.backends = ids;
+  }
+  opt.session.bench_reps = a.int_value("reps", 1, 10000).value_or(0);
+  if (isatty(2) && !a.flag("json"))
+    opt.progress = [](int i, int n) { std::cerr << "\r  value " << i << " of " << n << "   " << std::flush; };
+  const SweepReport r = run_sweep(nlohmann::json::parse(case_to_json(f.spec).dump()), spec, opt);
+  if (isatty(2) && !a.flag("json")) std::cerr << "\r" << std::string(30, ' ') << "\r";
+  if (auto path = a.value("csv")) write_text_file(*path, sweep_to_csv(r));
+  if (a.flag("json"))
+    std::cout << sweep_to_json(r).dump(2) << "\n";
+  else
+    print_sweep(std::cout, r);
+  // as `run`: 1 when a comparison failed or a backend raised an error at some value, 3 when nothing
+  // failed but a comparison was skipped; invalid values are part of the answer (the table says
+  // why), not a failure
+  bool skipped = false;
+  for (const auto& p : r.points) {
+    for (const auto& k : p.comparisons) {
+      if (k.verdict == "FAIL") return 1;
+      skipped |= k.verdict == "SKIP";
+    }
+    for (const auto& b : p.backends)
+      if (b.status.rfind("error", 0) == 0) return 1;
+  }
+  return skipped ? 3 : 0;
+}
+
 int cmd_explain(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   auto need = [&](const char* n) {
@@ -253,10 +309,11 @@ int main(int argc, char** argv) {
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
+    if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
     throw UsageError("unknown command \"" + cmd +
-                     "\" (commands: validate, plan, run, invariance, bench, explain, devices; see --help)");
+                     "\" (commands: validate, plan, run, invariance, bench, sweep, explain, devices; see --help)");
   } catch (const CaseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

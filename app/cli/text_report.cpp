@@ -265,4 +265,37 @@ void print_bench(std::ostream& o, const BenchReport& r) {
   }
 }
 
+void print_sweep(std::ostream& o, const SweepReport& r) {
+  o << "sweep  " << r.case_name << ": " << r.path << " over " << r.points.size() << " values\n";
+  const SweepPoint* first = nullptr;
+  for (const auto& p : r.points)
+    if (p.error.empty()) {
+      first = &p;
+      break;
+    }
+  o << pad("value", 12) << pad("tile", 6) << pad("chunk", 7) << pad("items", 7) << pad("split", 7);
+  if (first) {
+    for (const auto& b : first->backends) o << pad(b.backend + " ms", 20);
+    for (const auto& k : first->comparisons) o << pad(k.name, 44);
+  }
+  o << "\n";
+  for (const auto& p : r.points) {
+    o << pad(p.value.is_string() ? p.value.get<std::string>() : p.value.dump(), 12);
+    if (!p.error.empty()) {
+      o << "invalid: " << p.error << "\n";
+      continue;
+    }
+    o << pad(std::to_string(p.tile), 6) << pad(std::to_string(p.chunk_pages), 7) << pad(std::to_string(p.items), 7)
+      << pad(p.split_kv ? "yes" : "no", 7);
+    for (const auto& b : p.backends)
+      o << pad(b.status != "ok" ? b.status.substr(0, b.status.find(':'))
+                                : (b.device_ms > 0 ? fmt("%.4f", b.device_ms) + " gpu" : fmt("%.2f", b.host_ms) + " host"),
+               20);
+    for (const auto& k : p.comparisons)
+      o << pad(k.verdict == "SKIP" ? std::string("SKIP (not compared)") : k.verdict + " max abs " + sci(k.max_abs), 44);
+    o << "\n";
+  }
+  o << "(times: CUDA events median with --reps N for GPU backends, else the host time of one run)\n";
+}
+
 }  // namespace attnscope::cli

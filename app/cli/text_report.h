@@ -8,6 +8,7 @@
 #include "../core/bench.h"
 #include "../core/invariance.h"
 #include "../core/session.h"
+#include "../core/sweep.h"
 #include "attnscope/plan.h"
 
 namespace attnscope::cli {
@@ -17,5 +18,6 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p);
 void print_session(std::ostream& o, const Session& s);
 void print_invariance(std::ostream& o, const InvarianceReport& r);
 void print_bench(std::ostream& o, const BenchReport& r);
+void print_sweep(std::ostream& o, const SweepReport& r);
 
 }  // namespace attnscope::cli

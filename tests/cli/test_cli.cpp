@@ -411,3 +411,86 @@ TEST(Cli, ExplainStepsThroughOneRowOnEveryExample) {
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("--head: required"), std::string::npos) << missing.err;
 }
+
+namespace {
+
+std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string cur;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') {
+        quoted = !quoted;
+      } else if (ch == ',' && !quoted) {
+        f.push_back(cur);
+        cur.clear();
+      } else {
+        cur += ch;
+      }
+    }
+    f.push_back(cur);
+    rows.push_back(f);
+  }
+  return rows;
+}
+
+}  // namespace
+
+// A sweep's CSV rows are what separate `run`s of the same cases give: plan figures, every backend's
+// digest, every comparison's verdict and max abs; an invalid value is a row with the reason.
+TEST(Cli, SweepRowsMatchSeparateRuns) {
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_sweep_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const nlohmann::json base = nlohmann::json::parse(R"({"schema": "attnscope/case@1", "name": "sweep-small",
+    "requests": [{"q_len": 8, "kv_len": 40}, {"q_len": 1, "kv_len": 90}], "heads": {"qo": 4, "kv": 2}, "head_dim": 32,
+    "dtype": "bf16", "kv_cache": {"page_size": 4}, "split": {"planner": "fixed", "fixed_split_size": 4},
+    "backends": ["cpu.reference", "cpu.lowp", "cpu.tiled"],
+    "comparisons": [{"backend": "cpu.tiled", "baseline": "cpu.reference", "rule": "twice_lowp", "lowp": "cpu.lowp"}]})");
+  const std::string case_path = (dir / "base.json").string(), csv = (dir / "sweep.csv").string();
+  std::ofstream(case_path) << base.dump(2);
+  const Out o = cli("sweep " + case_path + " --set '/requests/*/kv_len=20:80:x2' --csv " + csv);
+  ASSERT_EQ(o.code, 0) << o.out << o.err;
+  const auto rows = read_csv(csv);
+  ASSERT_EQ(rows.size(), 4u) << o.out;  // header + 20, 40, 80
+  const auto& h = rows[0];
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(h.begin(), h.end(), name);
+    EXPECT_NE(it, h.end()) << name;
+    return static_cast<size_t>(it - h.begin());
+  };
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const int kv = std::stoi(rows[i][0]);
+    nlohmann::json c = base;
+    for (auto& r : c["requests"]) r["kv_len"] = kv;
+    const std::string one = (dir / ("v" + std::to_string(kv) + ".json")).string();
+    std::ofstream(one) << c.dump(2);
+    const Out r = cli("run --json " + one);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto rep = nlohmann::json::parse(r.out);
+    SCOPED_TRACE("kv_len " + std::to_string(kv));
+    EXPECT_EQ(rows[i][col("tile")], std::to_string(rep["plan"]["cta_tile_q"].get<int>()));
+    EXPECT_EQ(rows[i][col("chunk_pages")], std::to_string(rep["plan"]["chunk_pages"].get<int>()));
+    EXPECT_EQ(rows[i][col("items")], std::to_string(rep["plan"]["num_items"].get<int>()));
+    for (const auto& res : rep["results"])
+      EXPECT_EQ(rows[i][col(res["backend"].get<std::string>() + " digest")], res["digest"].get<std::string>());
+    const auto& k = rep["comparisons"][0];
+    EXPECT_EQ(rows[i][col("cpu.tiled vs cpu.reference verdict")], k["verdict"]["pass"].get<bool>() ? "PASS" : "FAIL");
+    EXPECT_EQ(std::stod(rows[i][col("cpu.tiled vs cpu.reference max_abs")]), k["o"]["max_abs"].get<double>());
+  }
+  // the chunk count changes with kv_len: the sweep shows the planner at work, not one plan thrice
+  EXPECT_NE(rows[1][col("items")], rows[3][col("items")]);
+  // an invalid value is a row with the CaseError, the sweep goes on; a path that does not exist is exit 2
+  const Out bad = cli("sweep " + case_path + " --set '/requests/*/q_len=4,50' --csv " + csv);
+  EXPECT_EQ(bad.code, 0) << bad.out;
+  EXPECT_NE(bad.out.find("invalid: /requests/0/q_len: 50 > kv_len 40"), std::string::npos) << bad.out;
+  const Out nopath = cli("sweep " + case_path + " --set '/requests/7/kv_len=1'");
+  EXPECT_EQ(nopath.code, 2);
+  EXPECT_NE(nopath.err.find("/requests has 2 elements, no index 7"), std::string::npos) << nopath.err;
+  const Out json = cli("sweep --json " + case_path + " --set '/kv_cache/page_size=1,16'");
+  EXPECT_EQ(nlohmann::json::parse(json.out)["points"].size(), 2u);
+  fs::remove_all(dir);
+}

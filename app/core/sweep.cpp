@@ -1,0 +1,280 @@
+// Parameter sweeps (sweep.h).
+#include "sweep.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "attnscope/compare.h"
+#include "attnscope/plan.h"
+
+namespace attnscope {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> v;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) v.push_back(cur);
+  if (!s.empty() && s.back() == sep) v.push_back("");
+  return v;
+}
+
+double number(const std::string& t, const std::string& arg) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used == t.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--set " + arg + ": \"" + t +
+                              "\" is not a number (a range is START:STOP:xFACTOR or START:STOP:+STEP)");
+}
+
+// An integer stays an integer in the case JSON (q_len 64, not 64.0).
+nlohmann::json as_value(double v) {
+  if (std::fabs(v - std::round(v)) < 1e-9 && std::fabs(v) < 9e15) return static_cast<int64_t>(std::llround(v));
+  return v;
+}
+
+void set_at(nlohmann::json& j, const std::vector<std::string>& parts, size_t i, const std::string& where, const std::string& path,
+            const nlohmann::json& value) {
+  if (i == parts.size()) {
+    j = value;
+    return;
+  }
+  const std::string& p = parts[i];
+  const std::string here = where + "/" + p;
+  if (j.is_array()) {
+    if (p == "*") {
+      if (j.empty()) throw std::invalid_argument("--set " + path + ": " + (where.empty() ? "/" : where) + " is an empty array");
+      for (size_t k = 0; k < j.size(); ++k) set_at(j[k], parts, i + 1, where + "/" + std::to_string(k), path, value);
+      return;
+    }
+    size_t k = 0;
+    try {
+      size_t used = 0;
+      k = std::stoul(p, &used);
+      if (used != p.size()) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--set " + path + ": " + (where.empty() ? "/" : where) +
+                                  " is an array: use an index or *, not \"" + p + "\"");
+    }
+    if (k >= j.size())
+      throw std::invalid_argument("--set " + path + ": " + (where.empty() ? "/" : where) + " has " + std::to_string(j.size()) +
+                                  " elements, no index " + p);
+    set_at(j[k], parts, i + 1, here, path, value);
+    return;
+  }
+  if (j.is_null()) j = nlohmann::json::object();
+  if (!j.is_object())
+    throw std::invalid_argument("--set " + path + ": " + (where.empty() ? "/" : where) + " is a " + j.type_name() +
+                                ", it has no \"" + p + "\"");
+  if (p == "*") throw std::invalid_argument("--set " + path + ": * stands for array elements, " + where + " is an object");
+  set_at(j[p], parts, i + 1, here, path, value);
+}
+
+}  // namespace
+
+SweepSpec parse_sweep_set(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw std::invalid_argument("--set " + arg + ": expected PATH=V1,V2,... or PATH=START:STOP:xFACTOR");
+  SweepSpec s;
+  s.path = arg.substr(0, eq);
+  if (s.path[0] != '/') throw std::invalid_argument("--set " + arg + ": the path starts with / (e.g. /requests/*/kv_len)");
+  const std::string rhs = arg.substr(eq + 1);
+  if (rhs.empty()) throw std::invalid_argument("--set " + arg + ": no values after =");
+  const auto range = split(rhs, ':');
+  if (range.size() == 3) {
+    const double a = number(range[0], arg), b = number(range[1], arg);
+    const std::string& st = range[2];
+    if (st.size() < 2 || (st[0] != 'x' && st[0] != '+'))
+      throw std::invalid_argument("--set " + arg + ": the step is xFACTOR (geometric) or +STEP (arithmetic), not \"" + st + "\"");
+    const double f = number(st.substr(1), arg);
+    if (st[0] == 'x' && !(f > 1 && a > 0))
+      throw std::invalid_argument("--set " + arg + ": a geometric range needs START > 0 and FACTOR > 1");
+    if (st[0] == '+' && !(f > 0)) throw std::invalid_argument("--set " + arg + ": an arithmetic range needs STEP > 0");
+    if (b < a) throw std::invalid_argument("--set " + arg + ": STOP is below START");
+    for (double v = a; v <= b * (1 + 1e-12); v = st[0] == 'x' ? v * f : v + f) {
+      s.values.push_back(as_value(v));
+      if (s.values.size() > 10000) throw std::invalid_argument("--set " + arg + ": more than 10000 values");
+    }
+    return s;
+  }
+  if (range.size() != 1) throw std::invalid_argument("--set " + arg + ": a range is START:STOP:xFACTOR or START:STOP:+STEP");
+  for (const auto& t : split(rhs, ',')) {
+    if (t.empty()) throw std::invalid_argument("--set " + arg + ": an empty value in the list");
+    try {
+      s.values.push_back(nlohmann::json::parse(t));
+    } catch (const nlohmann::json::exception&) {
+      s.values.push_back(t);  // a bare word: a string value (e.g. a planner name)
+    }
+  }
+  return s;
+}
+
+void set_case_path(nlohmann::json& j, const std::string& path, const nlohmann::json& value) {
+  if (path.empty() || path[0] != '/') throw std::invalid_argument("--set " + path + ": the path starts with /");
+  auto parts = split(path.substr(1), '/');
+  for (const auto& p : parts)
+    if (p.empty()) throw std::invalid_argument("--set " + path + ": an empty path segment");
+  set_at(j, parts, 0, "", path, value);
+}
+
+SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const SweepOptions& opt) {
+  SweepReport rep;
+  rep.path = spec.path;
+  rep.case_name = base.value("name", std::string("case"));
+  const int n = static_cast<int>(spec.values.size());
+  for (int i = 0; i < n; ++i) {
+    if (opt.cancel && opt.cancel->load()) break;
+    if (opt.progress) opt.progress(i, n);
+    SweepPoint pt;
+    pt.value = spec.values[i];
+    nlohmann::json j = base;
+    set_case_path(j, spec.path, pt.value);
+    CaseFile f;
+    try {
+      f = parse_case(j);
+    } catch (const CaseError& e) {
+      pt.error = e.what();
+      rep.points.push_back(pt);
+      continue;
+    }
+    SessionOptions so = opt.session;
+    so.cancel = opt.cancel;
+    const auto s = run_session(f, so);
+    const SplitPlan& sp = s->plan.split;
+    pt.tile = sp.cta_tile_q;
+    pt.chunk_pages = sp.chunk_pages;
+    pt.items = sp.num_items;
+    pt.padded_items = sp.padded_items;
+    pt.split_kv = sp.split_kv;
+    pt.plan_us = s->plan.plan_us;
+    const CaseSpec& c = s->spec();
+    const double flops = 2.0 * static_cast<double>(allowed_pairs(c, s->plan)) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
+    const double bytes =
+        (static_cast<double>(c.total_kv()) * c.num_kv_heads + static_cast<double>(c.total_q()) * c.num_qo_heads) *
+        (c.head_dim_qk + c.head_dim_vo) * dtype_bytes(c.dtype);
+    for (const Result& r : s->results) {
+      SweepBackend b;
+      b.backend = r.backend;
+      b.status = r.ok() ? "ok" : std::string(status_name(r.status)) + (r.message.empty() ? "" : ": " + r.message);
+      if (r.ok()) {
+        b.digest = result_digest(r);
+        b.host_ms = r.timing.host_ms;
+        b.device_ms = r.timing.device_ms;
+        const double ms = b.device_ms > 0 ? b.device_ms : b.host_ms;
+        if (ms > 0) {
+          b.tflops = flops / (ms * 1e-3) / 1e12;
+          b.gbps = bytes / (ms * 1e-3) / 1e9;
+        }
+      }
+      pt.backends.push_back(b);
+    }
+    for (const DiffReport& d : s->diffs) {
+      SweepComparison k;
+      k.name = d.backend + " vs " + d.baseline;
+      k.verdict = d.verdict.pass ? "PASS" : d.verdict.skipped ? "SKIP" : "FAIL";
+      k.max_abs = d.o.max_abs;
+      k.rel_l2 = d.o.rel_l2;
+      pt.comparisons.push_back(k);
+    }
+    rep.points.push_back(pt);
+  }
+  if (opt.progress) opt.progress(static_cast<int>(rep.points.size()), n);
+  return rep;
+}
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+// every digit of the double: a CSV value reads back as the value itself
+std::string g(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+std::string sweep_to_csv(const SweepReport& r) {
+  // the columns: the backends and comparisons of the first valid point (every point runs the same lists)
+  const SweepPoint* first = nullptr;
+  for (const auto& p : r.points)
+    if (p.error.empty()) {
+      first = &p;
+      break;
+    }
+  std::ostringstream o;
+  o << csv_field(r.path) << ",error,tile,chunk_pages,items,padded_items,split_kv,plan_us";
+  if (first) {
+    for (const auto& b : first->backends)
+      for (const char* col : {"status", "digest", "host_ms", "device_ms", "tflops", "gbps"}) o << "," << b.backend << " " << col;
+    for (const auto& k : first->comparisons)
+      for (const char* col : {"verdict", "max_abs", "rel_l2"}) o << "," << csv_field(k.name + " " + col);
+  }
+  o << "\n";
+  for (const auto& p : r.points) {
+    o << csv_field(p.value.is_string() ? p.value.get<std::string>() : p.value.dump()) << "," << csv_field(p.error);
+    if (!p.error.empty()) {
+      o << "\n";
+      continue;
+    }
+    o << "," << p.tile << "," << p.chunk_pages << "," << p.items << "," << p.padded_items << "," << (p.split_kv ? 1 : 0) << ","
+      << g(p.plan_us);
+    for (const auto& b : p.backends)
+      o << "," << csv_field(b.status) << "," << b.digest << "," << g(b.host_ms) << "," << g(b.device_ms) << "," << g(b.tflops)
+        << "," << g(b.gbps);
+    for (const auto& k : p.comparisons) o << "," << k.verdict << "," << g(k.max_abs) << "," << g(k.rel_l2);
+    o << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::ordered_json sweep_to_json(const SweepReport& r) {
+  nlohmann::ordered_json j;
+  j["schema"] = "attnscope/sweep@1";
+  j["case"] = r.case_name;
+  j["path"] = r.path;
+  nlohmann::ordered_json pts = nlohmann::ordered_json::array();
+  for (const auto& p : r.points) {
+    nlohmann::ordered_json x;
+    x["value"] = nlohmann::ordered_json::parse(p.value.dump());
+    if (!p.error.empty()) {
+      x["error"] = p.error;
+      pts.push_back(x);
+      continue;
+    }
+    x["plan"] = {{"cta_tile_q", p.tile},           {"chunk_pages", p.chunk_pages}, {"num_items", p.items},
+                 {"padded_items", p.padded_items}, {"split_kv", p.split_kv},       {"plan_us", p.plan_us}};
+    nlohmann::ordered_json bs = nlohmann::ordered_json::array();
+    for (const auto& b : p.backends)
+      bs.push_back({{"backend", b.backend},
+                    {"status", b.status},
+                    {"digest", b.digest},
+                    {"host_ms", b.host_ms},
+                    {"device_ms", b.device_ms},
+                    {"tflops", b.tflops},
+                    {"gbps", b.gbps}});
+    x["backends"] = bs;
+    nlohmann::ordered_json ks = nlohmann::ordered_json::array();
+    for (const auto& k : p.comparisons)
+      ks.push_back({{"comparison", k.name}, {"verdict", k.verdict}, {"max_abs", k.max_abs}, {"rel_l2", k.rel_l2}});
+    x["comparisons"] = ks;
+    pts.push_back(x);
+  }
+  j["points"] = pts;
+  return j;
+}
+
+}  // namespace attnscope
