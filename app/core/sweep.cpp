@@ -127,6 +127,7 @@ SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const S
   SweepReport rep;
   rep.path = spec.path;
   rep.case_name = base.value("name", std::string("case"));
+  rep.base = base;
   const int n = static_cast<int>(spec.values.size());
   for (int i = 0; i < n; ++i) {
     if (opt.cancel && opt.cancel->load()) break;
@@ -246,6 +247,7 @@ nlohmann::ordered_json sweep_to_json(const SweepReport& r) {
   j["schema"] = "attnscope/sweep@1";
   j["case"] = r.case_name;
   j["path"] = r.path;
+  j["base_case"] = nlohmann::ordered_json::parse(r.base.dump());
   nlohmann::ordered_json pts = nlohmann::ordered_json::array();
   for (const auto& p : r.points) {
     nlohmann::ordered_json x;
@@ -275,6 +277,75 @@ nlohmann::ordered_json sweep_to_json(const SweepReport& r) {
   }
   j["points"] = pts;
   return j;
+}
+
+namespace {
+
+// a field of a sweep report, with the JSON path in the error
+template <class T>
+T field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(where + "/" + key + ": missing");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw std::invalid_argument(where + "/" + key + ": wrong type (" + j.at(key).type_name() + ")");
+  }
+}
+
+}  // namespace
+
+SweepReport sweep_from_json(const nlohmann::json& j) {
+  if (field<std::string>(j, "schema", "") != "attnscope/sweep@1")
+    throw std::invalid_argument("/schema: \"" + j["schema"].get<std::string>() + "\" is not attnscope/sweep@1");
+  SweepReport r;
+  r.case_name = field<std::string>(j, "case", "");
+  r.path = field<std::string>(j, "path", "");
+  if (j.contains("base_case")) r.base = j["base_case"];
+  const auto pts = field<nlohmann::json>(j, "points", "");
+  if (!pts.is_array()) throw std::invalid_argument("/points: not an array");
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const std::string w = "/points/" + std::to_string(i);
+    const nlohmann::json& x = pts[i];
+    SweepPoint p;
+    p.value = field<nlohmann::json>(x, "value", w);
+    if (x.contains("error")) {
+      p.error = field<std::string>(x, "error", w);
+      r.points.push_back(p);
+      continue;
+    }
+    const auto plan = field<nlohmann::json>(x, "plan", w);
+    p.tile = field<int>(plan, "cta_tile_q", w + "/plan");
+    p.chunk_pages = field<int>(plan, "chunk_pages", w + "/plan");
+    p.items = field<int>(plan, "num_items", w + "/plan");
+    p.padded_items = field<int>(plan, "padded_items", w + "/plan");
+    p.split_kv = field<bool>(plan, "split_kv", w + "/plan");
+    p.plan_us = field<double>(plan, "plan_us", w + "/plan");
+    const auto bs = field<nlohmann::json>(x, "backends", w);
+    for (size_t k = 0; k < bs.size(); ++k) {
+      const std::string wb = w + "/backends/" + std::to_string(k);
+      SweepBackend b;
+      b.backend = field<std::string>(bs[k], "backend", wb);
+      b.status = field<std::string>(bs[k], "status", wb);
+      b.digest = field<std::string>(bs[k], "digest", wb);
+      b.host_ms = field<double>(bs[k], "host_ms", wb);
+      b.device_ms = field<double>(bs[k], "device_ms", wb);
+      b.tflops = field<double>(bs[k], "tflops", wb);
+      b.gbps = field<double>(bs[k], "gbps", wb);
+      p.backends.push_back(b);
+    }
+    const auto ks = field<nlohmann::json>(x, "comparisons", w);
+    for (size_t k = 0; k < ks.size(); ++k) {
+      const std::string wk = w + "/comparisons/" + std::to_string(k);
+      SweepComparison c;
+      c.name = field<std::string>(ks[k], "comparison", wk);
+      c.verdict = field<std::string>(ks[k], "verdict", wk);
+      c.max_abs = field<double>(ks[k], "max_abs", wk);
+      c.rel_l2 = field<double>(ks[k], "rel_l2", wk);
+      p.comparisons.push_back(c);
+    }
+    r.points.push_back(p);
+  }
+  return r;
 }
 
 }  // namespace attnscope

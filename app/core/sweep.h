@@ -54,6 +54,7 @@ struct SweepPoint {
 
 struct SweepReport {
   std::string case_name, path;
+  nlohmann::json base;  // the case swept (its JSON): a point's case is base with path set to its value
   std::vector<SweepPoint> points;
 };
 
@@ -68,5 +69,9 @@ SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const S
 
 std::string sweep_to_csv(const SweepReport& r);              // one header line, one line per point
 nlohmann::ordered_json sweep_to_json(const SweepReport& r);  // schema attnscope/sweep@1
+
+// Reads what sweep_to_json wrote (a sweep run elsewhere, e.g. on a GPU machine, to draw here).
+// Throws std::invalid_argument naming the JSON path of a missing or mistyped field.
+SweepReport sweep_from_json(const nlohmann::json& j);
 
 }  // namespace attnscope

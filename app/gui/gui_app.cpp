@@ -32,6 +32,8 @@ std::string recent_file() {
 }  // namespace
 
 App::App(AppOptions o) : opt_(std::move(o)) {
+  if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
+  if (opt_.sweep_report) sweep_.show(*opt_.sweep_report);
   if (opt_.tab) {
     ui_.tab = *opt_.tab;
     ui_.tab_forced = true;
@@ -226,6 +228,15 @@ void App::frame() {
     }
   }
   if (!preset.empty()) open_case(preset);
+  if (ui_.open_case_text) {  // a panel asked to open a case (a sweep point)
+    try {
+      const CaseFile f = parse_case_text(*ui_.open_case_text);
+      adopt(f);
+    } catch (const CaseError& e) {
+      dialog_error_ = std::string("Cannot open that case:\n\nerror: ") + e.what();
+    }
+    ui_.open_case_text.reset();
+  }
   ImGui::End();
 
   ImGui::SetNextWindowPos(ImVec2(side, top));
@@ -261,6 +272,9 @@ void App::frame() {
               break;
             case Tab::kTiming:
               timing_.draw(*shown_, ui_);
+              break;
+            case Tab::kSweep:
+              sweep_.draw(*shown_, ui_);
               break;
           }
         }
@@ -331,7 +345,7 @@ int App::run() {
     if (!opt_.screenshot.empty()) {
       // the results are in, and the panel shown has nothing of its own still computing
       const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_ &&
-                        !(ui_.tab == Tab::kSoftmax && softmax_.busy());
+                        !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
       if (done) ++frames_after_done_;
       if (frames_after_done_ >= 4) {  // textures built and laid out
         const std::string err = write_screenshot(opt_.screenshot, w, h);

@@ -19,6 +19,7 @@
 #include "panels/pages_panel.h"
 #include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
+#include "panels/sweep_panel.h"
 #include "panels/timing_panel.h"
 #include "runner.h"
 
@@ -30,6 +31,8 @@ struct AppOptions {
   std::string case_path;
   std::string screenshot;  // write a PNG once the results are in, then exit
   std::optional<Tab> tab;
+  std::string sweep;                        // PATH=VALUES: fill the Sweep tab and start it (with --screenshot: wait for it)
+  std::optional<SweepReport> sweep_report;  // a saved sweep (attnscope-cli sweep --json) to show in the Sweep tab
   int width = 1600, height = 1000;
   double screenshot_timeout_s = 300;
 };
@@ -79,6 +82,7 @@ class App {
   LocalPanel local_;
   SplitPanel split_;
   SoftmaxPanel softmax_;
+  SweepPanel sweep_;
   DiffPanel diff_;
   TimingPanel timing_;
 };

@@ -21,6 +21,8 @@ const char* tab_title(Tab t) {
       return "Diff";
     case Tab::kTiming:
       return "Timing";
+    case Tab::kSweep:
+      return "Sweep";
   }
   return "?";
 }
@@ -41,6 +43,8 @@ const char* tab_id(Tab t) {
       return "diff";
     case Tab::kTiming:
       return "timing";
+    case Tab::kSweep:
+      return "sweep";
   }
   return "?";
 }

@@ -7,11 +7,11 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kSoftmax, Tab::kDiff, Tab::kTiming};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kSoftmax, Tab::kDiff, Tab::kTiming, Tab::kSweep};
 
 const char* tab_title(Tab t);                        // "Mask", "Pages", ...
-const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "softmax", "diff", "timing"
+const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
@@ -25,6 +25,7 @@ struct UiState {
   float mask_pan_x = 0.f, mask_pan_y = 0.f;
   int sm_request = 0, sm_query = 0, sm_head = 0;  // the row the softmax panel steps through
   int sm_step = -1;                               // its event (-1: the last)
+  std::optional<std::string> open_case_text;      // a panel asks the app to open this case (JSON text)
 };
 
 }  // namespace attnscope::gui

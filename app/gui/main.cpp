@@ -1,8 +1,10 @@
-// attnscope [case.json] [--screenshot out.png --tab NAME] [--size WxH]
+// attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
 #include <GLFW/glfw3.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "gui_app.h"
@@ -25,7 +27,24 @@ int main(int argc, char** argv) {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
       if (!o.tab) {
-        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing)\n", t.c_str());
+        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing, sweep)\n",
+                     t.c_str());
+        return 2;
+      }
+    } else if (a == "--sweep") {
+      o.sweep = next("--sweep");
+      if (o.sweep.find('=') == std::string::npos) {
+        std::fprintf(stderr, "attnscope: --sweep %s must be PATH=VALUES (as attnscope-cli sweep --set)\n", o.sweep.c_str());
+        return 2;
+      }
+    } else if (a == "--sweep-report") {
+      const std::string f = next("--sweep-report");
+      try {
+        std::ifstream in(f);
+        if (!in) throw std::invalid_argument("cannot read the file");
+        o.sweep_report = attnscope::sweep_from_json(nlohmann::json::parse(in));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "attnscope: --sweep-report %s: %s\n", f.c_str(), e.what());
         return 2;
       }
     } else if (a == "--size") {
@@ -36,8 +55,9 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing] [--size "
-          "WxH]\n");
+          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--sweep "
+          "PATH=VALUES] [--sweep-report FILE] "
+          "[--size WxH]\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());

@@ -9,6 +9,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sweep.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -491,6 +493,17 @@ TEST(Cli, SweepRowsMatchSeparateRuns) {
   EXPECT_EQ(nopath.code, 2);
   EXPECT_NE(nopath.err.find("/requests has 2 elements, no index 7"), std::string::npos) << nopath.err;
   const Out json = cli("sweep --json " + case_path + " --set '/kv_cache/page_size=1,16'");
-  EXPECT_EQ(nlohmann::json::parse(json.out)["points"].size(), 2u);
+  const auto sj = nlohmann::json::parse(json.out);
+  EXPECT_EQ(sj["points"].size(), 2u);
+  // what the GUI reads back (attnscope --sweep-report) is what the CLI wrote
+  EXPECT_EQ(attnscope::sweep_to_json(attnscope::sweep_from_json(sj)).dump(), nlohmann::ordered_json::parse(json.out).dump());
+  nlohmann::json broken = sj;
+  broken["points"][1]["plan"].erase("num_items");
+  try {
+    attnscope::sweep_from_json(broken);
+    ADD_FAILURE() << "a report without /points/1/plan/num_items was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "/points/1/plan/num_items: missing");
+  }
   fs::remove_all(dir);
 }

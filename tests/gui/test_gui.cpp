@@ -27,6 +27,7 @@
 #include "panels/pages_panel.h"
 #include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
+#include "panels/sweep_panel.h"
 #include "panels/timing_panel.h"
 
 using namespace attnscope;
@@ -249,6 +250,35 @@ TEST(GuiItems, SoftmaxViewStepsThroughThePlan) {
   EXPECT_NEAR(sum, 1.0, 1e-5);
 }
 
+TEST(GuiItems, SweepPlotHasASeriesPerBackendAndLabelledAxes) {
+  const nlohmann::json base = case_to_json(read_case_file(example("gqa-decode-long.json")).spec);
+  SweepOptions opt;
+  opt.session.backends = std::vector<std::string>{"cpu.reference", "cpu.tiled"};
+  const SweepReport r = run_sweep(base, parse_sweep_set("/requests/*/kv_len=0,8,64,512,2000"), opt);
+  ASSERT_EQ(r.points.size(), 5u);
+  const SweepPlot p = build_sweep_plot(r, 0);
+  EXPECT_EQ(p.invalid, 1);  // kv_len 0 < q_len 1: a row with the reason, no point
+  EXPECT_TRUE(p.numeric);
+  ASSERT_EQ(p.series.size(), 2u);
+  EXPECT_EQ(p.series[0].backend, "cpu.reference");
+  EXPECT_TRUE(p.log_x);  // 8 .. 2000 spans more than a decade
+  EXPECT_FALSE(p.x_ticks.empty());
+  EXPECT_EQ(p.x_ticks.size(), p.x_tick_labels.size());
+  EXPECT_FALSE(p.y_ticks.empty());
+  EXPECT_EQ(p.y_label, "time (ms)");
+  EXPECT_EQ(p.x_label, "/requests/*/kv_len");
+  for (const auto& s : p.series) {
+    EXPECT_EQ(s.x.size(), s.y.size());
+    for (double y : s.y) EXPECT_GT(y, 0);
+  }
+  // a string-valued sweep is drawn over the values' order
+  const SweepReport planners = run_sweep(base, parse_sweep_set("/split/planner=off,flashinfer"), opt);
+  const SweepPlot q = build_sweep_plot(planners, 1);
+  EXPECT_FALSE(q.numeric);
+  EXPECT_EQ(q.x_tick_labels, (std::vector<std::string>{"off", "flashinfer"}));
+  EXPECT_EQ(q.y_label, "TFLOP/s");
+}
+
 TEST(GuiItems, GeneratorAndTabs) {
   GeneratorSettings g;
   g.count = 64;
@@ -354,7 +384,7 @@ TEST_P(Screenshot, TabRendersItsContent) {
   const std::string t = tab;
   // saturated colours: page owners, work-item cells, progress bars
   auto vivid = [](const unsigned char* p) { return std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 90; };
-  if (t == "pages" || t == "split" || t == "timing") {
+  if (t == "pages" || t == "split" || t == "timing" || t == "sweep") {
     EXPECT_GT(count(img, vivid), 1500) << t;
   }
   if (t == "mask") {
@@ -372,14 +402,14 @@ TEST_P(Screenshot, TabRendersItsContent) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
-                         ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"),
-                                           std::make_pair("pages", "poisoned-pages.json"),
-                                           std::make_pair("local", "llama4-chunked-local.json"),
-                                           std::make_pair("split", "gqa-decode-long.json"),
-                                           std::make_pair("softmax", "gemma2-window-softcap.json"),
-                                           std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
-                         [](const auto& info) { return std::string(info.param.first); });
+INSTANTIATE_TEST_SUITE_P(
+    EveryTab, Screenshot,
+    ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"), std::make_pair("pages", "poisoned-pages.json"),
+                      std::make_pair("local", "llama4-chunked-local.json"), std::make_pair("split", "gqa-decode-long.json"),
+                      std::make_pair("softmax", "gemma2-window-softcap.json"),
+                      std::make_pair("sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"),
+                      std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
+    [](const auto& info) { return std::string(info.param.first); });
 
 TEST(Gui, WithoutADisplayItSaysSoAndPointsToTheCli) {
   const std::string cmd = "env -u DISPLAY -u WAYLAND_DISPLAY " + std::string(ATTNSCOPE_GUI) + " > /tmp/attnscope_nodisp.log 2>&1";
