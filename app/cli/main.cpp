@@ -56,7 +56,8 @@ commands:
                            comparison statistics per value
       --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR or PATH=START:STOP:+STEP
                            PATH is a case JSON path; * stands for every array element
-                           (/requests/*/kv_len, /split/fixed_split_size, /kv_cache/page_size)
+                           (/requests/*/kv_len, /split/fixed_split_size, /kv_cache/page_size);
+                           /requests/# is the batch size (copies of the last request)
       --backends a,b,...   run these backends instead of the case's list
       --reps N             time GPU backends with CUDA events (median of N) at every value
       --csv FILE           write the table as CSV

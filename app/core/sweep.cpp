@@ -46,6 +46,18 @@ void set_at(nlohmann::json& j, const std::vector<std::string>& parts, size_t i, 
   }
   const std::string& p = parts[i];
   const std::string here = where + "/" + p;
+  if (p == "#") {  // the array's length: cut, or extended with copies of its last element
+    if (i + 1 != parts.size()) throw std::invalid_argument("--set " + path + ": # (an array's length) must be the last segment");
+    if (!j.is_array() || j.empty())
+      throw std::invalid_argument("--set " + path + ": # needs a non-empty array at " + (where.empty() ? "/" : where));
+    if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > (1 << 20))
+      throw std::invalid_argument("--set " + path + ": the length " + value.dump() + " is not an integer in [1, 1048576]");
+    const nlohmann::json last = j.back();
+    const size_t n = value.get<size_t>();
+    while (j.size() > n) j.erase(j.size() - 1);
+    while (j.size() < n) j.push_back(last);
+    return;
+  }
   if (j.is_array()) {
     if (p == "*") {
       if (j.empty()) throw std::invalid_argument("--set " + path + ": " + (where.empty() ? "/" : where) + " is an empty array");

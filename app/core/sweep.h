@@ -15,7 +15,8 @@
 namespace attnscope {
 
 // What to sweep: a JSON path of the case ("/requests/*/kv_len": "*" stands for every element of an
-// array) and its values.
+// array; a last segment "#" is the array's length: "/requests/#" is the batch size, the requests
+// cut or extended with copies of the last one) and its values.
 struct SweepSpec {
   std::string path;
   std::vector<nlohmann::json> values;

@@ -492,6 +492,13 @@ TEST(Cli, SweepRowsMatchSeparateRuns) {
   const Out nopath = cli("sweep " + case_path + " --set '/requests/7/kv_len=1'");
   EXPECT_EQ(nopath.code, 2);
   EXPECT_NE(nopath.err.find("/requests has 2 elements, no index 7"), std::string::npos) << nopath.err;
+  // /requests/# is the batch size: requests cut, or extended with copies of the last one
+  const Out batch = cli("sweep --json " + case_path + " --set '/requests/#=1:4:x2'");
+  ASSERT_EQ(batch.code, 0) << batch.err;
+  const auto bj = nlohmann::json::parse(batch.out);
+  ASSERT_EQ(bj["points"].size(), 3u);
+  EXPECT_EQ(bj["points"][0]["plan"]["num_items"], 3);  // request 0 alone: 40 keys in chunks of 4 pages x 4 = 16 keys
+  EXPECT_GT(bj["points"][2]["plan"]["num_items"].get<int>(), bj["points"][1]["plan"]["num_items"].get<int>());
   const Out json = cli("sweep --json " + case_path + " --set '/kv_cache/page_size=1,16'");
   const auto sj = nlohmann::json::parse(json.out);
   EXPECT_EQ(sj["points"].size(), 2u);
