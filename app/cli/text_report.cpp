@@ -275,7 +275,7 @@ void print_sweep(std::ostream& o, const SweepReport& r) {
     }
   o << pad("value", 12) << pad("tile", 6) << pad("chunk", 7) << pad("items", 7) << pad("split", 7);
   if (first) {
-    for (const auto& b : first->backends) o << pad(b.backend + " ms", 20);
+    for (const auto& b : first->backends) o << pad(b.backend + " ms", std::max<size_t>(20, b.backend.size() + 5));
     for (const auto& k : first->comparisons) o << pad(k.name, 44);
   }
   o << "\n";
@@ -290,7 +290,7 @@ void print_sweep(std::ostream& o, const SweepReport& r) {
     for (const auto& b : p.backends)
       o << pad(b.status != "ok" ? b.status.substr(0, b.status.find(':'))
                                 : (b.device_ms > 0 ? fmt("%.4f", b.device_ms) + " gpu" : fmt("%.2f", b.host_ms) + " host"),
-               20);
+               std::max<size_t>(20, b.backend.size() + 5));
     for (const auto& k : p.comparisons)
       o << pad(k.verdict == "SKIP" ? std::string("SKIP (not compared)") : k.verdict + " max abs " + sci(k.max_abs), 44);
     o << "\n";

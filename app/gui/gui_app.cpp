@@ -315,7 +315,16 @@ int App::run() {
                                 ? opt_.case_path
                                 : std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/mixed-prefill-decode-fragmented.json";
   int code = 0;
-  if (!open_case(first) && !opt_.screenshot.empty()) {
+  // a saved sweep without a case named: open the case it swept
+  bool opened = false;
+  if (opt_.case_path.empty() && opt_.sweep_report && opt_.sweep_report->base.is_object()) {
+    try {
+      adopt(parse_case(opt_.sweep_report->base));
+      opened = true;
+    } catch (const CaseError&) {
+    }
+  }
+  if (!opened && !open_case(first) && !opt_.screenshot.empty()) {
     std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
     code = 2;
   }

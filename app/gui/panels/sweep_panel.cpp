@@ -126,6 +126,11 @@ void SweepPanel::start_with(const std::string& set_arg) {
 
 void SweepPanel::show(SweepReport r) {
   path_ = r.path;
+  values_.clear();
+  for (const auto& p : r.points) {
+    if (!values_.empty()) values_ += ',';
+    values_ += p.value.is_string() ? p.value.get<std::string>() : p.value.dump();
+  }
   base_ = r.base;
   report_ = std::move(r);
 }
@@ -213,7 +218,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton("chart", ImVec2(avail.x, h));
   const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
-  const float left = 70, right = 190, top = 8, bottom = 40;
+  const float left = 70, right = 215, top = 8, bottom = 40;
   const ImVec2 a(p0.x + left, p0.y + top), b(p0.x + avail.x - right, p0.y + h - bottom);
   dl->AddRectFilled(a, b, IM_COL32(25, 25, 30, 255));
   dl->AddRect(a, b, IM_COL32(130, 130, 130, 255));
@@ -328,7 +333,9 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
       ImGui::TableNextColumn();
       int pass = 0, skip = 0, fail = 0;
       for (const auto& k : pt.comparisons) (k.verdict == "PASS" ? pass : k.verdict == "SKIP" ? skip : fail) += 1;
-      if (fail)
+      if (pt.comparisons.empty())
+        ImGui::TextDisabled("none in the case");
+      else if (fail)
         ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%d FAIL, %d pass", fail, pass);
       else
         ImGui::Text("%d pass%s", pass, skip ? (", " + std::to_string(skip) + " not checked").c_str() : "");
