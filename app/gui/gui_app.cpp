@@ -6,6 +6,7 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "attnscope/device.h"
 #include "case_json.h"
+#include "draw/colormap.h"
 #include "draw/screenshot.h"
 
 namespace attnscope::gui {
@@ -32,6 +34,11 @@ std::string recent_file() {
 }  // namespace
 
 App::App(AppOptions o) : opt_(std::move(o)) {
+  if (persistent()) {
+    settings_ = load_settings(settings_path());
+    set_palette(static_cast<Palette>(settings_.palette));
+    if (!opt_.size_given) opt_.width = settings_.width, opt_.height = settings_.height;
+  }
   if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
   if (opt_.sweep_report) sweep_.show(*opt_.sweep_report);
   if (opt_.tab) {
@@ -69,7 +76,9 @@ bool App::open_case(const std::string& path) {
   try {
     const CaseFile f = read_case_file(path);
     adopt(f);
+    history_.reset(f);
     open_path_ = save_path_ = path;
+    settings_.last_case = fs::absolute(path).string();
     remember_recent(path);
     return true;
   } catch (const CaseError& e) {
@@ -112,21 +121,23 @@ void App::draw_menu() {
     ImGui::Separator();
     ImGui::SetNextItemWidth(420);
     ImGui::InputTextWithHint("##save", "save as / export to ...", &save_path_);
-    if (ImGui::MenuItem("Save case")) {
-      try {
-        write_text_file(save_path_, case_to_text(current_.spec));
-        remember_recent(save_path_);
-      } catch (const std::exception& e) {
-        dialog_error_ = e.what();
-      }
+    if (ImGui::MenuItem("Save case", "Ctrl+S")) save_case();
+    if (ImGui::MenuItem("Export repro (case + environment + results)", "Ctrl+E", false, snap_ && snap_->done && snap_->session))
+      export_repro();
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Edit")) {
+    if (ImGui::MenuItem("Undo", "Ctrl+Z", false, history_.can_undo())) undo_redo(false);
+    if (ImGui::MenuItem("Redo", "Ctrl+Shift+Z", false, history_.can_redo())) undo_redo(true);
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    bool cb = palette() == Palette::kColourBlind;
+    if (ImGui::MenuItem("Colour-blind safe palette (Okabe-Ito)", nullptr, &cb)) {
+      set_palette(cb ? Palette::kColourBlind : Palette::kDefault);
+      settings_.palette = cb ? 1 : 0;
     }
-    if (ImGui::MenuItem("Export repro (case + environment + results)", nullptr, false, snap_ && snap_->done && snap_->session)) {
-      try {
-        write_text_file(save_path_, case_file_to_json(make_repro(*snap_->session)).dump(2) + "\n");
-      } catch (const std::exception& e) {
-        dialog_error_ = e.what();
-      }
-    }
+    if (ImGui::MenuItem("Keyboard shortcuts", "F1")) help_ = true;
     ImGui::EndMenu();
   }
   ImGui::TextDisabled("  %s", current_.spec.name.c_str());
@@ -207,9 +218,12 @@ void App::frame() {
   }
 
   const ImGuiIO& io = ImGui::GetIO();
+  shortcuts();
   draw_menu();
   const float top = ImGui::GetFrameHeight(), bottom = ImGui::GetFrameHeight();
-  const float side = std::min(420.f, io.DisplaySize.x * 0.3f);
+  // the sidebar's width: dragged at its right edge, kept in the settings
+  settings_.sidebar = std::clamp(settings_.sidebar, 240.f, std::max(240.f, io.DisplaySize.x * 0.6f));
+  const float side = persistent() ? settings_.sidebar : std::min(420.f, io.DisplaySize.x * 0.3f);
   ImGui::SetNextWindowPos(ImVec2(0, top));
   ImGui::SetNextWindowSize(ImVec2(side, io.DisplaySize.y - top - bottom));
   ImGui::Begin("Case", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
@@ -222,6 +236,7 @@ void App::frame() {
       f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
       const CaseSpec keep = edit_;
       adopt(f);
+      history_.push(f);
       edit_ = keep;
     } catch (const CaseError& e) {
       edit_error_ = e.what();
@@ -232,6 +247,7 @@ void App::frame() {
     try {
       const CaseFile f = parse_case_text(*ui_.open_case_text);
       adopt(f);
+      history_.push(f);
     } catch (const CaseError& e) {
       dialog_error_ = std::string("Cannot open that case:\n\nerror: ") + e.what();
     }
@@ -246,10 +262,12 @@ void App::frame() {
   if (ImGui::BeginTabBar("tabs")) {
     for (Tab t : kTabs) {
       // --tab: keep asking for the tab until the tab bar shows it (it takes effect a frame later)
-      const ImGuiTabItemFlags flags = (ui_.tab_forced && opt_.tab == t) ? ImGuiTabItemFlags_SetSelected : 0;
+      const bool select = (ui_.tab_forced && opt_.tab == t) || (switch_to_ && *switch_to_ == t);
+      const ImGuiTabItemFlags flags = select ? ImGuiTabItemFlags_SetSelected : 0;
       if (ImGui::BeginTabItem(tab_title(t), nullptr, flags)) {
         ui_.tab = t;
         if (ui_.tab_forced && opt_.tab == t) ui_.tab_forced = false;
+        if (switch_to_ && *switch_to_ == t) switch_to_.reset();
         if (shown_) {
           switch (t) {
             case Tab::kMask:
@@ -284,8 +302,115 @@ void App::frame() {
     ImGui::EndTabBar();
   }
   ImGui::End();
+  {  // the splitter between the sidebar and the views
+    ImGui::SetNextWindowPos(ImVec2(side - 3, top));
+    ImGui::SetNextWindowSize(ImVec2(6, io.DisplaySize.y - top - bottom));
+    ImGui::Begin("##splitter", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_NoMove);
+    ImGui::InvisibleButton("##split", ImVec2(6, io.DisplaySize.y - top - bottom));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+    if (ImGui::IsItemActive()) settings_.sidebar += io.MouseDelta.x;
+    ImGui::End();
+  }
   draw_status();
   draw_dialogs();
+  draw_help();
+}
+
+void App::save_case() {
+  if (save_path_.empty()) {
+    dialog_error_ = "No save path: type one in the File menu's \"save as\" field.";
+    return;
+  }
+  try {
+    write_text_file(save_path_, case_to_text(current_.spec));
+    remember_recent(save_path_);
+    settings_.last_case = fs::absolute(save_path_).string();
+  } catch (const std::exception& e) {
+    dialog_error_ = e.what();
+  }
+}
+
+void App::export_repro() {
+  if (!(snap_ && snap_->done && snap_->session)) {
+    dialog_error_ = "The results are not in yet: export the repro when the run is done.";
+    return;
+  }
+  if (save_path_.empty()) {
+    dialog_error_ = "No export path: type one in the File menu's \"save as / export to\" field.";
+    return;
+  }
+  try {
+    write_text_file(save_path_, case_file_to_json(make_repro(*snap_->session)).dump(2) + "\n");
+  } catch (const std::exception& e) {
+    dialog_error_ = e.what();
+  }
+}
+
+void App::undo_redo(bool redo) {
+  if (redo ? !history_.can_redo() : !history_.can_undo()) return;
+  const CaseFile f = redo ? history_.redo() : history_.undo();
+  adopt(f);  // not pushed: the history moves, it does not grow
+}
+
+void App::shortcuts() {
+  const ImGuiIO& io = ImGui::GetIO();
+  auto pressed = [](int glfw_key) { return ImGui::IsKeyPressed(glfw_key, false); };
+  if (pressed(GLFW_KEY_F1)) help_ = !help_;
+  if (!io.KeyCtrl) return;
+  // text fields keep their own Ctrl+Z / Ctrl+S behaviour while they are being edited
+  if (!io.WantTextInput) {
+    if (pressed(GLFW_KEY_Z)) undo_redo(io.KeyShift);
+    if (pressed(GLFW_KEY_Y)) undo_redo(true);
+    if (pressed(GLFW_KEY_S)) save_case();
+    if (pressed(GLFW_KEY_E)) export_repro();
+  }
+  if (pressed(GLFW_KEY_O)) ImGui::OpenPopup("Open case");
+  const int n = static_cast<int>(std::size(kTabs));
+  for (int i = 0; i < n && i < 9; ++i)
+    if (pressed(GLFW_KEY_1 + i)) switch_to_ = kTabs[i];
+  if (pressed(GLFW_KEY_TAB)) {
+    int cur = 0;
+    for (int i = 0; i < n; ++i)
+      if (kTabs[i] == ui_.tab) cur = i;
+    switch_to_ = kTabs[(cur + (io.KeyShift ? n - 1 : 1)) % n];
+  }
+}
+
+void App::draw_help() {
+  if (ImGui::BeginPopupModal("Open case", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::SetNextItemWidth(480);
+    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+    const bool enter =
+        ImGui::InputTextWithHint("##openpath", "path/to/case.json", &open_path_, ImGuiInputTextFlags_EnterReturnsTrue);
+    if (enter || ImGui::Button("Open")) {
+      ImGui::CloseCurrentPopup();
+      open_case(open_path_);
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(GLFW_KEY_ESCAPE)) ImGui::CloseCurrentPopup();
+    for (const auto& r : recent_)
+      if (ImGui::Selectable(r.c_str())) {
+        ImGui::CloseCurrentPopup();
+        open_case(r);
+      }
+    ImGui::EndPopup();
+  }
+  if (!help_) return;
+  const ImGuiIO& io = ImGui::GetIO();
+  ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, io.DisplaySize.y * 0.5f), ImGuiCond_Always, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowBgAlpha(0.94f);
+  ImGui::Begin("Keyboard shortcuts (F1 closes)", &help_, ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse);
+  if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg)) {
+    for (const auto& [k, what] : shortcut_list()) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "%s", k.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(what.c_str());
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
 }
 
 int App::run() {
@@ -311,15 +436,20 @@ int App::run() {
   ImGui_ImplGlfw_InitForOpenGL(win_, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  const std::string first = !opt_.case_path.empty()
-                                ? opt_.case_path
+  // the case named, else the last one (if it still exists), else an example
+  std::error_code ec;
+  const std::string first = !opt_.case_path.empty() ? opt_.case_path
+                            : persistent() && !settings_.last_case.empty() && fs::exists(settings_.last_case, ec)
+                                ? settings_.last_case
                                 : std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/mixed-prefill-decode-fragmented.json";
   int code = 0;
   // a saved sweep without a case named: open the case it swept
   bool opened = false;
   if (opt_.case_path.empty() && opt_.sweep_report && opt_.sweep_report->base.is_object()) {
     try {
-      adopt(parse_case(opt_.sweep_report->base));
+      const CaseFile f = parse_case(opt_.sweep_report->base);
+      adopt(f);
+      history_.reset(f);
       opened = true;
     } catch (const CaseError&) {
     }
@@ -375,6 +505,11 @@ int App::run() {
       }
     }
     glfwSwapBuffers(win_);
+  }
+  if (persistent()) {
+    glfwGetWindowSize(win_, &settings_.width, &settings_.height);
+    settings_.palette = static_cast<int>(palette());
+    save_settings(settings_path(), settings_);
   }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "desktop.h"
 #include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
@@ -34,6 +35,7 @@ struct AppOptions {
   std::string sweep;                        // PATH=VALUES: fill the Sweep tab and start it (with --screenshot: wait for it)
   std::optional<SweepReport> sweep_report;  // a saved sweep (attnscope-cli sweep --json) to show in the Sweep tab
   int width = 1600, height = 1000;
+  bool size_given = false;  // --size: else the size kept in the settings
   double screenshot_timeout_s = 300;
 };
 
@@ -53,6 +55,12 @@ class App {
   void draw_status();
   void draw_dialogs();
   void remember_recent(const std::string& path);
+  void shortcuts();  // keyboard shortcuts (desktop.h's shortcut_list)
+  void draw_help();  // the F1 overlay
+  void undo_redo(bool redo);
+  void save_case();
+  void export_repro();
+  bool persistent() const { return opt_.screenshot.empty(); }  // screenshots neither read nor write settings
 
   AppOptions opt_;
   GLFWwindow* win_ = nullptr;
@@ -73,6 +81,10 @@ class App {
   std::string env_line_;
   bool gpu_present_ = false;
   FrameStats frame_stats_;
+  EditHistory history_;
+  Settings settings_;
+  bool help_ = false;
+  std::optional<Tab> switch_to_;  // a shortcut's tab, selected in the tab bar's next frame
   int frames_after_done_ = 0;
   bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
 

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--size") {
       const std::string s = next("--size");
+      o.size_given = true;
       if (std::sscanf(s.c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240) {
         std::fprintf(stderr, "attnscope: --size %s must be WxH, at least 320x240\n", s.c_str());
         return 2;

@@ -18,6 +18,9 @@
 #include "case_gen.h"
 #include "case_json.h"
 #include "explain.h"
+#include "desktop.h"
+#include "draw/axes.h"
+#include "draw/colormap.h"
 #include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
@@ -277,6 +280,83 @@ TEST(GuiItems, SweepPlotHasASeriesPerBackendAndLabelledAxes) {
   EXPECT_FALSE(q.numeric);
   EXPECT_EQ(q.x_tick_labels, (std::vector<std::string>{"off", "flashinfer"}));
   EXPECT_EQ(q.y_label, "TFLOP/s");
+}
+
+TEST(GuiItems, UndoRedoWalkTheEditsAndAnEditDropsTheRedoBranch) {
+  CaseFile a, b, c, d;
+  a.spec.name = "a", b.spec.name = "b", c.spec.name = "c", d.spec.name = "d";
+  EditHistory h(3);
+  h.reset(a);
+  EXPECT_FALSE(h.can_undo());
+  h.push(b);
+  h.push(c);
+  EXPECT_EQ(h.undo().spec.name, "b");
+  EXPECT_EQ(h.undo().spec.name, "a");
+  EXPECT_FALSE(h.can_undo());
+  EXPECT_EQ(h.redo().spec.name, "b");
+  h.push(d);  // an edit after undo: c is gone
+  EXPECT_FALSE(h.can_redo());
+  EXPECT_EQ(h.undo().spec.name, "b");
+  EXPECT_EQ(h.redo().spec.name, "d");
+  h.push(c);  // capacity 3: the oldest goes
+  EXPECT_EQ(h.size(), 3u);
+  EXPECT_EQ(h.undo().spec.name, "d");
+  EXPECT_EQ(h.undo().spec.name, "b");
+  EXPECT_FALSE(h.can_undo());
+}
+
+TEST(GuiItems, SettingsRoundTripAndBadValuesKeepTheDefaults) {
+  const std::string p = (fs::temp_directory_path() / ("attnscope_settings_" + std::to_string(::getpid()) + ".json")).string();
+  Settings s;
+  s.width = 1234, s.height = 777, s.sidebar = 333, s.palette = 1, s.last_case = "/tmp/x.json";
+  save_settings(p, s);
+  const Settings r = load_settings(p);
+  EXPECT_EQ(r.width, 1234);
+  EXPECT_EQ(r.height, 777);
+  EXPECT_EQ(r.sidebar, 333);
+  EXPECT_EQ(r.palette, 1);
+  EXPECT_EQ(r.last_case, "/tmp/x.json");
+  std::ofstream(p) << R"({"width": 5, "height": "x", "palette": 7, "sidebar": 1e9})";
+  const Settings d = load_settings(p);
+  EXPECT_EQ(d.width, Settings{}.width);
+  EXPECT_EQ(d.height, Settings{}.height);
+  EXPECT_EQ(d.palette, 0);
+  EXPECT_EQ(d.sidebar, Settings{}.sidebar);
+  std::ofstream(p) << "not json";
+  EXPECT_EQ(load_settings(p).width, Settings{}.width);
+  fs::remove(p);
+}
+
+TEST(GuiItems, RequestTableSortsAndFilters) {
+  CaseSpec c;
+  c.requests = {RequestSpec{1, 500}, RequestSpec{64, 64}, RequestSpec{1, 9000}, RequestSpec{8, 100}};
+  std::string err;
+  EXPECT_EQ(request_rows(c, 0, true, "", &err), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(request_rows(c, 2, false, "", &err), (std::vector<int>{2, 0, 3, 1}));
+  EXPECT_EQ(request_rows(c, 1, true, "", &err), (std::vector<int>{0, 2, 3, 1}));  // ties keep index order
+  EXPECT_EQ(request_rows(c, 0, true, "q=1", &err), (std::vector<int>{0, 2}));
+  EXPECT_EQ(request_rows(c, 0, true, "q=1 kv>=4096", &err), (std::vector<int>{2}));
+  EXPECT_EQ(request_rows(c, 0, true, "kv<100", &err), (std::vector<int>{1}));
+  EXPECT_TRUE(err.empty()) << err;
+  EXPECT_TRUE(request_rows(c, 0, true, "len>3", &err).empty());
+  EXPECT_NE(err.find("\"len>3\" is not a filter term"), std::string::npos) << err;
+}
+
+TEST(GuiItems, AxisTicksPaletteAndShortcuts) {
+  EXPECT_EQ(nice_ticks(1000, 10), (std::vector<int>{0, 100, 200, 300, 400, 500, 600, 700, 800, 900}));
+  EXPECT_EQ(nice_ticks(7, 10), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(nice_ticks(300, 4).size(), 3u);  // step 100
+  EXPECT_TRUE(nice_ticks(0, 5).empty());
+  const Rgba def = owner_colour(1);
+  set_palette(Palette::kColourBlind);
+  const Rgba cb = owner_colour(1), full = block_full_colour();
+  set_palette(Palette::kDefault);
+  EXPECT_EQ(cb.r, 86);  // Okabe-Ito sky blue
+  EXPECT_EQ(full.b, 233);
+  EXPECT_FALSE(def.r == cb.r && def.g == cb.g && def.b == cb.b);
+  bool f1 = false, undo = false;
+  for (const auto& [k, what] : shortcut_list()) f1 |= k == "F1", undo |= k == "Ctrl+Z";
+  EXPECT_TRUE(f1 && undo);
 }
 
 TEST(GuiItems, GeneratorAndTabs) {

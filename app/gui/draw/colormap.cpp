@@ -5,6 +5,16 @@
 
 namespace attnscope::gui {
 
+namespace {
+Palette g_palette = Palette::kDefault;  // GUI thread only
+}  // namespace
+
+void set_palette(Palette p) { g_palette = p; }
+Palette palette() { return g_palette; }
+
+Rgba block_full_colour() { return g_palette == Palette::kColourBlind ? Rgba{86, 180, 233, 200} : Rgba{90, 220, 120, 170}; }
+Rgba block_partial_colour() { return g_palette == Palette::kColourBlind ? Rgba{230, 159, 0, 220} : Rgba{255, 150, 50, 200}; }
+
 Rgba ramp(float t) {
   // five viridis anchor colours, linearly interpolated
   static const float k[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
@@ -17,6 +27,12 @@ Rgba ramp(float t) {
 }
 
 Rgba owner_colour(int request) {
+  if (g_palette == Palette::kColourBlind) {
+    // Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies
+    static const Rgba oi[8] = {{230, 159, 0, 255}, {86, 180, 233, 255}, {0, 158, 115, 255},   {240, 228, 66, 255},
+                               {0, 114, 178, 255}, {213, 94, 0, 255},   {204, 121, 167, 255}, {200, 200, 200, 255}};
+    return oi[((request % 8) + 8) % 8];
+  }
   // golden-angle hues, fixed saturation and value
   const float h = std::fmod(request * 0.618034f, 1.f) * 6.f;
   const int i = static_cast<int>(h);

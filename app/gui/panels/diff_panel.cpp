@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "draw/axes.h"
 #include "draw/colormap.h"
 
 namespace attnscope::gui {
@@ -137,9 +138,11 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
   // heatmap: rows = tokens, columns = heads
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const ImVec2 margin = axes_margin();
+  const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x, ImGui::GetContentRegionAvail().y - margin.y);
   const float h = std::max(120.f, avail.y - 60);
   const float w = std::max(avail.x * 0.5f, std::min(avail.x - 70, h * it.cols / std::max(1, it.rows) * 4));
+  ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + margin.x, ImGui::GetCursorPosY() + margin.y));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::Image(tex_.id(), ImVec2(w, h));
   if (ImGui::IsItemHovered()) {
@@ -154,8 +157,9 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
       ui.diff_head = c;
     }
   }
-  // legend
+  // axes: heads across, tokens down (each texture row holds tokens_per_row tokens), and the legend
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  draw_axes(dl, p0, ImVec2(w, h), it.cols, it.rows * it.tokens_per_row, "head", "token");
   const float lx = p0.x + w + 10;
   for (int i = 0; i < 64; ++i) {
     const float y0 = p0.y + h * (63 - i) / 64.f;
@@ -166,6 +170,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   std::snprintf(bot, sizeof bot, "1e%.0f", it.lo);
   dl->AddText(ImVec2(lx + 18, p0.y), IM_COL32(220, 220, 220, 255), top);
   dl->AddText(ImVec2(lx + 18, p0.y + h - 14), IM_COL32(220, 220, 220, 255), bot);
+  ImGui::Dummy(ImVec2(0, 14));  // the y axis title's line
   ImGui::Text("rows: tokens (%d per row), columns: heads; log scale", it.tokens_per_row);
   ImGui::NextColumn();
   ImGui::Text("histogram of log10 |error| per (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);

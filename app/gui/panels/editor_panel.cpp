@@ -8,6 +8,7 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/rng.h"
+#include "desktop.h"
 
 namespace attnscope::gui {
 
@@ -123,31 +124,51 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
   if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
                 static_cast<long long>(c.total_kv()));
-    if (ImGui::BeginTable("reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV,
-                          ImVec2(0, 170))) {
-      ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed, 24);
+    // filter and sort (click a header): a case can hold hundreds of requests
+    ImGui::SetNextItemWidth(-110);
+    ImGui::InputTextWithHint("filter", "q=1 kv>=4096", &filter_);
+    std::string filter_error;
+    const std::vector<int> rows = request_rows(c, sort_col_, sort_ascending_, filter_, &filter_error);
+    if (!filter_error.empty())
+      ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", filter_error.c_str());
+    else if (!filter_.empty())
+      ImGui::TextDisabled("%zu of %zu requests", rows.size(), c.requests.size());
+    if (ImGui::BeginTable(
+            "reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Sortable,
+            ImVec2(0, 170))) {
+      ImGui::TableSetupScrollFreeze(0, 1);
+      ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort, 30);
       ImGui::TableSetupColumn("q_len");
       ImGui::TableSetupColumn("kv_len");
-      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed, 44);
+      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 44);
       ImGui::TableHeadersRow();
-      int remove = -1, dup = -1;
-      for (size_t i = 0; i < c.requests.size(); ++i) {
-        ImGui::PushID(static_cast<int>(i));
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        ImGui::Text("%zu", i);
-        ImGui::TableNextColumn();
-        ImGui::SetNextItemWidth(-1);
-        ch |= ImGui::InputInt("##q", &c.requests[i].q_len, 0);
-        ImGui::TableNextColumn();
-        ImGui::SetNextItemWidth(-1);
-        ch |= ImGui::InputInt("##kv", &c.requests[i].kv_len, 0);
-        ImGui::TableNextColumn();
-        if (ImGui::SmallButton("+")) dup = static_cast<int>(i);
-        ImGui::SameLine();
-        if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
-        ImGui::PopID();
+      if (ImGuiTableSortSpecs* sort = ImGui::TableGetSortSpecs(); sort && sort->SpecsCount > 0) {
+        sort_col_ = sort->Specs[0].ColumnIndex;
+        sort_ascending_ = sort->Specs[0].SortDirection != ImGuiSortDirection_Descending;
       }
+      int remove = -1, dup = -1;
+      ImGuiListClipper clip;  // only the visible rows are laid out
+      clip.Begin(static_cast<int>(rows.size()));
+      while (clip.Step())
+        for (int k = clip.DisplayStart; k < clip.DisplayEnd; ++k) {
+          const size_t i = static_cast<size_t>(rows[k]);
+          ImGui::PushID(static_cast<int>(i));
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          ImGui::Text("%zu", i);
+          ImGui::TableNextColumn();
+          ImGui::SetNextItemWidth(-1);
+          ch |= ImGui::InputInt("##q", &c.requests[i].q_len, 0);
+          ImGui::TableNextColumn();
+          ImGui::SetNextItemWidth(-1);
+          ch |= ImGui::InputInt("##kv", &c.requests[i].kv_len, 0);
+          ImGui::TableNextColumn();
+          if (ImGui::SmallButton("+")) dup = static_cast<int>(i);
+          ImGui::SameLine();
+          if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+          ImGui::PopID();
+        }
+      clip.End();
       ImGui::EndTable();
       if (dup >= 0) {
         c.requests.insert(c.requests.begin() + dup + 1, c.requests[dup]);

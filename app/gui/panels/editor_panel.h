@@ -28,7 +28,10 @@ class EditorPanel {
 
  private:
   GeneratorSettings gen_;
-  int sel_ = 0;  // request whose advanced fields are shown
+  int sel_ = 0;         // request whose advanced fields are shown
+  std::string filter_;  // request table filter ("q=1 kv>=4096")
+  int sort_col_ = 0;    // 0 index, 1 q_len, 2 kv_len
+  bool sort_ascending_ = true;
 };
 
 }  // namespace attnscope::gui

@@ -8,6 +8,7 @@
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/workload.h"
+#include "draw/axes.h"
 #include "draw/colormap.h"
 
 namespace attnscope::gui {
@@ -121,10 +122,12 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       m.q_per_cell, m.k_per_cell);
   ImGui::BeginChild("maskview", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 3), true,
                     ImGuiWindowFlags_HorizontalScrollbar);
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const ImVec2 margin = axes_margin();
+  const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
   const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
   const float cell = std::max(0.5f, base) * ui.mask_zoom;
   const ImVec2 size(cell * m.cols, cell * m.rows);
+  ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + margin.x, ImGui::GetCursorPosY() + margin.y));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::Image(tex_.id(), size);
   const bool hovered = ImGui::IsItemHovered();
@@ -138,6 +141,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     if (io.KeyCtrl && io.MouseWheel != 0) ui.mask_zoom = std::clamp(ui.mask_zoom * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.f, 16.f);
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  draw_axes(dl, p0, size, m.kv_len, m.q_len, "key k", "query q");
   // plan overlay: q-tile boundaries (white) and virtual-batch boundaries (red), KV tiles (grey)
   for (int qs : m.q_tile_starts) {
     const float y = p0.y + size.y * qs / std::max(1, m.q_len);
@@ -171,7 +175,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
             const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
             const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
             dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
-                        tc == TileClass::kFull ? IM_COL32(90, 220, 120, 170) : IM_COL32(255, 150, 50, 200));
+                        pack_abgr(tc == TileClass::kFull ? block_full_colour() : block_partial_colour()));
           }
         }
       }
@@ -191,11 +195,11 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   ImGui::EndChild();
   ImGui::TextWrapped(
       "Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red); zoom in to see blocks "
-      "outlined green (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity "
+      "outlined %s (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity "
       "%.1f%%.",
-      s.plan.split.cta_tile_q, m.kv_tile, static_cast<long long>(s.plan.blocks.full),
-      static_cast<long long>(s.plan.blocks.partial), static_cast<long long>(s.plan.blocks.empty),
-      100.0 * s.plan.blocks.sparsity());
+      s.plan.split.cta_tile_q, m.kv_tile, palette() == Palette::kColourBlind ? "sky blue" : "green",
+      static_cast<long long>(s.plan.blocks.full), static_cast<long long>(s.plan.blocks.partial),
+      static_cast<long long>(s.plan.blocks.empty), 100.0 * s.plan.blocks.sparsity());
 }
 
 }  // namespace attnscope::gui

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
+#include "draw/axes.h"
 #include "draw/colormap.h"
 
 namespace attnscope::gui {
@@ -50,13 +52,28 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
   ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
               it.has_null ? ", page 0 is the null page" : "",
               s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
-  const float avail = ImGui::GetContentRegionAvail().x;
+  const float avail = ImGui::GetContentRegionAvail().x - 48;  // the left margin holds the row's first page index
   const int max_cells = 4096;
   const int shown = std::min(it.num_pages, max_cells);
   const float cell = std::clamp(std::sqrt(avail * 220.f / std::max(1, shown)), 3.f, 22.f);
   const int per_row = std::max(1, static_cast<int>(avail / cell));
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + 48, ImGui::GetCursorPosY() + 16));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  {  // axes: page index of each row's first cell on the left, the column offset on top
+    char b[24];
+    const int rows = (shown + per_row - 1) / per_row;
+    const int every = std::max(1, static_cast<int>(16 / cell));
+    for (int r = 0; r < rows; r += every) {
+      std::snprintf(b, sizeof b, "%d", r * per_row);
+      dl->AddText(ImVec2(p0.x - 44, p0.y + r * cell - 2), IM_COL32(185, 185, 185, 255), b);
+    }
+    for (int c : nice_ticks(per_row, std::max(1, static_cast<int>(per_row * cell / 40)))) {
+      std::snprintf(b, sizeof b, "+%d", c);
+      dl->AddText(ImVec2(p0.x + c * cell, p0.y - 16), IM_COL32(185, 185, 185, 255), b);
+    }
+    dl->AddText(ImVec2(p0.x - 44, p0.y - 16), IM_COL32(150, 150, 150, 255), "page");
+  }
   int hovered = -1;
   const ImVec2 mp = ImGui::GetIO().MousePos;
   for (int p = 0; p < shown; ++p) {
