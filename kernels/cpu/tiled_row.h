@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "attnscope/softmax_trace.h"
+#include "attnscope/softmax_steps.h"
 #include "cpu_common.h"
 
 namespace attnscope::cpu {
