@@ -94,8 +94,11 @@ constexpr int kStride = D + 8;
 // schedule FlashAttention-2 uses at this size): 101 KB of shared memory instead of 169 KB, so two
 // CTAs share an SM and one's copies overlap the other's math. Same MMAs in the same order: the
 // same bits as the double-buffered form.
+// Head dim <= 64 with 8 warps asks for two CTAs per SM (__launch_bounds__ min blocks 2: at most 128
+// registers, from 145; 64 bytes of spills, outside the key loop): 16 resident warps instead of 8.
+// Measured on the H100: hd 64 prefill 1.89 -> 1.50 ms causal, 3.46 -> 2.69 ms non-causal.
 template <int D, class T, int WM, int WN, int RB, bool kPlain>
-__global__ void __launch_bounds__(WM* WN * 32) flash_kernel(const FlashParams p) {
+__global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
   constexpr int S = kStride<D>;
