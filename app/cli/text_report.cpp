@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "attnscope/compare.h"
+#include "attnscope/mask_expr.h"
 
 namespace attnscope::cli {
 
@@ -107,7 +108,20 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   } else {
     o << "no sliding window (FlashInfer window_left -1, FlashAttention window_size (-1, -1))";
   }
-  o << "; sm_scale " << fmt("%.6g", c.sm_scale_or_default()) << "\n\n";
+  o << "; sm_scale " << fmt("%.6g", c.sm_scale_or_default()) << "\n";
+  // the built-in mask as a mask_mod expression (absolute positions), once per distinct text
+  std::string last;
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    const std::string e = builtin_mask_expr(c, r);
+    if (e == last) continue;
+    o << "      as an expression"
+      << (c.requests.size() > 1
+              ? " (request " + std::to_string(r) + (r + 1 < static_cast<int>(c.requests.size()) ? " on" : "") + ")"
+              : std::string())
+      << ": " << e << "\n";
+    last = e;
+  }
+  o << "\n";
 
   const auto& pt = p.pages;
   o << "PAGE TABLE  page_size " << pt.page_size << ", " << pt.num_pages << " physical pages";
