@@ -165,8 +165,10 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
         // itself failed with an error, which is a failure like any other.
         v.pass = false;
         v.skipped = !lowp || lowp->status != Status::kError;
-        v.detail = "not compared: " + (lowp ? k.lowp + ": " + (lowp->message.empty() ? std::string(status_name(lowp->status)) : lowp->message)
-                                            : k.lowp + " was not run") + ", so there is no bound";
+        const std::string why =
+            !lowp ? k.lowp + " was not run"
+                  : k.lowp + ": " + (lowp->message.empty() ? std::string(status_name(lowp->status)) : lowp->message);
+        v.detail = "not compared: " + why + ", so there is no bound";
         break;
       }
       const DiffReport lr =
