@@ -67,9 +67,11 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   // kernel's key-split warps), each with its own online state; merged in way order below.
   const int W = sp.kv_warp_split, per = kKvTile / W;
   sc.s.resize(kKvTile);
-  sc.way_o.assign(W, std::vector<float>(a.Dv, 0.f));
+  sc.way_o.resize(W);
+  for (auto& o : sc.way_o) o.assign(a.Dv, 0.f);  // keeps the capacity of the previous row
   sc.way_m.assign(W, -INFINITY);
   sc.way_d.assign(W, 0.f);
+  sc.scale.assign(W, 1.f);
   for (int w = 0; w < W; ++w) {
     float& mx = sc.way_m[w];
     float& den = sc.way_d[w];
@@ -128,12 +130,12 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       }
     }
   }
-  // merge the ways in order: M = max m_w, scale_w = exp2(m_w - M)
+  // merge the ways in order: M = max m_w, scale_w = exp2(m_w - M); the result goes to way 0's
+  // buffer (element d is read from every way before it is written)
   RowState r;
   r.mx = sc.way_m[0];
   r.den = sc.way_d[0];
-  r.o = sc.way_o[0];
-  std::vector<float> scale(W, 1.f);
+  std::vector<float>& scale = sc.scale;
   if (W > 1) {
     float M = -INFINITY;
     for (int w = 0; w < W; ++w) M = std::max(M, sc.way_m[w]);
@@ -145,10 +147,11 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
     for (int d = 0; d < a.Dv; ++d) {
       float acc = 0.f;
       for (int w = 0; w < W; ++w) acc += sc.way_o[w][d] * scale[w];
-      r.o[d] = acc;
+      sc.way_o[0][d] = acc;
     }
     r.mx = M;
   }
+  r.o = sc.way_o[0].data();
   if (part) {
     part->chunk = it.kv_chunk;
     part->kv_begin = it.kv_begin;

@@ -29,17 +29,18 @@ struct TiledArith {
 // The logit of (query vector qv at q_abs, key) in base 2: scale, soft-cap, ALiBi, times log2(e).
 float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int kvh, int q_abs, float slope);
 
-// One row's state after a work item: unnormalised O, running max (base 2) and denominator.
+// One row's state after a work item: unnormalised O (Dv values in the scratch, valid until its
+// next row), running max (base 2) and denominator.
 struct RowState {
-  std::vector<float> o;
+  const float* o = nullptr;
   float mx = -INFINITY, den = 0.f;
 };
 
-// Scratch reused across the rows of one thread.
+// Scratch reused across the rows of one thread: cpu.tiled's inner loop allocates nothing per row.
 struct RowScratch {
   std::vector<float> s;
-  std::vector<std::vector<float>> way_o;
-  std::vector<float> way_m, way_d;
+  std::vector<std::vector<float>> way_o;  // way 0 ends holding the merged row
+  std::vector<float> way_m, way_d, scale;
 };
 
 // Row `row` (packed: q_local * G + g) of work item `it` for KV head `kvh`: each of the plan's
