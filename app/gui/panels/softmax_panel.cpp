@@ -209,6 +209,7 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
     try {
       trace_ = job_.get();
       have_trace_ = true;
+      view_valid_ = false;
       error_.clear();
     } catch (const std::exception& e) {
       have_trace_ = false;
@@ -232,16 +233,21 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   }
   if (!have_trace_) return;
 
-  SoftmaxView v = build_softmax_view(trace_, ui.sm_step);
-  const int n = static_cast<int>(v.events.size());
+  // the view of the wanted step (-1: the last), rebuilt only when it changes: a long row has
+  // thousands of events and a logit per key
+  if (!view_valid_ || (ui.sm_step >= 0 ? ui.sm_step : static_cast<int>(view_.events.size()) - 1) != view_.step) {
+    view_ = build_softmax_view(trace_, ui.sm_step);
+    view_valid_ = true;
+  }
+  const int n = static_cast<int>(view_.events.size());
+  int step = view_.step;
   // stepping: buttons, slider, Left / Right (Home / End) while the panel has focus
   if (ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) && !ImGui::IsAnyItemActive()) {
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) v.step = std::max(0, v.step - 1);
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) v.step = std::min(n - 1, v.step + 1);
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) v.step = 0;
-    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End))) v.step = n - 1;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) step = std::max(0, step - 1);
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) step = std::min(n - 1, step + 1);
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) step = 0;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End))) step = n - 1;
   }
-  int step = v.step;
   if (ImGui::Button("|<")) step = 0;
   ImGui::SameLine();
   if (ImGui::Button("<")) step = std::max(0, step - 1);
@@ -252,8 +258,9 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(260);
   ImGui::SliderInt("step (Left / Right)", &step, 0, n - 1);
-  if (step != v.step) v = build_softmax_view(trace_, step);
-  ui.sm_step = v.step;
+  if (step != view_.step) view_ = build_softmax_view(trace_, step);
+  ui.sm_step = view_.step;
+  const SoftmaxView& v = view_;
   ImGui::TextWrapped("%s", v.header.c_str());
   ImGui::Separator();
 

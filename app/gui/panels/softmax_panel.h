@@ -55,6 +55,8 @@ class SoftmaxPanel {
   std::future<SoftmaxTrace> job_;
   bool have_trace_ = false;
   SoftmaxTrace trace_;
+  SoftmaxView view_;  // built when the trace or the step changes, not every frame
+  bool view_valid_ = false;
   std::string error_;
 };
 
