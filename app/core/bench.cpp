@@ -10,6 +10,16 @@
 
 namespace attnscope {
 
+WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
+  WorkCounts w;
+  const int eb = dtype_bytes(c.dtype);
+  w.allowed_pairs = allowed_pairs(c, p);
+  w.flops = 2.0 * static_cast<double>(w.allowed_pairs) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
+  w.kv_bytes = static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  w.bytes = w.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  return w;
+}
+
 BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps) {
   BenchReport r;
   r.case_name = c.name;
@@ -23,11 +33,11 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
   const auto devs = query_devices(&why);
   r.device = devs.empty() ? why : devs[0].name;
   r.copy_gbps = devs.empty() ? 0 : measure_copy_bandwidth_gbps(&why);
-  r.allowed_pairs = allowed_pairs(c, p);
-  const int eb = dtype_bytes(c.dtype);
-  r.flops = 2.0 * static_cast<double>(r.allowed_pairs) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
-  r.kv_bytes = static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
-  r.bytes = r.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  const WorkCounts w = work_counts(c, p);
+  r.allowed_pairs = w.allowed_pairs;
+  r.flops = w.flops;
+  r.kv_bytes = w.kv_bytes;
+  r.bytes = w.bytes;
   for (const auto& id : backends) {
     BenchRow row;
     row.backend = id;

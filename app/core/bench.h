@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/plan.h"
 #include "case_json.h"
 
 namespace attnscope {
@@ -30,6 +31,15 @@ struct BenchReport {
   double flops = 0, bytes = 0, kv_bytes = 0;
   std::vector<BenchRow> rows;
 };
+
+// The work a case asks for, in the units every rate of attnscope is counted in (bench, sweep,
+// the Timing tab): allowed (q, k) pairs per head; FLOPs = 2 x pairs x qo heads x (d_qk + d_vo); the
+// least bytes moved = K/V of the live tokens + Q and O.
+struct WorkCounts {
+  int64_t allowed_pairs = 0;
+  double flops = 0, bytes = 0, kv_bytes = 0;
+};
+WorkCounts work_counts(const CaseSpec& c, const Plan& p);
 
 BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps);
 nlohmann::ordered_json bench_to_json(const BenchReport& r);

@@ -7,6 +7,7 @@
 
 #include "attnscope/compare.h"
 #include "attnscope/plan.h"
+#include "bench.h"
 
 namespace attnscope {
 
@@ -167,10 +168,7 @@ SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const S
     pt.split_kv = sp.split_kv;
     pt.plan_us = s->plan.plan_us;
     const CaseSpec& c = s->spec();
-    const double flops = 2.0 * static_cast<double>(allowed_pairs(c, s->plan)) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
-    const double bytes =
-        (static_cast<double>(c.total_kv()) * c.num_kv_heads + static_cast<double>(c.total_q()) * c.num_qo_heads) *
-        (c.head_dim_qk + c.head_dim_vo) * dtype_bytes(c.dtype);
+    const WorkCounts work = work_counts(c, s->plan);
     for (const Result& r : s->results) {
       SweepBackend b;
       b.backend = r.backend;
@@ -181,8 +179,8 @@ SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const S
         b.device_ms = r.timing.device_ms;
         const double ms = b.device_ms > 0 ? b.device_ms : b.host_ms;
         if (ms > 0) {
-          b.tflops = flops / (ms * 1e-3) / 1e12;
-          b.gbps = bytes / (ms * 1e-3) / 1e9;
+          b.tflops = work.flops / (ms * 1e-3) / 1e12;
+          b.gbps = work.bytes / (ms * 1e-3) / 1e9;
         }
       }
       pt.backends.push_back(b);

@@ -13,9 +13,9 @@ TimingItems build_timing_items(const Session& s) {
   TimingItems it;
   const CaseSpec& c = s.spec();
   it.plan_us = s.plan.plan_us;
-  it.flops = 2.0 * static_cast<double>(allowed_pairs(c, s.plan)) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
-  it.bytes = dtype_bytes(c.dtype) * (static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) +
-                                     static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo));
+  const WorkCounts w = work_counts(c, s.plan);
+  it.flops = w.flops;
+  it.bytes = w.bytes;
   for (const auto& r : s.results) {
     TimingRow row;
     row.backend = r.backend;
