@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "../core/explain.h"
+
 namespace attnscope::cli {
 
 namespace {
@@ -41,13 +43,7 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
   o << "plan    tile " << t.tile_q << ", chunk " << t.chunk_pages << " pages, "
     << (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split"));
   if (t.kv_warp_split > 1) o << ", " << t.kv_warp_split << " key-split ways per KV tile (merged in way order)";
-  o << "\n        logits in base 2: ";
-  if (t.soft_cap <= 0 && !t.alibi)
-    o << "q.k x sm_scale x log2(e) = q.k x " << g(t.scale_log2, 0);
-  else
-    o << (t.soft_cap > 0 ? g(t.soft_cap, 0) + " x tanh(q.k x " + g(t.sm_scale, 0) + " / " + g(t.soft_cap, 0) + ")"
-                         : "q.k x " + g(t.sm_scale, 0))
-      << (t.alibi ? " + slope x (k - q_abs)" : "") << ", times log2(e)";
+  o << "\n        logits in base 2: " << logit_formula(t);
   o << "\n        m: running max, d: running sum of exp2(logit - m), rescale = exp2(m_old - m_new); masked keys are -inf\n";
   size_t step = 0;
   for (const auto& p : t.partials) {

@@ -217,11 +217,10 @@ int cmd_sweep(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());  // the case itself must be valid
   const auto set = a.value("set");
   if (!set) throw UsageError("--set: required (sweep --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR)");
+  const nlohmann::json base = nlohmann::json::parse(case_to_json(f.spec).dump());
   SweepSpec spec;
   try {
-    spec = parse_sweep_set(*set);
-    nlohmann::json probe = case_to_json(f.spec);
-    set_case_path(probe, spec.path, spec.values.front());  // the path exists: fail before running anything
+    spec = prepare_sweep(base, *set);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -236,7 +235,7 @@ int cmd_sweep(const Args& a) {
   opt.session.bench_reps = a.int_value("reps", 1, 10000).value_or(0);
   if (isatty(2) && !a.flag("json"))
     opt.progress = [](int i, int n) { std::cerr << "\r  value " << i << " of " << n << "   " << std::flush; };
-  const SweepReport r = run_sweep(nlohmann::json::parse(case_to_json(f.spec).dump()), spec, opt);
+  const SweepReport r = run_sweep(base, spec, opt);
   if (isatty(2) && !a.flag("json")) std::cerr << "\r" << std::string(30, ' ') << "\r";
   if (auto path = a.value("csv")) write_text_file(*path, sweep_to_csv(r));
   if (a.flag("json"))

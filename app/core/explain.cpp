@@ -2,6 +2,7 @@
 #include "explain.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +36,18 @@ SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head) {
                                 std::to_string(kMaxExplainBytes >> 20) + " MiB explain generates; use fewer tokens");
   const Workload w = make_workload(c, p.pages);
   return explain_row(c, p, w, request, query, head);
+}
+
+std::string logit_formula(const SoftmaxTrace& t) {
+  auto g = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.5g", v);
+    return std::string(b);
+  };
+  if (t.soft_cap <= 0 && !t.alibi) return "q.k x sm_scale x log2(e) = q.k x " + g(t.scale_log2);
+  return (t.soft_cap > 0 ? g(t.soft_cap) + " x tanh(q.k x " + g(t.sm_scale) + " / " + g(t.soft_cap) + ")"
+                         : "q.k x " + g(t.sm_scale)) +
+         (t.alibi ? " + slope x (k - q_abs)" : "") + ", times log2(e)";
 }
 
 nlohmann::json trace_to_json(const SoftmaxTrace& t) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "attnscope/softmax_trace.h"
 
@@ -12,6 +13,10 @@ namespace attnscope {
 // `head`. Throws std::invalid_argument naming the argument for a row that does not exist, or when
 // the case's inputs exceed the CPU limit.
 SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head);
+
+// How the trace's logits are formed, in words: "q.k x sm_scale x log2(e) = q.k x 0.12752", or with
+// the soft-cap and the ALiBi term. The CLI and the Softmax tab print the same line.
+std::string logit_formula(const SoftmaxTrace& t);
 
 // schema attnscope/explain@1: the row, the plan, every tile step, the partials, the merge, the final
 // and exact results. Infinities are written as the strings "-inf" / "inf".

@@ -128,6 +128,13 @@ SweepSpec parse_sweep_set(const std::string& arg) {
   return s;
 }
 
+SweepSpec prepare_sweep(const nlohmann::json& base, const std::string& arg) {
+  SweepSpec s = parse_sweep_set(arg);
+  nlohmann::json probe = base;
+  set_case_path(probe, s.path, s.values.front());
+  return s;
+}
+
 void set_case_path(nlohmann::json& j, const std::string& path, const nlohmann::json& value) {
   if (path.empty() || path[0] != '/') throw std::invalid_argument("--set " + path + ": the path starts with /");
   auto parts = split(path.substr(1), '/');

@@ -27,6 +27,10 @@ struct SweepSpec {
 // Throws std::invalid_argument naming the rule broken.
 SweepSpec parse_sweep_set(const std::string& arg);
 
+// parse_sweep_set, then a check that the path exists in `base` (the case JSON), so a typo fails
+// before anything runs. Throws std::invalid_argument.
+SweepSpec prepare_sweep(const nlohmann::json& base, const std::string& arg);
+
 // Sets every location `path` names in `j` to `value`; creates missing object keys on the way.
 // Throws std::invalid_argument naming the path and why it does not exist.
 void set_case_path(nlohmann::json& j, const std::string& path, const nlohmann::json& value);

@@ -50,10 +50,7 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
              ", chunk " + std::to_string(t.chunk_pages) + " pages, " +
              (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split")) +
              (t.kv_warp_split > 1 ? ", " + std::to_string(t.kv_warp_split) + " key-split ways per KV tile" : std::string()) +
-             "\nlogits in base 2: " +
-             (t.soft_cap > 0 ? num(t.soft_cap) + " x tanh(q.k x " + num(t.sm_scale) + " / " + num(t.soft_cap) + ")"
-                             : "q.k x " + num(t.sm_scale)) +
-             (t.alibi ? " + slope x (k - q_abs)" : "") + " x log2(e); m running max, d running sum of exp2(logit - m)";
+             "\nlogits in base 2: " + logit_formula(t) + "; m running max, d running sum of exp2(logit - m)";
   // events in the order the plan computes them
   size_t s = 0;
   for (size_t pi = 0; pi < t.partials.size(); ++pi) {

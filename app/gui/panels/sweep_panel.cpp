@@ -140,10 +140,8 @@ void SweepPanel::start(const Session& s) {
   saved_.clear();
   SweepSpec spec;
   try {
-    spec = parse_sweep_set(path_ + "=" + values_);
     base_ = nlohmann::json::parse(case_to_json(s.spec()).dump());
-    nlohmann::json probe = base_;
-    set_case_path(probe, spec.path, spec.values.front());
+    spec = prepare_sweep(base_, path_ + "=" + values_);
   } catch (const std::exception& e) {
     error_ = e.what();
     return;
