@@ -191,7 +191,8 @@ CaseFile parse_case(const json& j) {
     kc.max_num_blocks_per_seq = k.opt_int("max_num_blocks_per_seq");
   }
   if (top.has("attention")) {
-    Obj a(top.raw("attention"), "/attention", {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi"});
+    Obj a(top.raw("attention"), "/attention",
+          {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi", "mask_mod", "score_mod"});
     auto& at = c.attention;
     at.causal = a.get_bool("causal", true);
     at.window = a.opt_int("window");
@@ -200,6 +201,8 @@ CaseFile parse_case(const json& j) {
     at.soft_cap = a.opt_num("soft_cap");
     at.sm_scale = a.opt_num("sm_scale");
     at.alibi = a.get_bool("alibi", false);
+    if (a.has("mask_mod")) at.mask_mod = a.get_str("mask_mod", "");
+    if (a.has("score_mod")) at.score_mod = a.get_str("score_mod", "");
   }
   if (top.has("split")) {
     Obj s(top.raw("split"), "/split", {"planner", "fixed_split_size", "fixed_tile_q", "num_sms", "cuda_graph", "partials"});
@@ -350,6 +353,8 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["attention"] = {{"causal", a.causal},       {"window", opt(a.window)},     {"local_chunk", opt(a.local_chunk)},
                     {"prefix_lm", a.prefix_lm}, {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)},
                     {"alibi", a.alibi}};
+  if (a.mask_mod) j["attention"]["mask_mod"] = *a.mask_mod;
+  if (a.score_mod) j["attention"]["score_mod"] = *a.score_mod;
   const auto& s = c.split;
   j["split"] = {{"planner", planner_name(s.planner)},  {"fixed_split_size", opt(s.fixed_split_size)},
                 {"fixed_tile_q", opt(s.fixed_tile_q)}, {"num_sms", s.num_sms},

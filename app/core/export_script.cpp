@@ -765,8 +765,18 @@ ScriptApi script_api(const CaseSpec& c, const std::string& target) {
   return c.attention.soft_cap || c.attention.alibi ? ScriptApi::kFlexAttention : ScriptApi::kSdpa;
 }
 
+// The scripts write attnscope's mask and logit in numpy / PyTorch from the case's fields; they do
+// not translate expressions, so a case with one is refused rather than scripted without it.
+void require_no_expressions(const CaseSpec& c) {
+  if (c.attention.mask_mod || c.attention.score_mod)
+    throw std::runtime_error(std::string("the repro script does not translate /attention/") +
+                             (c.attention.mask_mod ? "mask_mod" : "score_mod") +
+                             " yet; export the case instead (run --export FILE), which replays it bit for bit");
+}
+
 std::string make_repro_script(const Session& s, const std::string& target) {
   const CaseSpec& c = s.spec();
+  require_no_expressions(c);
   const Choice ch = choose(c, s.plan, target);
   const bool runs = ch.refusal.empty();
   std::string py = header(s, target, ch) + constants(s, target, ch) + batch_fns(c);
@@ -779,6 +789,7 @@ std::string make_repro_script(const Session& s, const std::string& target) {
 }
 
 int export_script(const Session& s, const std::string& dir, const std::string& target) {
+  require_no_expressions(s.spec());
   prepare_output_dir(dir);
   const CaseSpec& c = s.spec();
   const Workload w = make_workload(c, s.plan.pages);

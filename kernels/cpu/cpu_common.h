@@ -49,6 +49,13 @@ struct KvAccess {
   }
 };
 
+// The plan's score_mod applied to one scaled logit x (q.k * sm_scale) of request r, head h, query
+// at qa, key k, in doubles; x unchanged without one.
+inline double apply_score_mod(const CaseSpec& c, const Plan& p, int r, int h, int qa, int k, double x) {
+  if (!p.score_mod) return x;
+  return p.score_mod->eval(expr_env(c, r, h, qa, k, x));
+}
+
 // A result with O and LSE poisoned (NaN) so any element a backend forgets to write shows up.
 inline Result poisoned_result(const std::string& id, const CaseSpec& c) {
   Result r;

@@ -16,6 +16,8 @@ class Lowp final : public Backend {
   std::string id() const override { return "cpu.lowp"; }
   std::string describe() const override { return "naive attention rounded like an eager low-precision implementation"; }
   std::string check(const CaseSpec&) const override { return ""; }
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kFull; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
     Result res = poisoned_result(id(), c);
@@ -53,12 +55,17 @@ class Lowp final : public Backend {
       std::vector<float> s(hi - lo);
       float mx = -INFINITY;
       for (int k = lo; k < hi; ++k) {
+        if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
+          s[k - lo] = -INFINITY;
+          continue;
+        }
         const float* kr = kv.k(r, k, h / G);
         float dot = 0;
         for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
         float x = rd(dot);  // score matrix in the dtype
         if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
         if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));
+        if (p.score_mod) x = rd(static_cast<float>(apply_score_mod(c, p, r, h, qa, k, x)));  // a dtype tensor
         s[k - lo] = x;
         mx = std::max(mx, x);
       }

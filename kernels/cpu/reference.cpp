@@ -13,6 +13,8 @@ class Reference final : public Backend {
   std::string id() const override { return "cpu.reference"; }
   std::string describe() const override { return "fp64 naive softmax on the CPU (ground truth)"; }
   std::string check(const CaseSpec&) const override { return ""; }
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kFull; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
     Result res = poisoned_result(id(), c);

@@ -31,12 +31,17 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
   std::vector<double> s(hi - lo);
   double mx = -INFINITY;
   for (int k = lo; k < hi; ++k) {
+    if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
+      s[k - lo] = -INFINITY;
+      continue;
+    }
     const float* kr = kv.k(r, k, h / G);
     double dot = 0;
     for (int d = 0; d < Dq; ++d) dot += static_cast<double>(qv[d]) * kr[d];
     double x = dot * scale;
     if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
     if (c.attention.alibi) x += slope * (k - qa);
+    x = apply_score_mod(c, p, r, h, qa, k, x);
     s[k - lo] = x;
     mx = std::max(mx, x);
   }

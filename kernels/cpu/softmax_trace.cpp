@@ -114,9 +114,9 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   const float* qv = w.q_row(tr.token, head, c);
   const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(head, a.Hq)) : 0.f;
   for (int k = un.kv_begin; k < un.kv_begin + un.kv_len; ++k) {
-    const bool seen = k >= tr.visible_lo && k < tr.visible_hi;
+    const bool seen = k >= tr.visible_lo && k < tr.visible_hi && mask_bit(p.masks[request], tr.q_abs, k);
     tr.keys.push_back(k);
-    tr.logits.push_back(seen ? cpu::tiled_logit(a, qv, request, k, kvh, tr.q_abs, slope) : -INFINITY);
+    tr.logits.push_back(seen ? cpu::tiled_logit(a, qv, request, k, head, tr.q_abs, slope) : -INFINITY);
     tr.probs.push_back(seen ? probs[k - tr.visible_lo] : 0.0);
   }
   return tr;

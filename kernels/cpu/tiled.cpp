@@ -17,6 +17,8 @@ class Tiled final : public Backend {
   std::string id() const override { return "cpu.tiled"; }
   std::string describe() const override { return "fp32 online softmax following the split plan (tiles, chunks, merge)"; }
   std::string check(const CaseSpec&) const override { return ""; }
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kFull; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
     Result res = poisoned_result(id(), c);

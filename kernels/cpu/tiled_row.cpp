@@ -37,17 +37,18 @@ TiledArith::TiledArith(const CaseSpec& c_, const Plan& p_, const Workload& w_)
       scale(static_cast<float>(c_.sm_scale_or_default())),
       scale_log2(scale * static_cast<float>(kLog2e)),
       cap(c_.attention.soft_cap ? static_cast<float>(*c_.attention.soft_cap) : 0.f),
-      plain(!c_.attention.soft_cap && !c_.attention.alibi),
+      plain(!c_.attention.soft_cap && !c_.attention.alibi && !p_.score_mod),
       unit_tok(unit_first_tokens(c_, p_)) {}
 
-float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int kvh, int q_abs, float slope) {
-  const float* kr = a.kv.k(request, key, kvh);
+float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
+  const float* kr = a.kv.k(request, key, h / a.G);
   float dot = 0.f;
   for (int d = 0; d < a.Dq; ++d) dot += qv[d] * kr[d];
   if (a.plain) return dot * a.scale_log2;  // one rounding, as the kernel's plain path
   float x = dot * a.scale;
   if (a.cap > 0) x = a.cap * std::tanh(x / a.cap);
   if (a.c.attention.alibi) x += slope * static_cast<float>(key - q_abs);
+  if (a.p.score_mod) x = static_cast<float>(apply_score_mod(a.c, a.p, request, h, q_abs, key, x));
   return x * static_cast<float>(kLog2e);  // base 2 from here on
 }
 
@@ -82,8 +83,8 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       float tile_max = -INFINITY;
       int visible = 0;
       for (int k = k0; k < k1; ++k) {
-        const bool seen = k >= lo && k < hi;
-        const float x = seen ? tiled_logit(a, qv, un.request, k, kvh, qa, slope) : -INFINITY;
+        const bool seen = k >= lo && k < hi && mask_bit(m, qa, k);
+        const float x = seen ? tiled_logit(a, qv, un.request, k, h, qa, slope) : -INFINITY;
         visible += seen;
         sc.s[k - k0] = x;
         tile_max = std::max(tile_max, x);

@@ -22,12 +22,13 @@ struct TiledArith {
   DType dt;
   int G, Hq, Dq, Dv;
   float scale, scale_log2, cap;
-  bool plain;                     // no soft-cap and no ALiBi: the logit is one multiply (as the kernel's plain path)
+  bool plain;                     // no soft-cap, ALiBi or score_mod: the logit is one multiply (the kernel's plain path)
   std::vector<int64_t> unit_tok;  // first output token of each unit
 };
 
-// The logit of (query vector qv at q_abs, key) in base 2: scale, soft-cap, ALiBi, times log2(e).
-float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int kvh, int q_abs, float slope);
+// The logit of (query vector qv of qo head h at q_abs, key) in base 2: scale, soft-cap, ALiBi or the
+// score_mod, times log2(e).
+float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope);
 
 // One row's state after a work item: unnormalised O (Dv values in the scratch, valid until its
 // next row), running max (base 2) and denominator.

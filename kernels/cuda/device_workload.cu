@@ -94,7 +94,11 @@ dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((
 
 int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
   const int64_t slots = static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size * c.num_kv_heads;
-  return dtype_bytes(c.dtype) * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo));
+  int64_t mask_bytes = 0;
+  if (p.mask_store)
+    for (const MaskBits& mb : *p.mask_store) mask_bytes += static_cast<int64_t>(mb.bits.size()) * 8 + mb.bounds.size() * 4;
+  return dtype_bytes(c.dtype) * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo)) +
+         mask_bytes;
 }
 
 void require_device_memory(int64_t need, const std::string& what) {
@@ -134,6 +138,24 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   std::vector<RowMask> masks = p.masks;
   for (int r = 0; r < R; ++r)
     if (masks[r].doc_starts) masks[r].doc_starts = w.docs.as<int>() + doc_off[r];
+  if (p.mask_store) {  // a mask_mod's bits and row bounds, one flat buffer each
+    std::vector<uint64_t> bits;
+    std::vector<int> bounds;
+    std::vector<size_t> bits_off(R), bounds_off(R);
+    for (int r = 0; r < R; ++r) {
+      const MaskBits& mb = (*p.mask_store)[r];
+      bits_off[r] = bits.size();
+      bounds_off[r] = bounds.size();
+      bits.insert(bits.end(), mb.bits.begin(), mb.bits.end());
+      bounds.insert(bounds.end(), mb.bounds.begin(), mb.bounds.end());
+    }
+    w.mask_bits = DeviceBuffer::from(bits);
+    w.mask_bounds = DeviceBuffer::from(bounds);
+    for (int r = 0; r < R; ++r) {
+      masks[r].bits = w.mask_bits.as<uint64_t>() + bits_off[r];
+      masks[r].bounds = w.mask_bounds.as<int>() + bounds_off[r];
+    }
+  }
   w.masks = DeviceBuffer::from(masks);
   int shift = -1;
   for (int b = 0; b < 31; ++b)

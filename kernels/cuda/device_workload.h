@@ -32,6 +32,7 @@ struct DeviceWorkload {
   DType dtype = DType::kBf16;
   DeviceBuffer q, k, v;  // raw storage in the dtype: 2 bytes (fp16/bf16) or 4 (fp32)
   DeviceBuffer masks, docs, kv_indptr, kv_indices, q_indptr;
+  DeviceBuffer mask_bits, mask_bounds;  // a mask_mod's bits (RowMask::bits point here); empty without one
   DevicePlanView view;
   int64_t total_q = 0;
   int64_t q_elems = 0, k_elems = 0, v_elems = 0;

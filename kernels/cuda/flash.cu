@@ -120,6 +120,9 @@ class FlashBackend final : public Backend {
                    : "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
   }
   int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
+  // a mask_mod through the plan's bits and tile lists; a score_mod of the soft-cap / ALiBi forms
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kLowered; }
   std::string check(const CaseSpec& c) const override {
     if (auto why = device_check(); !why.empty()) return why;
     if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
@@ -165,6 +168,11 @@ class FlashBackend final : public Backend {
                  d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
                  d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr),
                  d_slopes = DeviceBuffer::from(slopes);
+    DeviceBuffer d_tile_ind, d_tiles;  // a mask_mod's non-empty tiles per item
+    if (!sp.item_tile_indptr.empty()) {
+      d_tile_ind = DeviceBuffer::from(sp.item_tile_indptr);
+      d_tiles = DeviceBuffer::from(sp.item_tiles.empty() ? std::vector<int>{0} : sp.item_tiles);
+    }
     DeviceBuffer o(total_q * Hq * D * eb), lse(total_q * Hq * 4);
     DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * D * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
     // poison every output: an element the kernels forget stays NaN (0xffff is NaN in fp16 and bf16)
@@ -189,6 +197,9 @@ class FlashBackend final : public Backend {
     fp.scale_log2 = fp.sm_scale * static_cast<float>(kLog2e);
     fp.soft_cap = static_cast<float>(c.attention.soft_cap.value_or(0.0));
     fp.alibi = c.attention.alibi ? 1 : 0;
+    fp.mask_bits = p.mask_store ? 1 : 0;
+    fp.item_tile_indptr = sp.item_tile_indptr.empty() ? nullptr : d_tile_ind.as<int>();
+    fp.item_tiles = sp.item_tile_indptr.empty() ? nullptr : d_tiles.as<int>();
     fp.split = sp.split_kv ? 1 : 0;
     fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
     fp.o = o.as<void>();

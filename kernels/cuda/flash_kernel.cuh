@@ -182,6 +182,17 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
         atomicMax(&s_hi, hi[rb][i]);
       }
     }
+  // a mask_mod's bit rows of this thread's rows (non-plain kernel only)
+  const uint64_t* brow[kPlain ? 1 : RB][2];
+  if constexpr (!kPlain) {
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int row = row_of(rb, i);
+        brow[rb][i] = p.mask_bits && row < it.row_end ? m.bits + static_cast<int64_t>(un.q_begin + row / G) * m.words : nullptr;
+      }
+  }
   __syncthreads();  // s_lo / s_hi final; RB = 1: every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
 
@@ -194,16 +205,21 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) mx[rb][0] = mx[rb][1] = -INFINITY, den[rb][0] = den[rb][1] = 0.f;
 
-  // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped
+  // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped (a
+  // mask_mod's empty tiles inside the range too: the plan lists the item's non-empty tiles)
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int n_tiles = kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile : 0;
+  const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
+  const int n_tiles = tile_list ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
+                      : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
+                                      : 0;
+  auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
   // The physical page of every K/V row this thread copies, fetched one tile ahead so the page
   // table reads overlap the previous tile's math instead of stalling the copy issue.
   constexpr int kLoads = kKvTile * kVec / kThreads;
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   int next_page[kLoads];
   auto fetch_pages = [&](int i) {
-    const int k0 = first_tile + i * kKvTile;
+    const int k0 = i < n_tiles ? tile_key(i) : 0;
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int key = k0 + (tid + l * kThreads) / kVec;
@@ -216,7 +232,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
     T* vs = ks + kKvTile * S;
-    const int k0 = first_tile + i * kKvTile;
+    const int k0 = tile_key(i);
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int idx = tid + l * kThreads;
@@ -255,7 +271,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
     __syncthreads();
     const T* ks = (!kLean && (ti & 1)) ? stage1 : stage0;
     const T* vs = ks + kKvTile * S;
-    const int k0 = first_tile + ti * kKvTile + wn * kKeys;  // this warp's first key
+    const int k0 = tile_key(ti) + wn * kKeys;  // this warp's first key
 
     // S = Q K^T: this warp's RB x 16 rows x kKeys keys
     float s[RB][NT][4];
@@ -310,7 +326,11 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           const int i = e / 2;
           const int key = k0 + 8 * j + 2 * t4 + (e % 2);
           float x = -INFINITY;
-          if (key >= lo[rb][i] && key < hi[rb][i]) {
+          bool seen = key >= lo[rb][i] && key < hi[rb][i];
+          if constexpr (!kPlain) {
+            if (seen && brow[rb][i]) seen = (brow[rb][i][key >> 6] >> (key & 63)) & 1u;  // the mask_mod's bit
+          }
+          if (seen) {
             if constexpr (kPlain) {
               x = s[rb][j][e] * p.scale_log2;
             } else {
@@ -492,7 +512,7 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  const bool plain = p.soft_cap <= 0.f && !p.alibi;
+  const bool plain = p.soft_cap <= 0.f && !p.alibi && !p.mask_bits;
   if (warps_m == 1 && warps_n == 4 && rb == 1)
     return plain ? go(flash_kernel<D, T, 1, 4, 1, true>, 128) : go(flash_kernel<D, T, 1, 4, 1, false>, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1)

@@ -24,6 +24,11 @@ struct FlashParams {
   float sm_scale, soft_cap;  // soft_cap 0 = off
   float scale_log2;          // sm_scale * log2(e), both as float (the plain-logit path)
   int alibi;
+  int mask_bits;  // a mask_mod: the rows' RowMask bits are tested (non-plain kernel only)
+  // a mask_mod's non-empty KV tiles of each item (first keys, from the block map): the kernel visits
+  // only these; nullptr = every tile of the item's visible range
+  const int* item_tile_indptr;  // [num_items + 1]
+  const int* item_tiles;
   int split;           // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;  // partials rounded to the dtype (FlashInfer)
   void* o;             // [total_q, hq, D] dtype (split == 0)

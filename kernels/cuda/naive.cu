@@ -32,6 +32,9 @@ struct NaiveParams {
   double sm_scale, soft_cap;
   int alibi;
   const double* slopes;   // [hq]
+  const ExprOp* score_ops;  // the score_mod's program (nullptr: none)
+  int score_n;
+  const ExprEnv* envs;  // [requests] the score_mod's per-request variables (doc_starts set here from the mask)
   const int64_t* tokens;  // [rows / hq] tokens computed by this launch
   float* o;               // [total_q, hq, dv]
   float* lse;             // [total_q, hq]
@@ -99,13 +102,30 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
   const Acc scale = static_cast<Acc>(p.sm_scale), cap = static_cast<Acc>(p.soft_cap);
   const Acc slope = p.alibi ? static_cast<Acc>(p.slopes[h]) : static_cast<Acc>(0);
   Acc mx = static_cast<Acc>(-INFINITY);
+  ExprEnv env;
+  if (p.score_n > 0) {
+    env = p.envs[r];
+    env.doc_starts = m.doc_starts;
+    env.num_docs = m.num_docs;
+    env.v[kVarH] = h;
+    env.v[kVarQ] = qa;
+  }
   for (int k = lo + threadIdx.x; k < hi; k += blockDim.x) {
+    if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
+      s[k - lo] = static_cast<Acc>(-INFINITY);
+      continue;
+    }
     const int64_t base = kv_offset(p.view.layout, pages[k / ps], k % ps, kvh, 0, ps, p.hk, p.dq);
     Acc dot = 0;
     for (int d = 0; d < p.dq; ++d) dot += qs[d] * static_cast<Acc>(load_elem(p.k, base + d, p.dt));
     Acc x = dot * scale;
     if (cap > 0) x = cap * dtanh(x / cap);
     if (p.alibi) x += slope * static_cast<Acc>(k - qa);
+    if (p.score_n > 0) {  // the score_mod, interpreted in doubles (expr_program.h, as on the host)
+      env.v[kVarKv] = k;
+      env.v[kVarScore] = static_cast<double>(x);
+      x = static_cast<Acc>(eval_expr(p.score_ops, p.score_n, env));
+    }
     s[k - lo] = x;
     mx = x > mx ? x : mx;
   }
@@ -136,6 +156,8 @@ class NaiveBackend final : public Backend {
     return fp64_ ? "fp64 naive attention on the GPU (ground truth at any size)" : "fp32 naive attention with materialised scores";
   }
   std::string check(const CaseSpec& c) const override { return device_check(); }
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kFull; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
@@ -164,6 +186,16 @@ class NaiveBackend final : public Backend {
     std::vector<double> slopes(c.num_qo_heads);
     for (int h = 0; h < c.num_qo_heads; ++h) slopes[h] = alibi_slope(h, c.num_qo_heads);
     DeviceBuffer d_slopes = DeviceBuffer::from(slopes);
+    DeviceBuffer d_ops, d_envs;
+    if (p.score_mod) {
+      d_ops = DeviceBuffer::from(p.score_mod->ops());
+      std::vector<ExprEnv> envs;
+      for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+        envs.push_back(expr_env(c, r, 0, 0, 0));
+        envs.back().doc_starts = nullptr;  // a host pointer: the kernel takes the device copy from the mask
+      }
+      d_envs = DeviceBuffer::from(envs);
+    }
 
     // score scratch: as many (token, head) rows per launch as 256 MiB holds
     const int64_t rows_per_launch = std::max<int64_t>(1, std::min<int64_t>((int64_t{256} << 20) / (max_kv * acc), 65535));
@@ -183,6 +215,9 @@ class NaiveBackend final : public Backend {
                     c.attention.soft_cap.value_or(0.0),
                     c.attention.alibi ? 1 : 0,
                     d_slopes.as<double>(),
+                    p.score_mod ? d_ops.as<ExprOp>() : nullptr,
+                    p.score_mod ? static_cast<int>(p.score_mod->ops().size()) : 0,
+                    p.score_mod ? d_envs.as<ExprEnv>() : nullptr,
                     nullptr,
                     o.as<float>(),
                     lse.as<float>(),

@@ -7,6 +7,7 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/case_spec.h"
+#include "attnscope/mask_expr.h"
 
 namespace attnscope {
 
@@ -30,6 +31,33 @@ constexpr int kMaxHeads = 256;
 constexpr int kMaxHeadDim = 1024;
 
 }  // namespace
+
+void validate_expressions(const CaseSpec& c) {
+  const auto& a = c.attention;
+  auto parse = [](const std::string& text, Expr::Kind kind, const char* path) {
+    require(!text.empty(), path, "empty, write an expression or leave the field out");
+    try {
+      return Expr::parse(text, kind);
+    } catch (const ExprError& e) {
+      throw CaseError(path, e.what());
+    }
+  };
+  if (a.mask_mod) {
+    const Expr e = parse(*a.mask_mod, Expr::Kind::kMask, "/attention/mask_mod");
+    // one mask per request, shared by its heads: the packed bits the kernels read and FlashInfer's
+    // custom mask are per (query, key)
+    require(!e.reads_head(), "/attention/mask_mod",
+            "reads h, but a mask_mod here is shared by every head (as FlashInfer's custom mask is); a head-dependent "
+            "bias belongs in score_mod");
+  }
+  if (a.score_mod) {
+    parse(*a.score_mod, Expr::Kind::kScore, "/attention/score_mod");
+    require(!a.soft_cap, "/attention/score_mod",
+            "cannot be combined with /attention/soft_cap: write the cap in the expression (C * tanh(score / C))");
+    require(!a.alibi, "/attention/score_mod",
+            "cannot be combined with /attention/alibi: write it in the expression (+ alibi(h) * (kv_idx - q_idx))");
+  }
+}
 
 const char* planner_name(Planner p) {
   switch (p) {
@@ -187,6 +215,7 @@ void validate_case(const CaseSpec& c) {
   if (a.sm_scale)
     require(std::isfinite(*a.sm_scale) && *a.sm_scale > 0, "/attention/sm_scale",
             num(*a.sm_scale) + " is not allowed, must be > 0 and finite");
+  validate_expressions(c);
 
   // requests
   for (size_t i = 0; i < c.requests.size(); ++i) {
@@ -197,16 +226,17 @@ void validate_case(const CaseSpec& c) {
             std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
     require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
             std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
-    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start)
+    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod)
       require(r.q_len <= r.kv_len, req_path(i, "q_len"),
               std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
-                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document or "
-                  "padding mask");
+                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, "
+                  "padding mask or a mask_mod");
     if (a.prefix_lm) {
       require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
               "missing, /attention/prefix_lm needs a prefix_len on every request");
-    } else {
-      require(!r.prefix_len.has_value(), req_path(i, "prefix_len"), "set while /attention/prefix_lm is false");
+    } else if (!a.mask_mod && !a.score_mod) {  // an expression may read prefix_len without the built-in prefix-LM
+      require(!r.prefix_len.has_value(), req_path(i, "prefix_len"),
+              "set while /attention/prefix_lm is false (and no mask_mod or score_mod could read it)");
     }
     if (r.prefix_len)
       require(*r.prefix_len >= 0 && *r.prefix_len <= r.kv_len, req_path(i, "prefix_len"),

@@ -11,9 +11,12 @@
 //   primary := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 #include "attnscope/mask_expr.h"
 
+#include "attnscope/expr_program.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace attnscope {
@@ -35,7 +38,7 @@ struct Fn {
   const char* name;
   int args;
 };
-const Fn kFns[] = {{"min", 2}, {"max", 2}, {"abs", 1}, {"where", 3}, {"tanh", 1}, {"exp", 1}, {"floor", 1}, {"doc", 1}};
+const Fn kFns[] = {{"min", 2}, {"max", 2}, {"abs", 1}, {"where", 3}, {"tanh", 1}, {"exp", 1}, {"floor", 1}, {"doc", 1}, {"alibi", 1}};
 
 class Parser {
  public:
@@ -200,99 +203,212 @@ class Parser {
   size_t i_ = 0;
 };
 
-double var_of(const ExprVars& v, int i) {
-  switch (i) {
-    case 0:
-      return v.b;
-    case 1:
-      return v.h;
-    case 2:
-      return v.q_idx;
-    case 3:
-      return v.kv_idx;
-    case 4:
-      return v.q_len;
-    case 5:
-      return v.kv_len;
-    case 6:
-      return v.prefix_len;
-    default:
-      return v.score;
-  }
-}
-
-double doc_index(const ExprVars& v, double x) {
-  if (!v.doc_starts || v.doc_starts->empty()) return 0;
-  const auto it = std::upper_bound(v.doc_starts->begin(), v.doc_starts->end(), static_cast<int>(std::floor(x)));
-  return static_cast<double>(std::max<long>(0, static_cast<long>(it - v.doc_starts->begin()) - 1));
-}
-
-double eval_node(const Expr::Node& n, const ExprVars& v) {
+// Flattens the tree to postfix operations; *depth receives the deepest stack the program needs.
+int compile_node(const Expr::Node& n, std::vector<ExprOp>* out) {
   using N = Expr::Node;
-  auto k = [&](int i) { return eval_node(*n.kids[i], v); };
+  ExprOp op;
   switch (n.op) {
     case N::kNum:
-      return n.num;
+      op.code = ExprCode::kNum;
+      op.num = n.num;
+      out->push_back(op);
+      return 1;
     case N::kVar:
-      return var_of(v, n.var);
-    case N::kNeg:
-      return -k(0);
-    case N::kNot:
-      return k(0) == 0.0 ? 1.0 : 0.0;
-    case N::kAdd:
-      return k(0) + k(1);
-    case N::kSub:
-      return k(0) - k(1);
-    case N::kMul:
-      return k(0) * k(1);
-    case N::kDiv:
-      return k(0) / k(1);
-    case N::kMod:
-      return std::fmod(k(0), k(1));
-    case N::kLt:
-      return k(0) < k(1);
-    case N::kLe:
-      return k(0) <= k(1);
-    case N::kGt:
-      return k(0) > k(1);
-    case N::kGe:
-      return k(0) >= k(1);
-    case N::kEq:
-      return k(0) == k(1);
-    case N::kNe:
-      return k(0) != k(1);
-    case N::kAnd:
-      return (k(0) != 0.0 && k(1) != 0.0) ? 1.0 : 0.0;  // short-circuit order kept
-    case N::kOr:
-      return (k(0) != 0.0 || k(1) != 0.0) ? 1.0 : 0.0;
-    case N::kCall:
-      if (n.fn == "min") return std::min(k(0), k(1));
-      if (n.fn == "max") return std::max(k(0), k(1));
-      if (n.fn == "abs") return std::fabs(k(0));
-      if (n.fn == "where") return k(0) != 0.0 ? k(1) : k(2);
-      if (n.fn == "tanh") return std::tanh(k(0));
-      if (n.fn == "exp") return std::exp(k(0));
-      if (n.fn == "floor") return std::floor(k(0));
-      return doc_index(v, k(0));  // doc
+      op.code = ExprCode::kVar;
+      op.var = n.var;
+      out->push_back(op);
+      return 1;
+    default:
+      break;
   }
-  return 0;
+  // children left to right: child i runs with i values already on the stack
+  int depth = 0;
+  for (size_t i = 0; i < n.kids.size(); ++i) depth = std::max(depth, static_cast<int>(i) + compile_node(*n.kids[i], out));
+  static const std::pair<const char*, ExprCode> kCalls[] = {
+      {"min", ExprCode::kMin},   {"max", ExprCode::kMax}, {"abs", ExprCode::kAbs},     {"where", ExprCode::kWhere},
+      {"tanh", ExprCode::kTanh}, {"exp", ExprCode::kExp}, {"floor", ExprCode::kFloor}, {"doc", ExprCode::kDoc},
+      {"alibi", ExprCode::kAlibi}};
+  switch (n.op) {
+    case N::kNeg: op.code = ExprCode::kNeg; break;
+    case N::kNot: op.code = ExprCode::kNot; break;
+    case N::kAdd: op.code = ExprCode::kAdd; break;
+    case N::kSub: op.code = ExprCode::kSub; break;
+    case N::kMul: op.code = ExprCode::kMul; break;
+    case N::kDiv: op.code = ExprCode::kDiv; break;
+    case N::kMod: op.code = ExprCode::kMod; break;
+    case N::kLt: op.code = ExprCode::kLt; break;
+    case N::kLe: op.code = ExprCode::kLe; break;
+    case N::kGt: op.code = ExprCode::kGt; break;
+    case N::kGe: op.code = ExprCode::kGe; break;
+    case N::kEq: op.code = ExprCode::kEq; break;
+    case N::kNe: op.code = ExprCode::kNe; break;
+    case N::kAnd: op.code = ExprCode::kAnd; break;
+    case N::kOr: op.code = ExprCode::kOr; break;
+    default:
+      for (const auto& [name, code] : kCalls)
+        if (n.fn == name) op.code = code;
+      break;
+  }
+  out->push_back(op);
+  return depth;
+}
+
+bool reads_var(const Expr::Node& n, int var) {
+  if (n.op == Expr::Node::kVar && n.var == var) return true;
+  for (const auto& k : n.kids)
+    if (reads_var(*k, var)) return true;
+  return false;
 }
 
 }  // namespace
 
 const char* expr_names_text() {
   return "names: b, h, q_idx, kv_idx, q_len, kv_len, prefix_len, score (score_mod only); functions: min(a, b), max(a, b), "
-         "abs(x), where(c, a, b), tanh(x), exp(x), floor(x), doc(pos)";
+         "abs(x), where(c, a, b), tanh(x), exp(x), floor(x), doc(pos), alibi(h)";
 }
 
 Expr Expr::parse(const std::string& text, Kind kind) {
   Expr e;
   e.text_ = text;
   e.root_ = Parser(text, kind).parse();
+  const int depth = compile_node(*e.root_, &e.ops_);
+  if (depth > kExprStack)
+    throw ExprError(1, "too deeply nested: needs " + std::to_string(depth) + " stack values, at most " + std::to_string(kExprStack));
+  e.reads_h_ = reads_var(*e.root_, kVarH);
   return e;
 }
 
-double Expr::eval(const ExprVars& v) const { return eval_node(*root_, v); }
+double Expr::eval(const ExprVars& v) const {
+  ExprEnv env;
+  env.v[kVarB] = v.b;
+  env.v[kVarH] = v.h;
+  env.v[kVarQ] = v.q_idx;
+  env.v[kVarKv] = v.kv_idx;
+  env.v[kVarQLen] = v.q_len;
+  env.v[kVarKvLen] = v.kv_len;
+  env.v[kVarPrefix] = v.prefix_len;
+  env.v[kVarScore] = v.score;
+  if (v.doc_starts) {
+    env.doc_starts = v.doc_starts->data();
+    env.num_docs = static_cast<int>(v.doc_starts->size());
+  }
+  env.num_heads = v.num_heads;
+  return eval(env);
+}
+
+namespace {
+
+using Node = Expr::Node;
+bool is_var(const Node& n, int var) { return n.op == Node::kVar && n.var == var; }
+bool is_num(const Node& n, double* v) {
+  if (n.op != Node::kNum) return false;
+  *v = n.num;
+  return true;
+}
+// score | C * tanh(score / C)
+bool match_capped(const Node& n, std::optional<double>* cap) {
+  if (is_var(n, kVarScore)) return true;
+  double c1 = 0, c2 = 0;
+  if (n.op != Node::kMul || !is_num(*n.kids[0], &c1)) return false;
+  const Node& t = *n.kids[1];
+  if (t.op != Node::kCall || t.fn != "tanh") return false;
+  const Node& d = *t.kids[0];
+  if (d.op != Node::kDiv || !is_var(*d.kids[0], kVarScore) || !is_num(*d.kids[1], &c2) || c1 != c2 || !(c1 > 0)) return false;
+  *cap = c1;
+  return true;
+}
+// alibi(h) * (kv_idx - q_idx)
+bool match_alibi(const Node& n) {
+  if (n.op != Node::kMul) return false;
+  const Node& a = *n.kids[0];
+  const Node& d = *n.kids[1];
+  return a.op == Node::kCall && a.fn == "alibi" && is_var(*a.kids[0], kVarH) && d.op == Node::kSub &&
+         is_var(*d.kids[0], kVarKv) && is_var(*d.kids[1], kVarQ);
+}
+
+}  // namespace
+
+namespace {
+
+std::string torch_num(double v) {
+  char buf[40];
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string torch_of(const Node& n) {
+  auto k = [&](int i) { return torch_of(*n.kids[i]); };
+  auto t = [&](int i) { return "torch.as_tensor(" + k(i) + ")"; };
+  switch (n.op) {
+    case Node::kNum:
+      return torch_num(n.num);
+    case Node::kVar:
+      return kVars[n.var];
+    case Node::kNeg:
+      return "(-" + k(0) + ")";
+    case Node::kNot:
+      return "(~_b(" + k(0) + "))";
+    case Node::kAdd:
+      return "(" + k(0) + " + " + k(1) + ")";
+    case Node::kSub:
+      return "(" + k(0) + " - " + k(1) + ")";
+    case Node::kMul:
+      return "(" + k(0) + " * " + k(1) + ")";
+    case Node::kDiv:
+      return "(" + k(0) + " / " + k(1) + ")";
+    case Node::kMod:
+      return "torch.fmod(" + t(0) + ", " + k(1) + ")";
+    case Node::kLt:
+      return "(" + k(0) + " < " + k(1) + ")";
+    case Node::kLe:
+      return "(" + k(0) + " <= " + k(1) + ")";
+    case Node::kGt:
+      return "(" + k(0) + " > " + k(1) + ")";
+    case Node::kGe:
+      return "(" + k(0) + " >= " + k(1) + ")";
+    case Node::kEq:
+      return "(" + k(0) + " == " + k(1) + ")";
+    case Node::kNe:
+      return "(" + k(0) + " != " + k(1) + ")";
+    case Node::kAnd:
+      return "(_b(" + k(0) + ") & _b(" + k(1) + "))";
+    case Node::kOr:
+      return "(_b(" + k(0) + ") | _b(" + k(1) + "))";
+    case Node::kCall:
+      if (n.fn == "min") return "torch.minimum(" + t(0) + ", " + t(1) + ")";
+      if (n.fn == "max") return "torch.maximum(" + t(0) + ", " + t(1) + ")";
+      if (n.fn == "abs") return "torch.abs(" + t(0) + ")";
+      if (n.fn == "where") return "torch.where(_b(" + k(0) + "), " + t(1) + ", " + t(2) + ")";
+      if (n.fn == "tanh") return "torch.tanh(" + t(0) + ")";
+      if (n.fn == "exp") return "torch.exp(" + t(0) + ")";
+      if (n.fn == "floor") return "torch.floor(" + t(0) + ")";
+      if (n.fn == "doc") return "_doc(" + k(0) + ")";
+      return "_alibi(" + k(0) + ")";
+  }
+  return "0";
+}
+
+}  // namespace
+
+std::string expr_to_torch(const Expr& e) { return torch_of(e.root()); }
+
+std::optional<LoweredScoreMod> lower_score_mod(const Expr& e) {
+  LoweredScoreMod l;
+  const Node& n = e.root();
+  if (match_capped(n, &l.soft_cap)) return l;
+  if (n.op == Node::kAdd && match_capped(*n.kids[0], &l.soft_cap) && match_alibi(*n.kids[1])) {
+    l.alibi = true;
+    return l;
+  }
+  return std::nullopt;
+}
+
+const char* lowered_score_forms_text() {
+  return "score, C * tanh(score / C) (soft-cap), and either + alibi(h) * (kv_idx - q_idx) (ALiBi)";
+}
 
 std::string builtin_mask_expr(const CaseSpec& c, int r) {
   const RequestSpec& rq = c.requests[r];

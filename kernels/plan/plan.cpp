@@ -33,11 +33,7 @@ std::vector<int64_t> unit_first_tokens(const CaseSpec& c, const Plan& p) {
 int64_t allowed_pairs(const CaseSpec& c, const Plan& p) {
   int64_t n = 0;
   for (size_t r = 0; r < c.requests.size(); ++r)
-    for (int q = 0; q < c.requests[r].q_len; ++q) {
-      int lo, hi;
-      visible_range(p.masks[r], q_abs_of(p.masks[r], q), &lo, &hi);
-      n += hi - lo;
-    }
+    for (int q = 0; q < c.requests[r].q_len; ++q) n += allowed_in(p.masks[r], q_abs_of(p.masks[r], q), 0, c.requests[r].kv_len);
   return n;
 }
 
@@ -55,6 +51,18 @@ Plan make_plan(const CaseSpec& c) {
     if (m.doc_starts) m.doc_starts = (*docs)[r].data();
     p.masks.push_back(m);
   }
+  if (c.attention.mask_mod) {
+    p.mask_mod = std::make_shared<const Expr>(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask));
+    auto store = std::make_shared<std::vector<MaskBits>>();
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) store->push_back(make_mask_bits(c, r, p.masks[r], *p.mask_mod));
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+      p.masks[r].bits = (*store)[r].bits.data();
+      p.masks[r].bounds = (*store)[r].bounds.data();
+      p.masks[r].words = (*store)[r].words;
+    }
+    p.mask_store = store;
+  }
+  if (c.attention.score_mod) p.score_mod = std::make_shared<const Expr>(Expr::parse(*c.attention.score_mod, Expr::Kind::kScore));
   if (c.attention.local_chunk) {
     for (const auto& b : p.local.batches) p.units.push_back({b.request, b.q_begin, b.q_len, b.kv_begin, b.kv_len});
   } else {
@@ -65,6 +73,7 @@ Plan make_plan(const CaseSpec& c) {
   // FlashInfer's own planner on the same units (microseconds: a host loop over the work items)
   p.library.flashinfer = flashinfer_library_plan(c, p.units);
   p.blocks = make_block_map(p.units, p.masks, c.group_size(), p.split.cta_tile_q);
+  if (p.mask_store) list_item_tiles(&p.split, p.units, p.masks, c.group_size());
   p.plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }

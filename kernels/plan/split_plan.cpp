@@ -45,10 +45,16 @@ void emit_items(const std::vector<WorkUnit>& units, const std::vector<RowMask>& 
       const int row_end = static_cast<int>(std::min<int64_t>(row_begin + T, sp->packed_rows[u]));
       int start = un.kv_begin;
       if (sp->window_chunks) {
-        // first key any row of this tile can see: lo is monotone in the query position
-        const int qa = q_abs_of(m, un.q_begin + row_begin / G);
-        int lo, hi;
-        visible_range(m, qa, &lo, &hi);
+        // first key any row of this tile can see: lo is monotone in the query position for the
+        // built-in masks; a mask_mod's rows are searched
+        const int q_first = un.q_begin + row_begin / G, q_last = m.bits ? un.q_begin + (row_end - 1) / G : q_first;
+        int lo = kv_end;
+        for (int q = q_first; q <= q_last; ++q) {
+          int l, h;
+          visible_range(m, q_abs_of(m, q), &l, &h);
+          if (h > l) lo = std::min(lo, l);
+          if (!m.bits) lo = l;
+        }
         start = std::max(un.kv_begin, std::min(lo, kv_end));
       }
       for (int k = 0; k < chunks; ++k) {

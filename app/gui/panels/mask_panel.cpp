@@ -26,20 +26,19 @@ MaskItems build_mask_items(const Session& s, int request, int max_cells) {
   m.cols = (m.kv_len + m.k_per_cell - 1) / m.k_per_cell;
   m.cells.assign(static_cast<size_t>(m.rows) * m.cols, Cell::kNone);
   const RowMask& rm = s.plan.masks[request];
-  // every row sees one interval [lo, hi): a cell is "all" iff each of its rows covers the cell's
-  // keys, "some" iff one row overlaps them
+  // a cell is "all" iff each of its rows allows every key of the cell, "some" iff one row allows one
   std::vector<uint8_t> all(m.cols), any(m.cols);
   for (int r = 0; r < m.rows; ++r) {
     std::fill(all.begin(), all.end(), 1);
     std::fill(any.begin(), any.end(), 0);
     for (int q = r * m.q_per_cell; q < std::min(m.q_len, (r + 1) * m.q_per_cell); ++q) {
-      int lo, hi;
-      visible_range(rm, q_abs_of(rm, q), &lo, &hi);
-      m.allowed += std::max(0, hi - lo);
+      const int qa = q_abs_of(rm, q);
+      m.allowed += allowed_in(rm, qa, 0, m.kv_len);
       for (int col = 0; col < m.cols; ++col) {
         const int k0 = col * m.k_per_cell, k1 = std::min(m.kv_len, k0 + m.k_per_cell);
-        if (!(lo <= k0 && hi >= k1)) all[col] = 0;
-        if (std::max(lo, k0) < std::min(hi, k1)) any[col] = 1;
+        const int n = allowed_in(rm, qa, k0, k1);
+        if (n < k1 - k0) all[col] = 0;
+        if (n > 0) any[col] = 1;
       }
     }
     for (int col = 0; col < m.cols; ++col)

@@ -54,6 +54,12 @@ class Backend {
   virtual std::string describe() const = 0;
   // Empty when the configuration is supported, else the reason.
   virtual std::string check(const CaseSpec& c) const = 0;
+  // What the backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
+  // check()). kFull: evaluates them (a mask_mod through RowMask's bits); kLowered (score_mod only):
+  // runs the forms lower_score_mod recognises, as its built-in soft_cap / alibi; kNone: refuses.
+  enum class Expressions { kNone, kLowered, kFull };
+  virtual Expressions mask_mod_support() const { return Expressions::kNone; }
+  virtual Expressions score_mod_support() const { return Expressions::kNone; }
   virtual Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) = 0;
 };
 
@@ -85,7 +91,10 @@ std::string known_backends_text();
 std::unique_ptr<Backend> make_backend(const std::string& id);
 // A backend that only reports "not compiled: <why>" (families absent from this build).
 std::unique_ptr<Backend> make_not_compiled_backend(const std::string& id, const std::string& why);
-// check(), then run() with every exception turned into a status (never throws).
+// The case as backend b runs it: "" and *out = c (or c with a recognised score_mod lowered to
+// soft_cap / alibi), or the reason b cannot run its mask_mod / score_mod.
+std::string expressions_for(const Backend& b, const CaseSpec& c, CaseSpec* out);
+// expressions_for, check(), then run() with every exception turned into a status (never throws).
 Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt);
 // The status a check() reason stands for: "not compiled..." -> kNotCompiled, "no CUDA device..."
 // -> kNoDevice, anything else -> kUnsupported.

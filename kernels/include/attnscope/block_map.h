@@ -30,6 +30,11 @@ struct BlockMap {
 
 BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int group_size, int cta_tile_q);
 
+// Fills split.item_tile_indptr / item_tiles: for each work item the KV tiles (kKvTile keys from its
+// first key) in which some row of the item has an allowed key. Used when a mask_mod can leave empty
+// tiles inside a row's range.
+void list_item_tiles(SplitPlan* split, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int group_size);
+
 // FlexAttention-style text grid: '█' full, '░' partial, ' ' empty; at most max_units units and
 // max_cols columns (the cut is said).
 std::string block_map_text(const BlockMap& bm, int max_units = 8, int max_cols = 64);

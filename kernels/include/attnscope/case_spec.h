@@ -66,6 +66,11 @@ struct AttentionSpec {
   std::optional<double> soft_cap;  // s = cap * tanh(s / cap), before masking
   std::optional<double> sm_scale;  // default 1 / sqrt(head_dim_qk)
   bool alibi = false;              // s += slope[h] * (k - q_abs)
+  // Expressions (grammar: docs/case-format.md, "Expressions"). mask_mod is ANDed with the built-in
+  // mask above (set causal false for the expression alone); score_mod replaces the scaled logit
+  // `score` (q.k * sm_scale) and cannot be combined with soft_cap or alibi.
+  std::optional<std::string> mask_mod;
+  std::optional<std::string> score_mod;
   bool operator==(const AttentionSpec&) const = default;
 };
 
@@ -135,6 +140,8 @@ struct CaseSpec {
 // Checks every rule that is not a matter of JSON syntax (ranges and cross-field consistency).
 // Throws CaseError naming the path. Called by the JSON reader and by the GUI editor.
 void validate_case(const CaseSpec& c);
+// The mask_mod / score_mod part of validate_case (the GUI's editor checks as the user types).
+void validate_expressions(const CaseSpec& c);
 
 const char* planner_name(Planner p);
 const char* alloc_name(PageAlloc a);

@@ -4,6 +4,7 @@
 // backends, the CUDA kernels, the block map and the GUI's mask view all call these functions.
 #pragma once
 
+#include "attnscope/expr_program.h"
 #include "attnscope/types.h"
 
 namespace attnscope {
@@ -19,7 +20,22 @@ struct RowMask {
   int pad_start = -1;               // >= 0: positions >= pad_start are padding; -1 = none
   const int* doc_starts = nullptr;  // [num_docs] sorted, first 0; nullptr = one document
   int num_docs = 0;
+  // attention.mask_mod, evaluated on the host once per plan (plan/mask_bits.cpp) into bits that
+  // already include the built-in mask above: bit k % 64 of bits[q * words + k / 64] = key k allowed
+  // for the request's query q; bounds[2q], bounds[2q + 1] = its first allowed key and one past the
+  // last (equal when none). nullptr = no mask_mod: the interval above is the whole mask.
+  const uint64_t* bits = nullptr;
+  const int* bounds = nullptr;
+  int words = 0;  // words per query row: ceil(kv_len / 64)
 };
+
+AS_HD inline int popcount64(uint64_t x) {
+#ifdef __CUDA_ARCH__
+  return __popcll(x);
+#else
+  return __builtin_popcountll(x);
+#endif
+}
 
 // Absolute position of query q of the request: the queries are the last q_len keys.
 AS_HD inline int q_abs_of(const RowMask& m, int q) { return (m.kv_len - m.q_len) + q; }
@@ -70,16 +86,51 @@ AS_HD inline void visible_range(const RowMask& m, int qa, int* lo_out, int* hi_o
     if (d_lo > lo) lo = d_lo;
     if (d_hi < hi) hi = d_hi;
   }
+  if (m.bounds != nullptr) {  // a mask_mod: the row's first and last allowed key
+    const int q = qa - (m.kv_len - m.q_len);
+    if (q >= 0 && q < m.q_len) {
+      if (m.bounds[2 * q] > lo) lo = m.bounds[2 * q];
+      if (m.bounds[2 * q + 1] < hi) hi = m.bounds[2 * q + 1];
+    }
+  }
   if (lo < 0) lo = 0;
   if (hi < lo) hi = lo;
   *lo_out = lo;
   *hi_out = hi;
 }
 
+// The mask_mod bit of (query at qa, key k); true without a mask_mod. Only meaningful inside the
+// row's visible range (callers test that first).
+AS_HD inline bool mask_bit(const RowMask& m, int qa, int k) {
+  if (m.bits == nullptr) return true;
+  const int q = qa - (m.kv_len - m.q_len);
+  return (m.bits[static_cast<int64_t>(q) * m.words + (k >> 6)] >> (k & 63)) & 1u;
+}
+
 AS_HD inline bool allowed(const RowMask& m, int qa, int k) {
   int lo, hi;
   visible_range(m, qa, &lo, &hi);
-  return k >= lo && k < hi;
+  return k >= lo && k < hi && mask_bit(m, qa, k);
+}
+
+// Allowed keys of the query at qa among [a, b) (a clipped to its visible range).
+AS_HD inline int allowed_in(const RowMask& m, int qa, int a, int b) {
+  int lo, hi;
+  visible_range(m, qa, &lo, &hi);
+  if (a < lo) a = lo;
+  if (b > hi) b = hi;
+  if (b <= a) return 0;
+  if (m.bits == nullptr) return b - a;
+  const uint64_t* row = m.bits + static_cast<int64_t>(qa - (m.kv_len - m.q_len)) * m.words;
+  int n = 0;
+  for (int w = a >> 6; w <= (b - 1) >> 6; ++w) {
+    uint64_t x = row[w];
+    const int w0 = w * 64;
+    if (a > w0) x &= ~0ull << (a - w0);                // drop keys below a
+    if (b < w0 + 64) x &= (1ull << (b - w0)) - 1ull;  // and from b on
+    n += popcount64(x);
+  }
+  return n;
 }
 
 enum class TileClass : unsigned char { kEmpty = 0, kPartial = 1, kFull = 2 };
@@ -89,12 +140,9 @@ enum class TileClass : unsigned char { kEmpty = 0, kPartial = 1, kFull = 2 };
 AS_HD inline TileClass classify_tile(const RowMask& m, int qa_begin, int qa_end, int k_begin, int k_end) {
   bool all = true, any = false;
   for (int qa = qa_begin; qa < qa_end; ++qa) {
-    int lo, hi;
-    visible_range(m, qa, &lo, &hi);
-    const int a = lo > k_begin ? lo : k_begin;
-    const int b = hi < k_end ? hi : k_end;
-    if (b > a) any = true;
-    if (!(lo <= k_begin && hi >= k_end)) all = false;
+    const int n = allowed_in(m, qa, k_begin, k_end);
+    if (n > 0) any = true;
+    if (n < k_end - k_begin) all = false;
   }
   if (all && qa_end > qa_begin && k_end > k_begin) return TileClass::kFull;
   return any ? TileClass::kPartial : TileClass::kEmpty;
@@ -102,12 +150,6 @@ AS_HD inline TileClass classify_tile(const RowMask& m, int qa_begin, int qa_end,
 
 // ALiBi slope of head h of n (Press et al.; the interpolation for n not a power of two, as in
 // the reference implementations).
-inline double alibi_slope(int h, int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  auto base = [](int count, int i) { return std::pow(2.0, -8.0 * (i + 1) / count); };
-  if (h < p) return base(p, h);
-  return base(2 * p, 2 * (h - p));  // odd-indexed slopes of the doubled set
-}
+inline double alibi_slope(int h, int n) { return alibi_slope_of(h, n); }
 
 }  // namespace attnscope

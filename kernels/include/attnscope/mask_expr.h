@@ -10,11 +10,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/expr_program.h"
 
 namespace attnscope {
 
@@ -29,6 +31,7 @@ struct ExprError : std::runtime_error {
 struct ExprVars {
   double b = 0, h = 0, q_idx = 0, kv_idx = 0, q_len = 0, kv_len = 0, prefix_len = 0, score = 0;
   const std::vector<int>* doc_starts = nullptr;  // doc(x): index of the document holding position x
+  int num_heads = 1;                             // alibi(h): slope of head h of num_heads
 };
 
 class Expr {
@@ -37,15 +40,40 @@ class Expr {
   // Throws ExprError. A mask may not read `score`.
   static Expr parse(const std::string& text, Kind kind);
   double eval(const ExprVars& v) const;
-  bool allows(const ExprVars& v) const { return eval(v) != 0.0; }
+  double eval(const ExprEnv& e) const { return eval_expr(ops_.data(), static_cast<int>(ops_.size()), e); }
+  bool allows(const ExprVars& v) const { return expr_true(eval(v)); }
   const std::string& text() const { return text_; }
+  // The postfix program (expr_program.h) that host and device evaluate.
+  const std::vector<ExprOp>& ops() const { return ops_; }
+  bool reads_head() const { return reads_h_; }
 
   struct Node;
+  const Node& root() const { return *root_; }
 
  private:
   std::string text_;
   std::shared_ptr<const Node> root_;
+  std::vector<ExprOp> ops_;
+  bool reads_h_ = false;
 };
+
+// A score_mod of the forms that attnscope's kernels and the libraries take as parameters rather
+// than as code: `score`, `C * tanh(score / C)` (soft-cap C), and either plus
+// `alibi(h) * (kv_idx - q_idx)` (ALiBi). Backends that cannot evaluate expressions run these as the
+// built-in soft_cap / alibi (the same formula); anything else they refuse.
+struct LoweredScoreMod {
+  std::optional<double> soft_cap;
+  bool alibi = false;
+};
+std::optional<LoweredScoreMod> lower_score_mod(const Expr& e);
+const char* lowered_score_forms_text();
+
+// The expression as PyTorch code for FlexAttention's mask_mod / score_mod bodies, fully
+// parenthesised (Python's & binds tighter than ==). It reads b, h, q_idx, kv_idx (and score) as
+// tensors, q_len, kv_len, prefix_len as names the caller defines, and helpers the caller defines:
+// _b(x) (x as a bool tensor: x != 0), _doc(pos) (document index), _alibi(h) (ALiBi slope). C's
+// fmod is torch.fmod (Python's % differs for negatives).
+std::string expr_to_torch(const Expr& e);
 
 // The case's built-in mask of request r as a mask_mod expression ("kv_idx <= q_idx && ...").
 std::string builtin_mask_expr(const CaseSpec& c, int r);

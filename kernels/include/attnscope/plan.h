@@ -10,6 +10,8 @@
 #include "attnscope/library_plan.h"
 #include "attnscope/local_batches.h"
 #include "attnscope/mask.h"
+#include "attnscope/mask_bits.h"
+#include "attnscope/mask_expr.h"
 #include "attnscope/paging.h"
 #include "attnscope/split_plan.h"
 
@@ -22,6 +24,10 @@ struct Plan {
   std::vector<RowMask> masks;                                      // [num_requests]; doc_starts point into doc_store
   std::shared_ptr<const std::vector<std::vector<int>>> doc_store;  // [num_requests] document starts,
                                                                    // shared so that a copied Plan's masks stay valid
+  // attention.mask_mod / score_mod compiled (nullptr when absent); the mask's bits per request,
+  // which masks[r].bits / bounds point into (shared for the same reason as doc_store)
+  std::shared_ptr<const Expr> mask_mod, score_mod;
+  std::shared_ptr<const std::vector<MaskBits>> mask_store;
   SplitPlan split;
   LibraryPlans library;  // the libraries' own plans for the same units (FlashInfer's PrefillPlan), beside `split`
   BlockMap blocks;

@@ -54,6 +54,10 @@ struct SplitPlan {
   std::vector<WorkItem> items;         // [num_items], unit-major, q-tile major, kv-chunk minor
   std::vector<int> merge_indptr;       // [total queries + 1], partials of each query (all heads alike)
   std::vector<int> o_indptr;           // [units + 1], first partial row of each unit: sum q_len * chunks
+  // A mask_mod's non-empty KV tiles (kKvTile keys from the item's first key) of each item, item-major:
+  // the tiles cuda.flash visits (FlexAttention's kv_indices). Empty without a mask_mod.
+  std::vector<int> item_tile_indptr;  // [num_items + 1]
+  std::vector<int> item_tiles;        // first key of each tile
   std::string refusal;                 // the library's planner refuses this plan (FlashInfer: a CUDA-graph
                                        // plan with more work items than its padded grid); attnscope still
                                        // runs it. Empty: the library accepts the plan.

@@ -56,6 +56,8 @@ class SdpaBackend final : public Backend {
            cudnn_version_note();
   }
 
+  Expressions score_mod_support() const override { return Expressions::kLowered; }  // as its own soft-cap / ALiBi checks
+
   std::string check(const CaseSpec& c) const override {
     // What no cuDNN graph can express comes first: it holds on every machine, so a repro case
     // says "unsupported" with the reason rather than "no device".

@@ -151,6 +151,10 @@ inline void fi_native_range(const WorkUnit& w, int kv_begin, int q, bool causal,
 // every row exactly the keys attnscope's mask allows, else custom (prefix-LM, documents, padding).
 // *why says which request needs the custom mask.
 inline FiMask choose_mask(const CaseSpec& c, const Plan& p, std::string* why = nullptr) {
+  if (p.mask_store) {  // a mask_mod's rows are not intervals
+    if (why) *why = "the case has a mask_mod";
+    return FiMask::kCustom;
+  }
   const bool causal = c.attention.causal;
   const int wl = window_left(c);
   for (size_t i = 0; i < p.units.size(); ++i) {
@@ -198,9 +202,11 @@ inline std::vector<uint8_t> pack_custom_mask(const CaseSpec& c, const Plan& p, s
     for (int q = 0; q < w.q_len; ++q) {
       int lo, hi;
       visible_range(m, (r.kv_len - r.q_len) + w.q_begin + q, &lo, &hi);
-      // the visible keys of a row are one interval: set its bits within the unit's keys
+      // the row's visible interval within the unit's keys, less a mask_mod's holes
+      const int qa = (r.kv_len - r.q_len) + w.q_begin + q;
       const int a = std::max(lo - w.kv_begin, 0), b = std::min(hi - w.kv_begin, w.kv_len);
       for (int k = a; k < b; ++k) {
+        if (!mask_bit(m, qa, w.kv_begin + k)) continue;
         const int64_t bit = static_cast<int64_t>(q) * w.kv_len + k;
         bits[base + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
       }

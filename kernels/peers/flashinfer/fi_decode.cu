@@ -97,6 +97,8 @@ class DecodeBackend final : public Backend {
            "single-token queries on attnscope's paged pool";
   }
 
+  Expressions score_mod_support() const override { return Expressions::kLowered; }  // soft-cap / ALiBi variants
+
   std::string check(const CaseSpec& c) const override {
     for (size_t r = 0; r < c.requests.size(); ++r)
       if (c.requests[r].q_len != 1)

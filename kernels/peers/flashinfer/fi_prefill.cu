@@ -109,6 +109,11 @@ class PrefillBackend final : public Backend {
            "paged pool; chunked local attention as vLLM's virtual batches";
   }
 
+  // a mask_mod through FlashInfer's custom-mask mode (its bits, fi_conventions.h); a score_mod of
+  // the soft-cap / ALiBi forms as those variants
+  Expressions mask_mod_support() const override { return Expressions::kFull; }
+  Expressions score_mod_support() const override { return Expressions::kLowered; }
+
   std::string check(const CaseSpec& c) const override {
     if (auto why = shape_refusal(c, false); !why.empty()) return why;
     if (auto why = variant_refusal(c); !why.empty()) return why;

@@ -208,6 +208,8 @@ class PrefillSm90Backend final : public Backend {
            "batches";
   }
 
+  Expressions score_mod_support() const override { return Expressions::kLowered; }  // soft-cap as its variant
+
   // The case's own refusals first (they read the same with or without a device), then the device.
   std::string check(const CaseSpec& c) const override {
     if (c.dtype == DType::kFp32)
