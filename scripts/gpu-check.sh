@@ -9,7 +9,8 @@
 # gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=1 (link cudnn.sdpa against
 # PyTorch's cuDNN wheel: the same library as SDPA's cuDNN backend), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
 # SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
-# PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE.
+# PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE,
+# FLEX_GOLDEN=1 (record FlexAttention's block masks of the mask zoo, tests/peer/flex_block_masks.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-90}"
@@ -54,6 +55,11 @@ done
 if [ -n "${INVARIANCE_CASE:-}" ]; then
   timeout 180 "$cli" invariance "$INVARIANCE_CASE" --backend "${INVARIANCE_BACKEND:-flashinfer.prefill}" > "$out/invariance.log" 2>&1; echo "invariance: rc=$?"
   cat "$out/invariance.log" | head -12
+fi
+if [ "${FLEX_GOLDEN:-0}" = 1 ]; then
+  # FlexAttention's printed block masks of the mask zoo, beside attnscope's (tests/data/flex_block_mask)
+  python3 tests/peer/flex_block_masks.py --cli "$cli" --out "$out/flex_block_mask" > "$out/flex-golden.log" 2>&1; echo "flex golden: rc=$?"
+  tail -3 "$out/flex-golden.log"
 fi
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then

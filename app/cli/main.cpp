@@ -30,6 +30,7 @@ usage: attnscope-cli COMMAND [options] CASE.json
 commands:
   validate CASE            check a case; prints a one-line summary or the error
   plan CASE [--json]       page table, virtual batches, split plan with its reasoning, block map
+      --flex-block-mask N  print each request's mask as FlexAttention's print(create_block_mask(..., BLOCK_SIZE=N))
   run CASE [options]       run the backends and comparisons of the case
       --backends a,b,...   run these backends instead of the case's list
       --sample-rows N      references on N sampled query rows per request
@@ -80,6 +81,15 @@ int cmd_validate(const Args& a) {
 int cmd_plan(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   const Plan p = make_plan(f.spec);
+  if (a.value("flex-block-mask")) {
+    // what FlexAttention's create_block_mask prints for each request's mask (B = 1, H = 1)
+    const int bs = *a.int_value("flex-block-mask", 1, 1 << 20);
+    for (size_t r = 0; r < f.spec.requests.size(); ++r)
+      std::cout << "request " << r << ": create_block_mask(mask_mod, 1, 1, " << f.spec.requests[r].q_len << ", "
+                << f.spec.requests[r].kv_len << ", BLOCK_SIZE=" << bs << ")\n"
+                << flex_block_mask_text(p.masks[r], bs, bs) << "\n";
+    return 0;
+  }
   if (a.flag("json"))
     std::cout << plan_to_json(f.spec, p).dump(2) << "\n";
   else
@@ -302,7 +312,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
-    if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {}));
+    if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask"}));
     if (cmd == "run")
       return cmd_run(parse_args(argc, argv, {"json"},
                                 {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));

@@ -121,6 +121,17 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
       << ": " << e << "\n";
     last = e;
   }
+  if (c.attention.mask_mod) {
+    int64_t pairs = 0, builtin = 0;
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+      const RowMask m = row_mask(c, r);
+      for (int q = 0; q < c.requests[r].q_len; ++q) builtin += allowed_in(m, q_abs_of(m, q), 0, c.requests[r].kv_len);
+    }
+    pairs = allowed_pairs(c, p);
+    o << "      mask_mod (ANDed with it): " << *c.attention.mask_mod << "\n"
+      << "      allowed pairs per head: " << pairs << " of the built-in mask's " << builtin << "\n";
+  }
+  if (c.attention.score_mod) o << "score score_mod: " << *c.attention.score_mod << "\n";
   o << "\n";
 
   const auto& pt = p.pages;

@@ -90,6 +90,14 @@ ordered_json library_plans_to_json(const Plan& p) {
 
 ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
   ordered_json j;
+  if (p.mask_mod || p.score_mod) {
+    // the expressions and their PyTorch form (FlexAttention's mask_mod / score_mod bodies; the peer
+    // scripts read these)
+    ordered_json e;
+    if (p.mask_mod) e["mask_mod"] = {{"text", p.mask_mod->text()}, {"torch", expr_to_torch(*p.mask_mod)}};
+    if (p.score_mod) e["score_mod"] = {{"text", p.score_mod->text()}, {"torch", expr_to_torch(*p.score_mod)}};
+    j["expressions"] = e;
+  }
   const auto& pt = p.pages;
   j["page_table"] = {{"page_size", pt.page_size}, {"num_pages", pt.num_pages},         {"indptr", pt.indptr},
                      {"indices", pt.indices},     {"last_page_len", pt.last_page_len}, {"owner", pt.owner}};

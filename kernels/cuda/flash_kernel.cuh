@@ -333,6 +333,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           if (seen) {
             if constexpr (kPlain) {
               x = s[rb][j][e] * p.scale_log2;
+            } else if (p.soft_cap <= 0.f && !p.alibi) {
+              x = s[rb][j][e] * p.scale_log2;  // a mask_mod alone: the plain logit, the same bits
             } else {
               x = s[rb][j][e] * p.sm_scale;
               if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);

@@ -63,6 +63,42 @@ void list_item_tiles(SplitPlan* sp, const std::vector<WorkUnit>& units, const st
   }
 }
 
+std::string flex_block_mask_text(const RowMask& m, int qb, int kb) {
+  const int rows = (m.q_len + qb - 1) / qb, cols = (m.kv_len + kb - 1) / kb;
+  std::vector<uint8_t> dense(static_cast<size_t>(rows) * cols, 0);  // block computed (partial or full)
+  int64_t computed = 0;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      bool any = false;
+      for (int q = i * qb; q < std::min(m.q_len, (i + 1) * qb) && !any; ++q)
+        any = allowed_in(m, q_abs_of(m, q), j * kb, std::min(m.kv_len, (j + 1) * kb)) > 0;
+      dense[static_cast<size_t>(i) * cols + j] = any;
+      computed += any;
+    }
+  // BlockMask.sparsity(): 100 * (1 - computed blocks * block area / numel), in doubles as Python
+  const double numel = static_cast<double>(m.q_len) * m.kv_len;
+  const double sparsity = 100.0 * (1.0 - static_cast<double>(computed * qb * kb) / numel);
+  // to_string(grid_size=(20, 20)): cells of row_step x col_step blocks, each '█' (all computed),
+  // ' ' (none) or '░', written twice; then __str__ strips the whole text
+  auto cdiv = [](int a, int b) { return (a + b - 1) / b; };
+  const int rs = std::max(1, cdiv(rows, 20)), cs = std::max(1, cdiv(cols, 20));
+  std::string grid = "(0, 0)\n";
+  for (int r = 0; r < rows; r += rs) {
+    for (int c = 0; c < cols; c += cs) {
+      int on = 0, n = 0;
+      for (int i = r; i < std::min(rows, r + rs); ++i)
+        for (int j = c; j < std::min(cols, c + cs); ++j, ++n) on += dense[static_cast<size_t>(i) * cols + j];
+      grid += on == n ? "██" : on == 0 ? "  " : "░░";
+    }
+    grid += "\n";
+  }
+  const size_t a = grid.find_first_not_of(" \n"), b = grid.find_last_not_of(" \n");
+  grid = grid.substr(a, b - a + 1);
+  char head[160];
+  std::snprintf(head, sizeof head, "BlockMask(shape=(1, 1, %d, %d), sparsity=%.2f%%, \n", m.q_len, m.kv_len, sparsity);
+  return head + grid + "\n)";
+}
+
 std::string block_map_text(const BlockMap& bm, int max_units, int max_cols) {
   std::ostringstream o;
   char buf[160];

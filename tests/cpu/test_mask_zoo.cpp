@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "attnscope/backend.h"
 #include "attnscope/compare.h"
@@ -262,4 +264,33 @@ TEST(MaskZoo, EmptyTilesAreLeftOutOfTheItemsTileLists) {
   }
   EXPECT_LT(listed, range) << "block-sparse leaves whole tiles empty";
   EXPECT_GT(listed, 0);
+}
+
+// Golden files recorded from PyTorch's FlexAttention on the GPU machine (tests/peer/
+// flex_block_masks.py: str(create_block_mask(mask_mod, 1, 1, q_len, kv_len, BLOCK_SIZE=N)) for the
+// zoo's mask_mods, translated by attnscope's expr_to_torch): attnscope's text must equal them.
+TEST(MaskZoo, BlockMaskTextEqualsFlexAttentionsGoldenFiles) {
+  const fs::path dir = src("tests/data/flex_block_mask");
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".txt") continue;
+    // <case>.r<request>.bs<block>.txt
+    const std::string stem = e.path().stem().string();
+    const auto bs_at = stem.rfind(".bs"), r_at = stem.rfind(".r", bs_at - 1);
+    ASSERT_NE(bs_at, std::string::npos);
+    ASSERT_NE(r_at, std::string::npos);
+    const std::string name = stem.substr(0, r_at);
+    const int r = std::stoi(stem.substr(r_at + 2, bs_at - r_at - 2)), bs = std::stoi(stem.substr(bs_at + 3));
+    SCOPED_TRACE(e.path().filename().string());
+    const CaseSpec c = zoo(name);
+    const Plan p = make_plan(c);
+    std::ifstream in(e.path());
+    std::stringstream want;
+    want << in.rdbuf();
+    std::string golden = want.str();
+    if (!golden.empty() && golden.back() == '\n') golden.pop_back();  // the recorder's trailing newline
+    EXPECT_EQ(flex_block_mask_text(p.masks[r], bs, bs), golden);
+    ++n;
+  }
+  EXPECT_GE(n, 10) << "golden block masks recorded";
 }

@@ -43,19 +43,24 @@ def time_cuda(torch, fn, reps):
     return ts[len(ts) // 2]
 
 
-def flex_time(torch, case, reps):
-    """Compiled flex_attention on a uniform causal batch with attnscope's window and soft-cap.
+def flex_time(torch, case, reps, exprs=None):
+    """Compiled flex_attention on a uniform batch with attnscope's window and soft-cap, or its
+    mask_mod / score_mod (exprs: the plan JSON's "expressions", attnscope's PyTorch translation).
 
     attnscope's window W counts the query itself (key k visible iff q - W < k <= q, with q_len ==
-    kv_len); its soft-cap is cap * tanh(scaled score / cap): flex's score is already scaled."""
+    kv_len); its soft-cap is cap * tanh(scaled score / cap): flex's score is already scaled. With
+    q_len == kv_len attnscope's absolute positions are flex's q_idx / kv_idx."""
     try:
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     except ImportError as e:
         return f"not run: {e}"
     reqs, att = case["requests"], case.get("attention", {})
     ql, kl = reqs[0]["q_len"], reqs[0]["kv_len"]
-    if ql != kl or not att.get("causal", True):
-        return "not run: this script translates only causal batches with q_len == kv_len"
+    exprs = exprs or {}
+    if any(r["q_len"] != ql or r["kv_len"] != kl or "doc_starts" in r or "prefix_len" in r for r in reqs):
+        return "not run: this script translates uniform batches without documents or prefixes"
+    if ql != kl or (not att.get("causal", True) and "mask_mod" not in exprs):
+        return "not run: this script translates only causal batches or mask_mods, with q_len == kv_len"
     W, cap = att.get("window"), att.get("soft_cap")
     B, hq, hk = len(reqs), case["heads"]["qo"], case["heads"]["kv"]
     d = case["head_dim"]["qk"] if isinstance(case["head_dim"], dict) else case["head_dim"]
@@ -72,6 +77,19 @@ def flex_time(torch, case, reps):
     def score_mod(score, b, h, q_idx, kv_idx):
         return cap * torch.tanh(score / cap)
 
+    if exprs:
+        # attnscope's translation: fully parenthesised torch code over these names
+        env = {"torch": torch, "q_len": ql, "kv_len": kl, "prefix_len": 0, "_b": lambda x: torch.as_tensor(x) != 0}
+        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / hq) for i in range(hq)], device="cuda")
+        env["_alibi"] = lambda h: slopes[torch.as_tensor(h).long()]
+        causal_and = "(kv_idx <= q_idx) & " if att.get("causal", True) else ""
+        if "mask_mod" in exprs:
+            exec(f"def mask_mod(b, h, q_idx, kv_idx):\n    return {causal_and}_b({exprs['mask_mod']['torch']})\n", env)
+            mask_mod = env["mask_mod"]
+        if "score_mod" in exprs:
+            exec(f"def score_mod(score, b, h, q_idx, kv_idx):\n    return {exprs['score_mod']['torch']}\n", env)
+            score_mod, cap = env["score_mod"], True
+
     try:
         bm = create_block_mask(mask_mod, B, None, ql, kl, device="cuda")
         fa = torch.compile(flex_attention, dynamic=False)
@@ -81,7 +99,7 @@ def flex_time(torch, case, reps):
         return "not run: " + (str(e).splitlines() or [type(e).__name__])[0][:160]
 
 
-def sdpa_times(torch, case, reps):
+def sdpa_times(torch, case, reps, exprs=None):
     """PyTorch SDPA on the case's shapes: {"sdpa_fa2": ms or reason, "sdpa_cudnn": ...}."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -92,6 +110,11 @@ def sdpa_times(torch, case, reps):
     out = {}
     if len(qs) != 1 or len(ks) != 1:
         return {k: "ragged batch: SDPA needs one length" for k in PEERS}
+    if exprs:
+        # a mask_mod or score_mod: SDPA has no such thing; compiled flex_attention runs the same expression
+        out = {k: "mask_mod / score_mod: SDPA cannot express it" for k in PEERS if k != "flex_compiled"}
+        out["flex_compiled"] = flex_time(torch, case, reps, exprs)
+        return out
     if att.get("alibi") or att.get("local_chunk") or att.get("prefix_lm"):
         return {k: "mask or logit transform this script does not translate" for k in PEERS}
     if att.get("window") or att.get("soft_cap"):
@@ -160,7 +183,11 @@ def main():
                 row["times"][x["backend"]] = x["median_ms"]
             else:
                 row["reasons"][x["backend"]] = x["status"]
-        for k, v in sdpa_times(torch, case, a.reps).items():
+        exprs = None
+        if "mask_mod" in case.get("attention", {}) or "score_mod" in case.get("attention", {}):
+            pj = subprocess.run([a.cli, "plan", path, "--json"], capture_output=True, text=True)
+            exprs = json.loads(pj.stdout).get("expressions")
+        for k, v in sdpa_times(torch, case, a.reps, exprs).items():
             (row["times"] if isinstance(v, float) else row["reasons"])[k] = v
         rows.append(row)
         print(f"{case['name']}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in row["times"].items()), file=sys.stderr, flush=True)

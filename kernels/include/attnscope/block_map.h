@@ -35,6 +35,15 @@ BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<Ro
 // tiles inside a row's range.
 void list_item_tiles(SplitPlan* split, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int group_size);
 
+// What PyTorch prints for FlexAttention's create_block_mask(mask_mod, 1, 1, q_len, kv_len,
+// BLOCK_SIZE=(q_block, kv_block)) of one request's mask (print(block_mask): its __str__, which
+// draws to_string(grid_size=(20, 20)): '█' where a block is computed, ' ' where it is skipped, '░'
+// for a downsampled cell holding both), with the sparsity as FlexAttention computes it (blocks
+// computed x block area over q_len x kv_len). FlexAttention's q_idx counts from 0 within the query
+// tensor: row i is attnscope's query at position kv_len - q_len + i (the same when q_len ==
+// kv_len). The mask is head-independent, hence H = 1.
+std::string flex_block_mask_text(const RowMask& m, int q_block, int kv_block);
+
 // FlexAttention-style text grid: '█' full, '░' partial, ' ' empty; at most max_units units and
 // max_cols columns (the cut is said).
 std::string block_map_text(const BlockMap& bm, int max_units = 8, int max_cols = 64);

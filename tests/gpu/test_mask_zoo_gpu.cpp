@@ -1,0 +1,136 @@
+// The mask zoo on the GPU (issue 12): every examples/zoo case on cuda.flash (mask bits in its
+// non-plain kernel, tile lists; score mods lowered to its soft-cap / ALiBi), cuda.naive and
+// flashinfer.prefill (custom-mask mode) within FlashAttention's 2x rule against cuda.reference,
+// which interprets the expressions on the device; cuda.reference against cpu.reference; cuda.flash
+// against its CPU twin; and cuda.flash with a mask_mod against the built-in twin, bit for bit where
+// the plans are equal. Skips with the reason without CUDA or a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+#include "attnscope/backend.h"
+#include "attnscope/compare.h"
+#include "attnscope/device.h"
+#include "case_json.h"
+
+using namespace attnscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define REQUIRE_GPU()                                                        \
+  do {                                                                       \
+    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
+    std::string why_;                                                        \
+    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
+  } while (0)
+
+std::vector<fs::path> zoo() {
+  std::vector<fs::path> v;
+  for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/zoo"))
+    if (e.path().extension() == ".json") v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
+  auto b = make_backend(id);
+  return run_backend(*b, c, p, w, RunOptions{});
+}
+
+int64_t nan_count(const Result& r) {
+  int64_t n = 0;
+  for (float x : r.o) n += std::isnan(x);
+  for (float x : r.lse) n += std::isnan(x);
+  return n;
+}
+
+}  // namespace
+
+TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
+  REQUIRE_GPU();
+  const auto* fi = family_of("flashinfer.prefill");
+  const bool fi_compiled = fi && fi->compiled;
+  if (!fi_compiled) std::cout << "[ note     ] flashinfer family not compiled: flashinfer.prefill not checked\n";
+  int ran = 0;
+  for (const auto& path : zoo()) {
+    SCOPED_TRACE(path.filename().string());
+    const CaseSpec c = read_case_file(path.string()).spec;
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w), cref = run("cpu.reference", c, p, w);
+    ASSERT_TRUE(ref.ok()) << ref.message;
+    // the device interpreter and bits against the host's: both fp64 on the same inputs
+    const DiffReport dr =
+        compare_results(c, ref, cref, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
+    EXPECT_TRUE(dr.verdict.pass) << dr.verdict.detail;
+    std::vector<std::string> ids = {"cuda.flash", "cuda.naive"};
+    if (fi_compiled) ids.push_back("flashinfer.prefill");
+    for (const auto& id : ids) {
+      const Result a = run(id, c, p, w);
+      // every zoo expression is one these backends run (mask bits, or a lowered score_mod)
+      ASSERT_TRUE(a.ok()) << id << ": " << a.message;
+      EXPECT_EQ(nan_count(a), 0) << id << " wrote NaN (or left poisoned elements)";
+      // 1e-5: FlashAttention's rounding floor, as every GPU test here
+      const DiffReport d = compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
+      EXPECT_TRUE(d.verdict.pass) << id << ": " << d.verdict.detail;
+      std::cout << "[ zoo      ] " << path.stem().string() << " " << id << ": " << d.verdict.detail << "\n";
+      ++ran;
+    }
+    // the kernel follows the plan its CPU twin follows: two bf16 ulps, as Gpu.FlashAgreesWithTheCpuTwin
+    const Result g = run("cuda.flash", c, p, w), h = run("cpu.tiled", c, p, w);
+    const DiffReport dt = compare_results(c, g, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
+    EXPECT_TRUE(dt.verdict.pass) << dt.verdict.detail;
+  }
+  EXPECT_GE(ran, 20);
+}
+
+// A mask_mod meaning a built-in mask: cuda.flash computes the same bits where the plan is the same
+// (the mask_mod path keeps the plain logit, and skipped tiles are tiles of -inf that would not
+// change the state).
+TEST(GpuMaskZoo, FlashWithAMaskModMatchesTheBuiltInTwinBitForBit) {
+  REQUIRE_GPU();
+  const std::pair<const char*, std::function<void(CaseSpec&)>> twins[] = {
+      {"causal", [](CaseSpec& c) { c.attention.causal = true; }},
+      {"prefix-lm",
+       [](CaseSpec& c) {
+         c.attention.causal = true;
+         c.attention.prefix_lm = true;
+       }},
+      {"documents", [](CaseSpec& c) { c.attention.causal = true; }},
+  };
+  for (const auto& [name, builtin] : twins) {
+    SCOPED_TRACE(name);
+    const CaseSpec e = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/zoo/" + name + ".json").spec;
+    CaseSpec t = e;
+    t.attention.mask_mod.reset();
+    builtin(t);
+    const Plan pe = make_plan(e), pt = make_plan(t);
+    const Workload we = make_workload(e, pe.pages), wt = make_workload(t, pt.pages);
+    const Result a = run("cuda.flash", e, pe, we), b = run("cuda.flash", t, pt, wt);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.message << b.message;
+    int64_t diff = 0;
+    for (size_t i = 0; i < a.o.size(); ++i) diff += f32_bits(a.o[i]) != f32_bits(b.o[i]);
+    for (size_t i = 0; i < a.lse.size(); ++i) diff += f32_bits(a.lse[i]) != f32_bits(b.lse[i]);
+    EXPECT_EQ(diff, 0);
+  }
+}
+
+TEST(GpuMaskZoo, AScoreModNoKernelTakesIsRefusedByTheKernelsAndRunByTheReference) {
+  REQUIRE_GPU();
+  CaseSpec c = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/zoo/softcap.json").spec;
+  c.attention.score_mod = "where(kv_idx == 0, score + 2, score * 0.75)";  // an attention sink bonus
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result f = run("cuda.flash", c, p, w);
+  EXPECT_EQ(f.status, Status::kUnsupported);
+  EXPECT_NE(f.message.find("only of the forms"), std::string::npos) << f.message;
+  const Result g = run("cuda.reference", c, p, w), h = run("cpu.reference", c, p, w);
+  ASSERT_TRUE(g.ok()) << g.message;
+  const DiffReport d = compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
+  EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+}
