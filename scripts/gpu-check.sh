@@ -60,6 +60,8 @@ if [ "${FLEX_GOLDEN:-0}" = 1 ]; then
   # FlexAttention's printed block masks of the mask zoo, beside attnscope's (tests/data/flex_block_mask)
   python3 tests/peer/flex_block_masks.py --cli "$cli" --out "$out/flex_block_mask" > "$out/flex-golden.log" 2>&1; echo "flex golden: rc=$?"
   tail -3 "$out/flex-golden.log"
+  # one file back instead of dozens (the device tool returns few files)
+  tar czf "$out/flex_block_mask.tgz" -C "$out" flex_block_mask && rm -rf "$out/flex_block_mask"
 fi
 san=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ "${SKIP_SANITIZER:-0}" != 1 ]; then

@@ -319,6 +319,18 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
     for (int rb = 0; rb < RB; ++rb) {
       // logits in base 2: scale (and soft-cap, ALiBi), mask
       float tile_max[2] = {-INFINITY, -INFINITY};
+      // a mask_mod's bits of this warp's keys: they start at k0 and span at most 64 keys, so two
+      // words per row, loaded once per tile instead of once per element
+      uint64_t wlo[2] = {~0ull, ~0ull}, whi[2] = {~0ull, ~0ull};
+      const int kw = k0 >> 6;
+      if constexpr (!kPlain) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          if (brow[rb][i]) {
+            wlo[i] = brow[rb][i][kw];
+            whi[i] = kw + 1 < m.words ? brow[rb][i][kw + 1] : 0ull;
+          }
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -328,7 +340,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           float x = -INFINITY;
           bool seen = key >= lo[rb][i] && key < hi[rb][i];
           if constexpr (!kPlain) {
-            if (seen && brow[rb][i]) seen = (brow[rb][i][key >> 6] >> (key & 63)) & 1u;  // the mask_mod's bit
+            const int off = key - (kw << 6);  // in [0, 128)
+            if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
           }
           if (seen) {
             if constexpr (kPlain) {
