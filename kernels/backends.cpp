@@ -128,18 +128,21 @@ std::string expressions_for(const Backend& b, const CaseSpec& c, CaseSpec* out) 
   // a family absent from this build: check() says "not compiled", the more basic reason
   if (const BackendFamily* f = family_of(b.id()); f && !f->compiled) return "";
   if (c.attention.mask_mod && b.mask_mod_support() == E::kNone)
-    return b.id() + " runs only the built-in masks, not a mask_mod (the cpu backends, cuda.reference, cuda.naive, "
-                    "cuda.flash and flashinfer.prefill run it)";
+    return b.id() +
+           " runs only the built-in masks, not a mask_mod (the cpu backends, cuda.reference, cuda.naive, "
+           "cuda.flash and flashinfer.prefill run it)";
   if (!c.attention.score_mod) return "";
   const E s = b.score_mod_support();
   if (s == E::kFull) return "";
   if (s == E::kNone)
-    return b.id() + " does not run a score_mod (the cpu backends, cuda.reference and cuda.naive evaluate any; cuda.flash "
-                    "and the FlashInfer backends run " + lowered_score_forms_text() + ")";
+    return b.id() +
+           " does not run a score_mod (the cpu backends, cuda.reference and cuda.naive evaluate any; cuda.flash "
+           "and the FlashInfer backends run " +
+           lowered_score_forms_text() + ")";
   const auto lowered = s == E::kLowered ? lower_score_mod(Expr::parse(*c.attention.score_mod, Expr::Kind::kScore)) : std::nullopt;
   if (!lowered)
-    return b.id() + " runs a score_mod only of the forms it takes as parameters (" + lowered_score_forms_text() +
-           "), not \"" + *c.attention.score_mod + "\" (the cpu backends, cuda.reference and cuda.naive evaluate any)";
+    return b.id() + " runs a score_mod only of the forms it takes as parameters (" + lowered_score_forms_text() + "), not \"" +
+           *c.attention.score_mod + "\" (the cpu backends, cuda.reference and cuda.naive evaluate any)";
   out->attention.score_mod.reset();
   out->attention.soft_cap = lowered->soft_cap;
   out->attention.alibi = lowered->alibi;

@@ -91,14 +91,17 @@ void App::adopt(const CaseFile& f) {
   current_ = f;
   edit_ = f.spec;
   edit_error_.clear();
+  run_pending_ = true;
+  edited_at_ = Clock::now();
+  // a mask_mod is evaluated on every (query, key) pair when planning: a large one is planned by
+  // the runner, whose first snapshot is the plan, and the views keep the last plan until then
+  if (mask_mod_pairs(f.spec) > kPlanInlinePairs) return;
   // plan now, on this thread: the plan views follow the edit in the next frame
   auto s = std::make_shared<Session>();
   s->file = f;
   s->plan = make_plan(f.spec);
   if (shown_) s->env = shown_->env;
   shown_ = s;
-  run_pending_ = true;
-  edited_at_ = Clock::now();
 }
 
 void App::draw_menu() {

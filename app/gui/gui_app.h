@@ -1,6 +1,7 @@
 // The attnscope window: case editor sidebar, tabbed panels, status bar, file handling, headless
-// screenshots. The GUI thread plans edits at once (plans are cheap) and hands the backends to the
-// Runner, debounced; it only ever reads snapshots.
+// screenshots. The GUI thread plans edits at once (plans are cheap; a large mask_mod's is left to the
+// Runner, whose first snapshot is the plan) and hands the backends to the Runner, debounced; it only
+// ever reads snapshots.
 #pragma once
 
 #include <chrono>

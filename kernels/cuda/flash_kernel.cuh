@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // mask_mod's empty tiles inside the range too: the plan lists the item's non-empty tiles)
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
   const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
-  const int n_tiles = tile_list ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
+  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
@@ -340,7 +340,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           float x = -INFINITY;
           bool seen = key >= lo[rb][i] && key < hi[rb][i];
           if constexpr (!kPlain) {
-            const int off = key - (kw << 6);  // in [0, 128)
+            const int off = key - (kw << 6);                                     // in [0, 128)
             if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
           }
           if (seen) {

@@ -31,10 +31,10 @@ struct NaiveParams {
   int hq, hk, dq, dv, group;
   double sm_scale, soft_cap;
   int alibi;
-  const double* slopes;   // [hq]
+  const double* slopes;     // [hq]
   const ExprOp* score_ops;  // the score_mod's program (nullptr: none)
   int score_n;
-  const ExprEnv* envs;  // [requests] the score_mod's per-request variables (doc_starts set here from the mask)
+  const ExprEnv* envs;    // [requests] the score_mod's per-request variables (doc_starts set here from the mask)
   const int64_t* tokens;  // [rows / hq] tokens computed by this launch
   float* o;               // [total_q, hq, dv]
   float* lse;             // [total_q, hq]

@@ -11,13 +11,13 @@
 //   primary := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 #include "attnscope/mask_expr.h"
 
-#include "attnscope/expr_program.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+
+#include "attnscope/expr_program.h"
 
 namespace attnscope {
 
@@ -38,7 +38,8 @@ struct Fn {
   const char* name;
   int args;
 };
-const Fn kFns[] = {{"min", 2}, {"max", 2}, {"abs", 1}, {"where", 3}, {"tanh", 1}, {"exp", 1}, {"floor", 1}, {"doc", 1}, {"alibi", 1}};
+const Fn kFns[] = {{"min", 2}, {"max", 2},   {"abs", 1}, {"where", 3}, {"tanh", 1},
+                   {"exp", 1}, {"floor", 1}, {"doc", 1}, {"alibi", 1}};
 
 class Parser {
  public:
@@ -225,25 +226,55 @@ int compile_node(const Expr::Node& n, std::vector<ExprOp>* out) {
   int depth = 0;
   for (size_t i = 0; i < n.kids.size(); ++i) depth = std::max(depth, static_cast<int>(i) + compile_node(*n.kids[i], out));
   static const std::pair<const char*, ExprCode> kCalls[] = {
-      {"min", ExprCode::kMin},   {"max", ExprCode::kMax}, {"abs", ExprCode::kAbs},     {"where", ExprCode::kWhere},
-      {"tanh", ExprCode::kTanh}, {"exp", ExprCode::kExp}, {"floor", ExprCode::kFloor}, {"doc", ExprCode::kDoc},
-      {"alibi", ExprCode::kAlibi}};
+      {"min", ExprCode::kMin},     {"max", ExprCode::kMax},   {"abs", ExprCode::kAbs},
+      {"where", ExprCode::kWhere}, {"tanh", ExprCode::kTanh}, {"exp", ExprCode::kExp},
+      {"floor", ExprCode::kFloor}, {"doc", ExprCode::kDoc},   {"alibi", ExprCode::kAlibi}};
   switch (n.op) {
-    case N::kNeg: op.code = ExprCode::kNeg; break;
-    case N::kNot: op.code = ExprCode::kNot; break;
-    case N::kAdd: op.code = ExprCode::kAdd; break;
-    case N::kSub: op.code = ExprCode::kSub; break;
-    case N::kMul: op.code = ExprCode::kMul; break;
-    case N::kDiv: op.code = ExprCode::kDiv; break;
-    case N::kMod: op.code = ExprCode::kMod; break;
-    case N::kLt: op.code = ExprCode::kLt; break;
-    case N::kLe: op.code = ExprCode::kLe; break;
-    case N::kGt: op.code = ExprCode::kGt; break;
-    case N::kGe: op.code = ExprCode::kGe; break;
-    case N::kEq: op.code = ExprCode::kEq; break;
-    case N::kNe: op.code = ExprCode::kNe; break;
-    case N::kAnd: op.code = ExprCode::kAnd; break;
-    case N::kOr: op.code = ExprCode::kOr; break;
+    case N::kNeg:
+      op.code = ExprCode::kNeg;
+      break;
+    case N::kNot:
+      op.code = ExprCode::kNot;
+      break;
+    case N::kAdd:
+      op.code = ExprCode::kAdd;
+      break;
+    case N::kSub:
+      op.code = ExprCode::kSub;
+      break;
+    case N::kMul:
+      op.code = ExprCode::kMul;
+      break;
+    case N::kDiv:
+      op.code = ExprCode::kDiv;
+      break;
+    case N::kMod:
+      op.code = ExprCode::kMod;
+      break;
+    case N::kLt:
+      op.code = ExprCode::kLt;
+      break;
+    case N::kLe:
+      op.code = ExprCode::kLe;
+      break;
+    case N::kGt:
+      op.code = ExprCode::kGt;
+      break;
+    case N::kGe:
+      op.code = ExprCode::kGe;
+      break;
+    case N::kEq:
+      op.code = ExprCode::kEq;
+      break;
+    case N::kNe:
+      op.code = ExprCode::kNe;
+      break;
+    case N::kAnd:
+      op.code = ExprCode::kAnd;
+      break;
+    case N::kOr:
+      op.code = ExprCode::kOr;
+      break;
     default:
       for (const auto& [name, code] : kCalls)
         if (n.fn == name) op.code = code;
@@ -273,7 +304,8 @@ Expr Expr::parse(const std::string& text, Kind kind) {
   e.root_ = Parser(text, kind).parse();
   const int depth = compile_node(*e.root_, &e.ops_);
   if (depth > kExprStack)
-    throw ExprError(1, "too deeply nested: needs " + std::to_string(depth) + " stack values, at most " + std::to_string(kExprStack));
+    throw ExprError(1,
+                    "too deeply nested: needs " + std::to_string(depth) + " stack values, at most " + std::to_string(kExprStack));
   e.reads_h_ = reads_var(*e.root_, kVarH);
   return e;
 }

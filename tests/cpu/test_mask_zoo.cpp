@@ -162,7 +162,8 @@ TEST(MaskZoo, ExpressibleMasksAgreeBitForBitWithTheirBuiltInTwin) {
     ASSERT_EQ(we.q, wt.q);
     if (!t.score) {
       ASSERT_EQ(pe.blocks.units.size(), pt.blocks.units.size());
-      for (size_t u = 0; u < pe.blocks.units.size(); ++u) EXPECT_EQ(pe.blocks.units[u].cls, pt.blocks.units[u].cls) << "unit " << u;
+      for (size_t u = 0; u < pe.blocks.units.size(); ++u)
+        EXPECT_EQ(pe.blocks.units[u].cls, pt.blocks.units[u].cls) << "unit " << u;
       EXPECT_EQ(allowed_pairs(expr, pe), allowed_pairs(twin, pt));
     }
     EXPECT_EQ(same_items(pe.split, pt.split), t.same_plan) << "the work items are (not) the twin's";
@@ -247,7 +248,8 @@ TEST(MaskZoo, BackendsThatCannotRunAnExpressionSayWhyAndLoweredFormsRunAsParamet
       EXPECT_EQ(w2, "") << id << ": not compiled is the reason check() gives";
       continue;
     }
-    const bool runs = std::string(id) == "cuda.flash" || std::string(id) == "flashinfer.prefill" || std::string(id) == "cpu.tiled";
+    const bool runs =
+        std::string(id) == "cuda.flash" || std::string(id) == "flashinfer.prefill" || std::string(id) == "cpu.tiled";
     EXPECT_EQ(w2.empty(), runs) << id << ": " << w2;
   }
 }

@@ -76,14 +76,16 @@ TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
       ASSERT_TRUE(a.ok()) << id << ": " << a.message;
       EXPECT_EQ(nan_count(a), 0) << id << " wrote NaN (or left poisoned elements)";
       // 1e-5: FlashAttention's rounding floor, as every GPU test here
-      const DiffReport d = compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
+      const DiffReport d =
+          compare_results(c, a, ref, {id, "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
       EXPECT_TRUE(d.verdict.pass) << id << ": " << d.verdict.detail;
       std::cout << "[ zoo      ] " << path.stem().string() << " " << id << ": " << d.verdict.detail << "\n";
       ++ran;
     }
     // the kernel follows the plan its CPU twin follows: two bf16 ulps, as Gpu.FlashAgreesWithTheCpuTwin
     const Result g = run("cuda.flash", c, p, w), h = run("cpu.tiled", c, p, w);
-    const DiffReport dt = compare_results(c, g, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
+    const DiffReport dt =
+        compare_results(c, g, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
     EXPECT_TRUE(dt.verdict.pass) << dt.verdict.detail;
   }
   EXPECT_GE(ran, 20);
@@ -131,6 +133,7 @@ TEST(GpuMaskZoo, AScoreModNoKernelTakesIsRefusedByTheKernelsAndRunByTheReference
   EXPECT_NE(f.message.find("only of the forms"), std::string::npos) << f.message;
   const Result g = run("cuda.reference", c, p, w), h = run("cpu.reference", c, p, w);
   ASSERT_TRUE(g.ok()) << g.message;
-  const DiffReport d = compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
+  const DiffReport d =
+      compare_results(c, g, h, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
   EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
 }

@@ -15,6 +15,8 @@
 
 #include "attnscope/library_plan.h"
 #include "attnscope/mask.h"
+#include "attnscope/mask_expr.h"
+#include "attnscope/plan.h"
 #include "case_gen.h"
 #include "case_json.h"
 #include "desktop.h"
@@ -25,6 +27,7 @@
 #include "gui_state.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
+#include "panels/expr_editor.h"
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
@@ -389,6 +392,186 @@ TEST(GuiItems, ExportedReproReopensToTheSameState) {
   EXPECT_EQ(again->plan.split.items.size(), s->plan.split.items.size());
 }
 
+// The editor's live validation: the error under the field with a caret under the bad token, each
+// field its own, and the case refused as a whole (so the app keeps the last valid plan).
+TEST(GuiItems, ExprErrorCaretPointsAtTheBadToken) {
+  CaseSpec c = read_case_file(example("zoo/causal.json")).spec;
+  c.attention.mask_mod = "kv_idx <= qidx";
+  const ExprFieldStatus st = expr_field_status(c, false);
+  ASSERT_TRUE(st.error);
+  EXPECT_EQ(st.message.rfind("column 11: unknown name \"qidx\"", 0), 0u) << st.message;
+  EXPECT_EQ(st.excerpt, "kv_idx <= qidx");
+  EXPECT_EQ(st.caret, std::string(10, ' ') + "^");
+  EXPECT_THROW(validate_case(c), CaseError);
+  EXPECT_FALSE(expr_field_status(c, true).error);  // no score_mod: nothing to say there
+
+  // several lines: the caret goes under the bad token of its own line, which the message names
+  c.attention.mask_mod = "kv_idx <= q_idx &&\n  q_idx = 3";
+  const ExprFieldStatus ml = expr_field_status(c, false);
+  ASSERT_TRUE(ml.error);
+  EXPECT_EQ(ml.excerpt, "  q_idx = 3");
+  EXPECT_EQ(ml.excerpt[ml.caret.size() - 1], '=');
+  EXPECT_EQ(ml.message, "line 2, column 9: \"=\" is not an operator: == compares") << ml.message;
+
+  // the end of the text: the caret just after the last character, not on a blank line below
+  c.attention.mask_mod = "kv_idx <= \n";
+  const ExprFieldStatus end = expr_field_status(c, false);
+  ASSERT_TRUE(end.error);
+  EXPECT_EQ(end.excerpt, "kv_idx <= ");
+  EXPECT_EQ(end.caret, std::string(9, ' ') + "^");
+
+  // a long line is cut around the token, "..." at the cuts, the caret still under it
+  std::string longer;
+  for (int i = 0; i < 20; ++i) longer += "kv_idx != " + std::to_string(i) + " && ";
+  longer += "kv_idx <= q_idx $ 1 && q_idx >= 0 && q_idx >= 1 && q_idx >= 2 && q_idx >= 3";
+  const int col = static_cast<int>(longer.find('$')) + 1;
+  for (int width : {24, 40, 80}) {
+    const ExprFieldStatus w = expr_error_view(longer, "column " + std::to_string(col) + ": unexpected \"$\"", col, width);
+    EXPECT_LE(static_cast<int>(w.excerpt.size()), width);
+    EXPECT_EQ(w.excerpt.rfind("...", 0), 0u) << w.excerpt;
+    EXPECT_EQ(w.excerpt.substr(w.excerpt.size() - 3), "...") << w.excerpt;
+    ASSERT_LT(w.caret.size(), w.excerpt.size() + 1);
+    EXPECT_EQ(w.excerpt[w.caret.size() - 1], '$') << w.excerpt << "\n" << w.caret;
+  }
+
+  // rules without a column: the message alone
+  c.attention.mask_mod = "kv_idx <= q_idx + h";
+  const ExprFieldStatus head = expr_field_status(c, false);
+  ASSERT_TRUE(head.error);
+  EXPECT_NE(head.message.find("reads h"), std::string::npos) << head.message;
+  EXPECT_TRUE(head.excerpt.empty());
+  c.attention.mask_mod.reset();
+  c.attention.score_mod = "30 * tanh(score / 30)";
+  c.attention.soft_cap = 50.0;
+  const ExprFieldStatus cap = expr_field_status(c, true);
+  ASSERT_TRUE(cap.error);
+  EXPECT_NE(cap.message.find("soft_cap"), std::string::npos) << cap.message;
+  c.attention.soft_cap.reset();
+  EXPECT_FALSE(expr_field_status(c, true).error);
+
+  // each field its own error: a bad mask_mod leaves the score_mod's status clean
+  c.attention.mask_mod = "kv_idx <";
+  EXPECT_TRUE(expr_field_status(c, false).error);
+  EXPECT_FALSE(expr_field_status(c, true).error);
+}
+
+TEST(GuiItems, ExprExamplesParseAndAreTheZoos) {
+  int masks = 0, scores = 0;
+  for (const auto& e : expr_examples()) {
+    SCOPED_TRACE(e.name);
+    EXPECT_NO_THROW(Expr::parse(e.text, e.score ? Expr::Kind::kScore : Expr::Kind::kMask));
+    (e.score ? scores : masks)++;
+    if (std::string(e.zoo).empty()) continue;
+    const AttentionSpec a = read_case_file(example(std::string("zoo/") + e.zoo)).spec.attention;
+    EXPECT_EQ(e.score ? a.score_mod : a.mask_mod, std::optional<std::string>(e.text));
+  }
+  EXPECT_GE(masks, 7);
+  EXPECT_GE(scores, 2);
+}
+
+TEST(GuiItems, BuiltinMaskAsMaskModKeepsTheMask) {
+  // causal + window: the expression ANDed with the same built-in mask allows the same pairs
+  CaseSpec c = read_case_file(example("gemma2-window-softcap.json")).spec;
+  const auto b = builtin_as_mask_mod(c);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(*b, "kv_idx <= q_idx && q_idx - kv_idx < 512");
+  EXPECT_EQ(mask_mod_and_note(c, 0), "");
+  CaseSpec with = c;
+  with.attention.mask_mod = *b;
+  validate_case(with);
+  const Plan p0 = make_plan(c), p1 = make_plan(with);
+  EXPECT_EQ(allowed_pairs(with, p1), allowed_pairs(c, p0));
+  EXPECT_EQ(p1.blocks.empty, p0.blocks.empty);
+  EXPECT_NE(mask_mod_and_note(with, 1).find("ANDed with the built-in mask (kv_idx <= q_idx"), std::string::npos);
+  // doc() reads each request's own doc_starts: one expression for all; a pad_start of one request
+  // prints a mask of its own, so there is no single expression to offer
+  EXPECT_EQ(builtin_as_mask_mod(read_case_file(example("zoo/documents.json")).spec), "doc(kv_idx) == doc(q_idx)");
+  CaseSpec padded = c;
+  padded.requests[1].pad_start = 1000;
+  EXPECT_FALSE(builtin_as_mask_mod(padded).has_value());
+  // non-causal zoo masks stand alone
+  const CaseSpec natten = read_case_file(example("zoo/natten-2d.json")).spec;
+  EXPECT_EQ(mask_mod_and_note(natten, 0), "");
+  EXPECT_FALSE(builtin_as_mask_mod(natten).has_value());  // the built-in mask is "1"
+  // the app plans a large mask_mod on the runner's thread, a small one at once
+  EXPECT_EQ(mask_mod_pairs(natten), 1024 * 1024);
+  EXPECT_GT(mask_mod_pairs(natten), kPlanInlinePairs);
+  EXPECT_LE(mask_mod_pairs(read_case_file(example("zoo/tree-speculative.json")).spec), kPlanInlinePairs);
+  EXPECT_EQ(mask_mod_pairs(c), 0);
+}
+
+// The hover readout's score is the score_mod's, the same as its built-in twin's.
+TEST(GuiItems, MaskReadoutAppliesTheScoreMod) {
+  for (const char* name : {"zoo/softcap.json", "zoo/alibi.json"}) {
+    SCOPED_TRACE(name);
+    auto s = session_of(name);
+    Session twin;
+    twin.file.spec = s->spec();
+    auto& a = twin.file.spec.attention;
+    if (std::string(name) == "zoo/softcap.json")
+      a.soft_cap = 30.0;
+    else
+      a.alibi = true;
+    a.score_mod.reset();
+    twin.plan = make_plan(twin.spec());
+    for (int h : {0, 3})
+      for (auto [q, k] : {std::pair{300, 10}, std::pair{300, 299}, std::pair{511, 400}}) {
+        const Readout r = mask_readout(*s, 0, h, q, k), t = mask_readout(twin, 0, h, q, k);
+        EXPECT_NEAR(r.score, t.score, 1e-9 * std::max(1.0, std::abs(t.score))) << h << " " << q << " " << k;
+        EXPECT_EQ(r.score_mod, *s->spec().attention.score_mod);
+        EXPECT_TRUE(t.score_mod.empty());
+      }
+    // the probabilities of a row, from the score_mod's score and the reference's LSE, sum to 1
+    double sum = 0;
+    for (int k = 0; k < 512; ++k) {
+      const Readout x = mask_readout(*s, 0, 1, 200, k);
+      if (x.allowed) {
+        ASSERT_TRUE(x.has_prob);
+        sum += x.prob;
+      }
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-4);
+  }
+  EXPECT_EQ(mask_readout(*session_of("zoo/natten-2d.json"), 0, 0, 40, 40).mask_mod,
+            *read_case_file(example("zoo/natten-2d.json")).spec.attention.mask_mod);
+}
+
+TEST(GuiItems, ExprSummaryCountsBlocksAndSkippedTiles) {
+  auto s = session_of("zoo/natten-2d.json");
+  const ExprSummary e = build_expr_summary(*s, 0);
+  const SplitPlan& sp = s->plan.split;
+  ASSERT_TRUE(e.lists_tiles);
+  EXPECT_EQ(e.items, sp.num_items);
+  EXPECT_EQ(e.listed_tiles, static_cast<int64_t>(sp.item_tiles.size()));
+  int64_t range = 0;
+  for (const auto& it : sp.items)
+    for (int k = it.kv_begin; k < it.kv_end; k += kKvTile) ++range;
+  EXPECT_EQ(e.range_tiles, range);
+  EXPECT_LT(e.listed_tiles, e.range_tiles / 2);  // a 7 x 7 neighbourhood skips most tiles
+  EXPECT_EQ(e.full + e.partial + e.empty, s->plan.blocks.full + s->plan.blocks.partial + s->plan.blocks.empty);
+  EXPECT_EQ(e.req_empty, e.empty);  // one request
+  EXPECT_DOUBLE_EQ(e.sparsity, s->plan.blocks.sparsity());
+  EXPECT_GT(e.sparsity, 0.5);
+  ASSERT_FALSE(e.expr_lines.empty());
+  EXPECT_EQ(e.expr_lines[0], "mask_mod: " + *s->spec().attention.mask_mod);
+  ASSERT_EQ(e.plan_lines.size(), 2u);
+  EXPECT_NE(e.plan_lines[1].find("tiles are skipped"), std::string::npos) << e.plan_lines[1];
+
+  // two requests: their own counts add up to the batch's
+  auto d = session_of("zoo/documents.json");
+  const ExprSummary d0 = build_expr_summary(*d, 0), d1 = build_expr_summary(*d, 1);
+  EXPECT_EQ(d0.req_full + d1.req_full, d0.full);
+  EXPECT_EQ(d0.req_partial + d1.req_partial, d0.partial);
+  EXPECT_EQ(d0.req_empty + d1.req_empty, d0.empty);
+
+  // no expression: no expression lines, and the items visit every tile of their ranges
+  const ExprSummary plain = build_expr_summary(*session_of("prefix-lm.json"), 0);
+  EXPECT_TRUE(plain.expr_lines.empty());
+  EXPECT_FALSE(plain.lists_tiles);
+  EXPECT_EQ(plain.listed_tiles, plain.range_tiles);
+  EXPECT_GT(plain.range_tiles, 0);
+}
+
 // --- screenshots under Xvfb ---
 
 namespace {
@@ -490,6 +673,19 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_pair("sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"),
                       std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
     [](const auto& info) { return std::string(info.param.first); });
+
+// A mask zoo case: the heatmap, and the mask_mod printed above it in its own colour.
+TEST(Gui, ZooMaskTabShowsTheExpression) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  Image img;
+  std::string log;
+  ASSERT_TRUE(shoot(example("zoo/dilated-window.json"), "mask", &img, &log)) << log;
+  EXPECT_GT(count(img, yellow), 2000) << "the allowed region of the mask";
+  const int64_t expr_text =
+      count(img, [](const unsigned char* p) { return std::abs(p[0] - 140) < 12 && std::abs(p[1] - 217) < 12 && p[2] > 240; });
+  EXPECT_GT(expr_text, 300) << "the mask_mod line above the map";
+}
 
 TEST(Gui, WithoutADisplayItSaysSoAndPointsToTheCli) {
   const std::string cmd = "env -u DISPLAY -u WAYLAND_DISPLAY " + std::string(ATTNSCOPE_GUI) + " > /tmp/attnscope_nodisp.log 2>&1";

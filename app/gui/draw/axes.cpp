@@ -30,6 +30,8 @@ void draw_axes(ImDrawList* dl, ImVec2 p0, ImVec2 size, int nx, int ny, const cha
     const float x = p0.x + size.x * v / std::max(1, nx);
     dl->AddLine(ImVec2(x, p0.y - 4), ImVec2(x, p0.y), tick);
     std::snprintf(b, sizeof b, "%d", v);
+    // a label running past the grid's right edge would overprint the axis title: tick only
+    if (x + 2 + 7.f * static_cast<float>(std::strlen(b)) > p0.x + size.x + 2) continue;
     dl->AddText(ImVec2(x + 2, p0.y - 16), text, b);
   }
   const int ymax = std::max(1, static_cast<int>(size.y / 22));
@@ -37,6 +39,7 @@ void draw_axes(ImDrawList* dl, ImVec2 p0, ImVec2 size, int nx, int ny, const cha
     const float y = p0.y + size.y * v / std::max(1, ny);
     dl->AddLine(ImVec2(p0.x - 4, y), ImVec2(p0.x, y), tick);
     std::snprintf(b, sizeof b, "%d", v);
+    if (y + 12 > p0.y + size.y + 2) continue;  // would overprint the title below the grid
     dl->AddText(ImVec2(p0.x - 8 - 7.f * static_cast<float>(std::strlen(b)), y - 1), text, b);
   }
   dl->AddText(ImVec2(p0.x + size.x + 4, p0.y - 16), text, x_title);

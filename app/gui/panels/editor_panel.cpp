@@ -185,10 +185,11 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       ImGui::InputInt("request #", &sel_);
       sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
       RequestSpec& r = c.requests[sel_];
-      if (c.attention.prefix_lm)
+      // an expression may read prefix_len without the built-in prefix-LM
+      if (c.attention.prefix_lm || c.attention.mask_mod || c.attention.score_mod)
         ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
       else
-        ImGui::TextDisabled("prefix_len: enable prefix-LM under Attention");
+        ImGui::TextDisabled("prefix_len: enable prefix-LM (or write a mask_mod) under Attention");
       ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
       std::string docs;
       for (int d : r.doc_starts) docs += (docs.empty() ? "" : " ") + std::to_string(d);
@@ -274,6 +275,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     ch |= opt_double("soft-cap", a.soft_cap, 50.0);
     ch |= opt_double("sm_scale", a.sm_scale, c.sm_scale_or_default());
     ch |= ImGui::Checkbox("ALiBi", &a.alibi);
+    ch |= expr_.draw(c, sel_);
   }
   if (ImGui::CollapsingHeader("Split", ImGuiTreeNodeFlags_DefaultOpen)) {
     auto& s = c.split;

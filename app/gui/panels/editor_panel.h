@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "expr_editor.h"
 
 namespace attnscope::gui {
 
@@ -28,6 +29,7 @@ class EditorPanel {
 
  private:
   GeneratorSettings gen_;
+  ExprEditor expr_;     // mask_mod / score_mod with live validation
   int sel_ = 0;         // request whose advanced fields are shown
   std::string filter_;  // request table filter ("q=1 kv>=4096")
   int sort_col_ = 0;    // 0 index, 1 q_len, 2 kv_len

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
+#include "attnscope/mask_bits.h"
 #include "attnscope/workload.h"
 #include "draw/axes.h"
 #include "draw/colormap.h"
+#include "expr_editor.h"
 
 namespace attnscope::gui {
 
@@ -73,9 +76,17 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
     dot += static_cast<double>(qv) * kv;
   }
   double x = dot * c.sm_scale_or_default();
-  if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
-  if (c.attention.alibi) x += alibi_slope(head, c.num_qo_heads) * (k - r.q_abs);
+  r.logit = x;
+  if (s.plan.score_mod) {
+    // a score_mod replaces the scaled logit; validation keeps soft_cap and alibi off beside it
+    x = s.plan.score_mod->eval(expr_env(c, request, head, r.q_abs, k, x));
+  } else {
+    if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
+    if (c.attention.alibi) x += alibi_slope(head, c.num_qo_heads) * (k - r.q_abs);
+  }
   r.score = x;
+  r.mask_mod = c.attention.mask_mod.value_or("");
+  r.score_mod = c.attention.score_mod.value_or("");
   int64_t token = 0;
   for (int i = 0; i < request; ++i) token += c.requests[i].q_len;
   token += q;
@@ -88,6 +99,46 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
     }
   }
   return r;
+}
+
+ExprSummary build_expr_summary(const Session& s, int request) {
+  ExprSummary e;
+  const CaseSpec& c = s.spec();
+  request = std::clamp(request, 0, static_cast<int>(c.requests.size()) - 1);
+  e.mask_mod = c.attention.mask_mod.value_or("");
+  e.score_mod = c.attention.score_mod.value_or("");
+  e.and_note = mask_mod_and_note(c, request);
+  const BlockMap& bm = s.plan.blocks;
+  e.full = bm.full, e.partial = bm.partial, e.empty = bm.empty;
+  e.sparsity = bm.sparsity();
+  for (const auto& ub : bm.units)
+    if (s.plan.units[ub.unit].request == request) e.req_full += ub.full, e.req_partial += ub.partial, e.req_empty += ub.empty;
+  const SplitPlan& sp = s.plan.split;
+  e.items = sp.num_items;
+  for (int i = 0; i < sp.num_items; ++i) {
+    const WorkItem& it = sp.items[i];
+    e.range_tiles += std::max(0, (it.kv_end - it.kv_begin + kKvTile - 1) / kKvTile);
+  }
+  e.lists_tiles = static_cast<int>(sp.item_tile_indptr.size()) == sp.num_items + 1;
+  e.listed_tiles = e.lists_tiles ? sp.item_tile_indptr.back() : e.range_tiles;
+
+  auto count = [](int64_t n) { return std::to_string(n); };
+  if (!e.mask_mod.empty()) e.expr_lines.push_back("mask_mod: " + e.mask_mod);
+  if (!e.and_note.empty()) e.expr_lines.push_back(e.and_note);
+  if (!e.score_mod.empty()) e.expr_lines.push_back("score_mod: " + e.score_mod + "   (replaces score = q.k * sm_scale)");
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%", 100.0 * e.sparsity);
+  e.plan_lines.push_back("Block map: " + count(e.full) + " full, " + count(e.partial) + " partial, " + count(e.empty) +
+                         " empty blocks, sparsity " + pct + " (this request: " + count(e.req_full) + " full, " +
+                         count(e.req_partial) + " partial, " + count(e.req_empty) + " empty).");
+  if (e.lists_tiles)
+    e.plan_lines.push_back("Work items: " + std::to_string(e.items) + " items visit " + count(e.listed_tiles) +
+                           " non-empty KV tiles of the " + count(e.range_tiles) + " in their key ranges; " +
+                           count(e.range_tiles - e.listed_tiles) + " tiles are skipped, empty under the mask_mod.");
+  else
+    e.plan_lines.push_back("Work items: " + std::to_string(e.items) + " items over " + count(e.range_tiles) + " KV tiles of " +
+                           std::to_string(kKvTile) + " keys.");
+  return e;
 }
 
 void MaskPanel::draw(const Session& s, UiState& ui) {
@@ -111,6 +162,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     for (size_t i = 0; i < px.size(); ++i)
       px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
     tex_.upload(items_.cols, items_.rows, px);
+    summary_ = build_expr_summary(s, ui.request);
     built_for_ = &s;
     built_request_ = ui.request;
   }
@@ -119,8 +171,26 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       "q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
       m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
       m.q_per_cell, m.k_per_cell);
-  ImGui::BeginChild("maskview", ImVec2(0, -ImGui::GetTextLineHeightWithSpacing() * 3), true,
-                    ImGuiWindowFlags_HorizontalScrollbar);
+  // the expressions above the map, in the colour of text the user typed
+  ImGui::PushTextWrapPos(0.f);
+  for (const auto& line : summary_.expr_lines) {
+    const bool expr = line.rfind("mask_mod: ", 0) == 0 || line.rfind("score_mod: ", 0) == 0;
+    if (expr)
+      ImGui::TextColored(ImVec4(0.55f, 0.85f, 1.f, 1.f), "%s", line.c_str());
+    else
+      ImGui::TextDisabled("%s", line.c_str());
+  }
+  ImGui::PopTextWrapPos();
+  // the sentences under the map, measured so that the map leaves them room at any width
+  const std::string tiles_line =
+      "Tiles: query tile " + std::to_string(s.plan.split.cta_tile_q) + " packed rows (white lines), KV tile " +
+      std::to_string(m.kv_tile) + " keys (grey), virtual batches (red); zoom in to see blocks outlined " +
+      (palette() == Palette::kColourBlind ? "sky blue" : "green") + " (full) or orange (partial, masked).";
+  const float wrap = ImGui::GetContentRegionAvail().x;
+  float footer = ImGui::CalcTextSize(tiles_line.c_str(), nullptr, false, wrap).y;
+  for (const auto& line : summary_.plan_lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
+  footer += ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size()) + ImGui::GetStyle().ItemSpacing.y;
+  ImGui::BeginChild("maskview", ImVec2(0, -footer), true, ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 margin = axes_margin();
   const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
   const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
@@ -187,18 +257,23 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     const Readout r = mask_readout(s, m.request, ui.head, q, k);
     ImGui::BeginTooltip();
     ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
-    ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
+    if (!r.score_mod.empty())
+      ImGui::Text("score %.5g = score_mod(score = q.k * sm_scale = %.5g)%s", r.score, r.logit,
+                  r.allowed ? "" : " (masked: -inf)");
+    else
+      ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
     if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
+    if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
+    if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
+    ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
   }
   ImGui::EndChild();
-  ImGui::TextWrapped(
-      "Tiles: query tile %d packed rows (white lines), KV tile %d keys (grey), virtual batches (red); zoom in to see blocks "
-      "outlined %s (full) or orange (partial, masked). Block map: %lld full, %lld partial, %lld empty blocks, sparsity "
-      "%.1f%%.",
-      s.plan.split.cta_tile_q, m.kv_tile, palette() == Palette::kColourBlind ? "sky blue" : "green",
-      static_cast<long long>(s.plan.blocks.full), static_cast<long long>(s.plan.blocks.partial),
-      static_cast<long long>(s.plan.blocks.empty), 100.0 * s.plan.blocks.sparsity());
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextUnformatted(tiles_line.c_str());
+  for (const auto& line : summary_.plan_lines) ImGui::TextUnformatted(line.c_str());
+  ImGui::PopTextWrapPos();
 }
 
 }  // namespace attnscope::gui

@@ -33,11 +33,31 @@ MaskItems build_mask_items(const Session& s, int request, int max_cells = 512);
 struct Readout {
   int q = 0, q_abs = 0, k = 0;
   bool allowed = false;
-  double score = 0;  // sm_scale q.k (+ soft-cap, ALiBi) from the generated inputs
+  double logit = 0;  // sm_scale q.k from the generated inputs: a score_mod's `score`
+  double score = 0;  // the logit after the score_mod, or after soft-cap and ALiBi
   bool has_prob = false;
-  double prob = 0;  // exp(score - LSE) with the reference's LSE
+  double prob = 0;                  // exp(score - LSE) with the reference's LSE
+  std::string mask_mod, score_mod;  // the case's expressions ("" when absent)
 };
 Readout mask_readout(const Session& s, int request, int head, int q, int k);
+
+// What a mask_mod does to the plan: the expressions, the block map's counts (the whole batch and
+// the shown request) and the work items' KV tiles: those they list as non-empty (what cuda.flash
+// visits) against all tiles in their key ranges.
+struct ExprSummary {
+  std::string mask_mod, score_mod;  // "" when absent
+  std::string and_note;             // the mask_mod is ANDed with this request's built-in mask
+  int64_t full = 0, partial = 0, empty = 0;
+  double sparsity = 0;  // empty / all blocks, the batch
+  int64_t req_full = 0, req_partial = 0, req_empty = 0;
+  int items = 0;
+  bool lists_tiles = false;             // the plan lists each item's non-empty tiles (a mask_mod exists)
+  int64_t listed_tiles = 0;             // tiles the items list (lists_tiles), else the range's
+  int64_t range_tiles = 0;              // kKvTile-key tiles from each item's first key to its last
+  std::vector<std::string> expr_lines;  // the expressions, printed above the map
+  std::vector<std::string> plan_lines;  // block map and work-item sentences, printed under it
+};
+ExprSummary build_expr_summary(const Session& s, int request);
 
 class MaskPanel {
  public:
@@ -47,6 +67,7 @@ class MaskPanel {
   const Session* built_for_ = nullptr;
   int built_request_ = -1;
   MaskItems items_;
+  ExprSummary summary_;
   Texture tex_;
 };
 

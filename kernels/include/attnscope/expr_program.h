@@ -20,9 +20,30 @@ enum ExprVar : int { kVarB, kVarH, kVarQ, kVarKv, kVarQLen, kVarKvLen, kVarPrefi
 enum class ExprCode : int32_t {
   kNum,  // push num
   kVar,  // push v[var]
-  kNeg, kNot,
-  kAdd, kSub, kMul, kDiv, kMod, kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr,
-  kMin, kMax, kAbs, kWhere, kTanh, kExp, kFloor, kDoc, kAlibi
+  kNeg,
+  kNot,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMod,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kEq,
+  kNe,
+  kAnd,
+  kOr,
+  kMin,
+  kMax,
+  kAbs,
+  kWhere,
+  kTanh,
+  kExp,
+  kFloor,
+  kDoc,
+  kAlibi
 };
 
 struct ExprOp {
@@ -114,22 +135,53 @@ AS_HD inline double eval_expr(const ExprOp* ops, int n, const ExprEnv& e) {
     const double a = st[sp - 1];
     double r = 0;
     switch (op.code) {
-      case ExprCode::kAdd: r = a + b; break;
-      case ExprCode::kSub: r = a - b; break;
-      case ExprCode::kMul: r = a * b; break;
-      case ExprCode::kDiv: r = a / b; break;
-      case ExprCode::kMod: r = fmod(a, b); break;
-      case ExprCode::kLt: r = a < b; break;
-      case ExprCode::kLe: r = a <= b; break;
-      case ExprCode::kGt: r = a > b; break;
-      case ExprCode::kGe: r = a >= b; break;
-      case ExprCode::kEq: r = a == b; break;
-      case ExprCode::kNe: r = a != b; break;
-      case ExprCode::kAnd: r = (a != 0.0 && b != 0.0) ? 1.0 : 0.0; break;
-      case ExprCode::kOr: r = (a != 0.0 || b != 0.0) ? 1.0 : 0.0; break;
-      case ExprCode::kMin: r = a < b ? a : b; break;
-      case ExprCode::kMax: r = a > b ? a : b; break;
-      default: break;
+      case ExprCode::kAdd:
+        r = a + b;
+        break;
+      case ExprCode::kSub:
+        r = a - b;
+        break;
+      case ExprCode::kMul:
+        r = a * b;
+        break;
+      case ExprCode::kDiv:
+        r = a / b;
+        break;
+      case ExprCode::kMod:
+        r = fmod(a, b);
+        break;
+      case ExprCode::kLt:
+        r = a < b;
+        break;
+      case ExprCode::kLe:
+        r = a <= b;
+        break;
+      case ExprCode::kGt:
+        r = a > b;
+        break;
+      case ExprCode::kGe:
+        r = a >= b;
+        break;
+      case ExprCode::kEq:
+        r = a == b;
+        break;
+      case ExprCode::kNe:
+        r = a != b;
+        break;
+      case ExprCode::kAnd:
+        r = (a != 0.0 && b != 0.0) ? 1.0 : 0.0;
+        break;
+      case ExprCode::kOr:
+        r = (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
+        break;
+      case ExprCode::kMin:
+        r = a < b ? a : b;
+        break;
+      case ExprCode::kMax:
+        r = a > b ? a : b;
+        break;
+      default:
+        break;
     }
     st[sp - 1] = r;
   }

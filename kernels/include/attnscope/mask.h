@@ -126,7 +126,7 @@ AS_HD inline int allowed_in(const RowMask& m, int qa, int a, int b) {
   for (int w = a >> 6; w <= (b - 1) >> 6; ++w) {
     uint64_t x = row[w];
     const int w0 = w * 64;
-    if (a > w0) x &= ~0ull << (a - w0);                // drop keys below a
+    if (a > w0) x &= ~0ull << (a - w0);               // drop keys below a
     if (b < w0 + 64) x &= (1ull << (b - w0)) - 1ull;  // and from b on
     n += popcount64(x);
   }

@@ -13,9 +13,9 @@
 namespace attnscope {
 
 struct MaskBits {
-  int words = 0;                // per query row: ceil(kv_len / 64)
-  std::vector<uint64_t> bits;   // [q_len * words]: bit k % 64 of word k / 64 = key k allowed
-  std::vector<int> bounds;      // [2 * q_len]: first allowed key, one past the last (equal: none)
+  int words = 0;               // per query row: ceil(kv_len / 64)
+  std::vector<uint64_t> bits;  // [q_len * words]: bit k % 64 of word k / 64 = key k allowed
+  std::vector<int> bounds;     // [2 * q_len]: first allowed key, one past the last (equal: none)
 };
 
 // The bits of request r: built-in mask `builtin` AND the expression, for every (query, key) pair.
