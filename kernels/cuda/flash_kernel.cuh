@@ -88,6 +88,9 @@ constexpr int kStride = D + 8;
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
 // kPlain: no soft-cap and no ALiBi, so the logit is one multiply; a separate instantiation keeps
 // tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
+// kBits: a mask_mod's bits are tested (two words per row per tile); the plain kernel has a variant
+// with them, so a mask_mod alone keeps the lean code (measured: the same window as a mask_mod ran
+// 2.07x the built-in window's time in the non-plain kernel; docs/perf-notes.md).
 // Head dim 256 runs lean (kLean): Q's fragments are read from shared memory at every k-step rather
 // than held (64 registers per thread: the held form spilled 250 bytes per thread), and K and V get
 // one buffer each, K refilled as soon as S = Q K^T is done and V as soon as P V is done (the
@@ -97,7 +100,7 @@ constexpr int kStride = D + 8;
 // Head dim <= 64 with 8 warps asks for two CTAs per SM (__launch_bounds__ min blocks 2: at most 128
 // registers, from 145; 64 bytes of spills, outside the key loop): 16 resident warps instead of 8.
 // Measured on the H100: hd 64 prefill 1.89 -> 1.50 ms causal, 3.46 -> 2.69 ms non-causal.
-template <int D, class T, int WM, int WN, int RB, bool kPlain>
+template <int D, class T, int WM, int WN, int RB, bool kPlain, bool kBits>
 __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
@@ -183,8 +186,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       }
     }
   // a mask_mod's bit rows of this thread's rows (non-plain kernel only)
-  const uint64_t* brow[kPlain ? 1 : RB][2];
-  if constexpr (!kPlain) {
+  const uint64_t* brow[kBits ? RB : 1][2];
+  if constexpr (kBits) {
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
@@ -323,7 +326,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       // words per row, loaded once per tile instead of once per element
       uint64_t wlo[2] = {~0ull, ~0ull}, whi[2] = {~0ull, ~0ull};
       const int kw = k0 >> 6;
-      if constexpr (!kPlain) {
+      if constexpr (kBits) {
 #pragma unroll
         for (int i = 0; i < 2; ++i)
           if (brow[rb][i]) {
@@ -339,7 +342,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           const int key = k0 + 8 * j + 2 * t4 + (e % 2);
           float x = -INFINITY;
           bool seen = key >= lo[rb][i] && key < hi[rb][i];
-          if constexpr (!kPlain) {
+          if constexpr (kBits) {
             const int off = key - (kw << 6);                                     // in [0, 128)
             if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
           }
@@ -527,14 +530,23 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  const bool plain = p.soft_cap <= 0.f && !p.alibi && !p.mask_bits;
+  // plain, plain with a mask_mod's bits, or soft-cap / ALiBi (bits tested when present)
+  const int mode = p.soft_cap <= 0.f && !p.alibi ? (p.mask_bits ? 1 : 0) : 2;
+  auto pick = [&](auto k0, auto k1, auto k2, int threads) {
+    if (mode == 0) return go(k0, threads);
+    if (mode == 1) return go(k1, threads);
+    return go(k2, threads);
+  };
   if (warps_m == 1 && warps_n == 4 && rb == 1)
-    return plain ? go(flash_kernel<D, T, 1, 4, 1, true>, 128) : go(flash_kernel<D, T, 1, 4, 1, false>, 128);
+    return pick(flash_kernel<D, T, 1, 4, 1, true, false>, flash_kernel<D, T, 1, 4, 1, true, true>,
+                flash_kernel<D, T, 1, 4, 1, false, true>, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1)
-    return plain ? go(flash_kernel<D, T, 4, 1, 1, true>, 128) : go(flash_kernel<D, T, 4, 1, 1, false>, 128);
+    return pick(flash_kernel<D, T, 4, 1, 1, true, false>, flash_kernel<D, T, 4, 1, 1, true, true>,
+                flash_kernel<D, T, 4, 1, 1, false, true>, 128);
   if constexpr (D < 256) {
     if (warps_m == 8 && warps_n == 1 && rb == 1)
-      return plain ? go(flash_kernel<D, T, 8, 1, 1, true>, 256) : go(flash_kernel<D, T, 8, 1, 1, false>, 256);
+      return pick(flash_kernel<D, T, 8, 1, 1, true, false>, flash_kernel<D, T, 8, 1, 1, true, true>,
+                  flash_kernel<D, T, 8, 1, 1, false, true>, 256);
   }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
