@@ -143,6 +143,10 @@ ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
                 {"num_splits", s.num_splits},
                 {"seqlen_k", s.seqlen_k},
                 {"reasoning", s.reasoning}};
+  if (!s.item_tile_indptr.empty()) {  // a mask_mod: the non-empty KV tiles each item visits
+    j["split"]["item_tile_indptr"] = s.item_tile_indptr;
+    j["split"]["item_tiles"] = s.item_tiles;
+  }
   j["library_plans"] = library_plans_to_json(p);
   const auto& bm = p.blocks;
   ordered_json bu = ordered_json::array();
