@@ -136,13 +136,13 @@ std::string expressions_for(const Backend& b, const CaseSpec& c, CaseSpec* out) 
   if (s == E::kFull) return "";
   if (s == E::kNone)
     return b.id() +
-           " does not run a score_mod (the cpu backends, cuda.reference and cuda.naive evaluate any; cuda.flash "
-           "and the FlashInfer backends run " +
+           " does not run a score_mod (the cpu backends, cuda.reference, cuda.naive and cuda.flash evaluate any; "
+           "the FlashInfer backends run " +
            lowered_score_forms_text() + ")";
   const auto lowered = s == E::kLowered ? lower_score_mod(Expr::parse(*c.attention.score_mod, Expr::Kind::kScore)) : std::nullopt;
   if (!lowered)
     return b.id() + " runs a score_mod only of the forms it takes as parameters (" + lowered_score_forms_text() + "), not \"" +
-           *c.attention.score_mod + "\" (the cpu backends, cuda.reference and cuda.naive evaluate any)";
+           *c.attention.score_mod + "\" (the cpu backends, cuda.reference, cuda.naive and cuda.flash evaluate any)";
   out->attention.score_mod.reset();
   out->attention.soft_cap = lowered->soft_cap;
   out->attention.alibi = lowered->alibi;

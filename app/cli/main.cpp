@@ -115,6 +115,7 @@ int cmd_run(const Args& a) {
   if (script_dir) {
     try {
       script_backend = script_target(opt.backends.value_or(f.spec.backends), a.value("script-backend"));
+      script_case(f.spec);  // a score_mod the script cannot write
       prepare_output_dir(*script_dir);
     } catch (const std::exception& e) {
       const std::string what = e.what();

@@ -116,6 +116,10 @@ const char* torch_dtype(DType t) { return t == DType::kBf16 ? "bfloat16" : t == 
 bool has_padding(const CaseSpec& c) {
   return std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return r.pad_start.has_value(); });
 }
+bool has_prefix_lens(const CaseSpec& c) {
+  return c.attention.prefix_lm ||
+         std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return r.prefix_len.has_value(); });
+}
 bool has_documents(const CaseSpec& c) {
   return std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return !r.doc_starts.empty(); });
 }
@@ -262,9 +266,11 @@ std::string constants(const Session& s, const std::string& target, const Choice&
     << (c.attention.sm_scale ? "  # the case's attention.sm_scale\n" : "  # 1 / sqrt(HEAD_DIM_QK)\n");
   if (c.attention.window) o << "WINDOW = " << *c.attention.window << "  # sliding window: visible keys, the query included\n";
   if (c.attention.local_chunk) o << "LOCAL_CHUNK = " << *c.attention.local_chunk << "  # chunked local attention (Llama-4)\n";
-  if (c.attention.prefix_lm)
-    o << "# prefix-LM: keys below PREFIX_LEN[r] are visible to every query of request r\n"
+  if (has_prefix_lens(c))
+    o << (c.attention.prefix_lm ? "# prefix-LM: keys below PREFIX_LEN[r] are visible to every query of request r\n"
+                                : "# each request's prefix_len (the mask_mod reads it)\n")
       << assign("PREFIX_LEN", per_request(c, [](const RequestSpec& r) { return r.prefix_len.value_or(0); }));
+  if (c.attention.mask_mod) o << "MASK_MOD = " << py_str(*c.attention.mask_mod) << "  # attnscope's expression, in allowed()\n";
   if (has_documents(c))
     o << "# packed documents: the first key of each document of each request ([0]: one document)\n"
       << assign("DOC_STARTS", strs(c.requests, [](const RequestSpec& r) {
@@ -315,8 +321,26 @@ std::string batch_fns(const CaseSpec& c) {
     o << "    doc = np.asarray(DOC_STARTS[r])\n"
       << "    m &= np.searchsorted(doc, k, side=\"right\") == np.searchsorted(doc, q_abs, side=\"right\")  # same document\n";
   if (has_padding(c)) o << "    m &= (k < PAD_START[r]) & (q_abs < PAD_START[r])  # padding\n";
-  o << R"PY(    return m
+  if (c.attention.mask_mod) {
+    // the expression in numpy over attnscope's names (absolute positions: q_idx = q_abs)
+    o << "    # the case's mask_mod (MASK_MOD, translated by attnscope), ANDed with the mask above\n"
+      << "    b, q_idx, kv_idx, q_len, kv_len = r, q_abs, k, Q_LEN[r], KV_LEN[r]\n"
+      << "    prefix_len = " << (has_prefix_lens(c) ? "PREFIX_LEN[r]" : "0") << "\n"
+      << (has_documents(c)
+              ? "    _doc = lambda x: np.searchsorted(np.asarray(DOC_STARTS[r]), np.floor(x), side=\"right\") - 1\n"
+              : "    _doc = lambda x: 0 * np.asarray(x)  # one document\n")
+      << "    m &= np.broadcast_to(_b(" << expr_to_numpy(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask)) << "), m.shape)\n";
+  }
+  o << "    return m\n";
+  if (c.attention.mask_mod)
+    o << R"PY(
 
+def _b(x):
+    """An expression's value as a verdict: non-zero allows (NaN does not)."""
+    x = np.asarray(x)
+    return (x != 0) & (x == x)
+)PY";
+  o << R"PY(
 
 def requests():
     """Per request: its index, its rows of q.npy, its rows of k.npy / v.npy, q_abs [q, 1], keys [1, k]."""
@@ -767,16 +791,32 @@ ScriptApi script_api(const CaseSpec& c, const std::string& target) {
 
 // The scripts write attnscope's mask and logit in numpy / PyTorch from the case's fields; they do
 // not translate expressions, so a case with one is refused rather than scripted without it.
-void require_no_expressions(const CaseSpec& c) {
-  if (c.attention.mask_mod || c.attention.score_mod)
-    throw std::runtime_error(std::string("the repro script does not translate /attention/") +
-                             (c.attention.mask_mod ? "mask_mod" : "score_mod") +
-                             " yet; export the case instead (run --export FILE), which replays it bit for bit");
+// The session as a script writes it: a mask_mod stays (allowed() evaluates it in numpy); a score_mod
+// of the soft-cap / ALiBi forms becomes those parameters, which every library path of the script
+// passes natively; any other score_mod is refused.
+CaseSpec script_case(const CaseSpec& c) {
+  CaseSpec out = c;
+  const auto& a = c.attention;
+  if (!a.score_mod) return out;
+  const auto lowered = lower_score_mod(Expr::parse(*a.score_mod, Expr::Kind::kScore));
+  if (!lowered)
+    throw std::invalid_argument("the repro script writes a score_mod only of the forms " + std::string(lowered_score_forms_text()) +
+                                ", not \"" + *a.score_mod + "\"; export the case instead (run --export FILE), which replays it bit for bit");
+  out.attention.score_mod.reset();
+  out.attention.soft_cap = lowered->soft_cap;
+  out.attention.alibi = lowered->alibi;
+  return out;
 }
 
-std::string make_repro_script(const Session& s, const std::string& target) {
+static Session script_session(const Session& s) {
+  Session ls = s;
+  ls.file.spec = script_case(s.spec());
+  return ls;
+}
+
+std::string make_repro_script(const Session& s_in, const std::string& target) {
+  const Session s = script_session(s_in);
   const CaseSpec& c = s.spec();
-  require_no_expressions(c);
   const Choice ch = choose(c, s.plan, target);
   const bool runs = ch.refusal.empty();
   std::string py = header(s, target, ch) + constants(s, target, ch) + batch_fns(c);
@@ -789,7 +829,7 @@ std::string make_repro_script(const Session& s, const std::string& target) {
 }
 
 int export_script(const Session& s, const std::string& dir, const std::string& target) {
-  require_no_expressions(s.spec());
+  script_session(s);  // refuses a score_mod the script cannot write, before anything is written
   prepare_output_dir(dir);
   const CaseSpec& c = s.spec();
   const Workload w = make_workload(c, s.plan.pages);

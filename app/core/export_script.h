@@ -34,6 +34,11 @@ std::string script_target(const std::vector<std::string>& backends, const std::o
 
 ScriptApi script_api(const CaseSpec& c, const std::string& target);
 
+// The case as a script writes it: a mask_mod stays (allowed() evaluates it in numpy); a score_mod
+// of the soft-cap / ALiBi forms (lower_score_mod) becomes those parameters, which every library
+// path passes natively; any other score_mod throws std::invalid_argument with the reason.
+CaseSpec script_case(const CaseSpec& c);
+
 // The text of repro.py for the session's case and `target` (tests read it).
 std::string make_repro_script(const Session& s, const std::string& target);
 

@@ -92,6 +92,19 @@ dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((
 
 }  // namespace
 
+DeviceScoreMod upload_score_mod(const CaseSpec& c, const Expr& e) {
+  DeviceScoreMod d;
+  d.ops = DeviceBuffer::from(e.ops());
+  d.n = static_cast<int>(e.ops().size());
+  std::vector<ExprEnv> envs;
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    envs.push_back(expr_env(c, r, 0, 0, 0));
+    envs.back().doc_starts = nullptr;  // a host pointer
+  }
+  d.envs = DeviceBuffer::from(envs);
+  return d;
+}
+
 int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
   const int64_t slots = static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size * c.num_kv_heads;
   int64_t mask_bytes = 0;

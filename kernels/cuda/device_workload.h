@@ -38,6 +38,15 @@ struct DeviceWorkload {
   int64_t q_elems = 0, k_elems = 0, v_elems = 0;
 };
 
+// A score_mod's postfix program and per-request variables on the device, for the kernels that
+// interpret it (cuda.reference / cuda.naive, cuda.flash's kMode 3). The variables' doc_starts stay
+// null: the kernels take the device copy from the request's mask.
+struct DeviceScoreMod {
+  DeviceBuffer ops, envs;  // [n] ExprOp, [requests] ExprEnv
+  int n = 0;
+};
+DeviceScoreMod upload_score_mod(const CaseSpec& c, const Expr& e);
+
 // Bytes of device memory the inputs need (for the refuse-before-allocating check).
 int64_t device_workload_bytes(const CaseSpec& c, const Plan& p);
 

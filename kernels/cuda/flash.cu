@@ -120,9 +120,10 @@ class FlashBackend final : public Backend {
                    : "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
   }
   int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
-  // a mask_mod through the plan's bits and tile lists; a score_mod of the soft-cap / ALiBi forms
+  // a mask_mod through the plan's bits and tile lists; a score_mod of the soft-cap / ALiBi forms as
+  // those parameters, any other interpreted in its own kernel variant (correct, slow)
   Expressions mask_mod_support() const override { return Expressions::kFull; }
-  Expressions score_mod_support() const override { return Expressions::kLowered; }
+  Expressions score_mod_support() const override { return Expressions::kFull; }
   std::string check(const CaseSpec& c) const override {
     if (auto why = device_check(); !why.empty()) return why;
     if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
@@ -195,8 +196,17 @@ class FlashBackend final : public Backend {
     fp.group = c.group_size();
     fp.sm_scale = static_cast<float>(c.sm_scale_or_default());
     fp.scale_log2 = fp.sm_scale * static_cast<float>(kLog2e);
-    fp.soft_cap = static_cast<float>(c.attention.soft_cap.value_or(0.0));
-    fp.alibi = c.attention.alibi ? 1 : 0;
+    // a score_mod of the soft-cap / ALiBi forms runs as those parameters; any other is interpreted
+    const auto lowered = p.score_mod ? lower_score_mod(*p.score_mod) : std::nullopt;
+    fp.soft_cap = static_cast<float>((lowered ? lowered->soft_cap : c.attention.soft_cap).value_or(0.0));
+    fp.alibi = (lowered ? lowered->alibi : c.attention.alibi) ? 1 : 0;
+    DeviceScoreMod sm;
+    if (p.score_mod && !lowered) {
+      sm = upload_score_mod(c, *p.score_mod);
+      fp.score_ops = sm.ops.as<ExprOp>();
+      fp.score_n = sm.n;
+      fp.score_envs = sm.envs.as<ExprEnv>();
+    }
     fp.mask_bits = p.mask_store ? 1 : 0;
     fp.item_tile_indptr = sp.item_tile_indptr.empty() ? nullptr : d_tile_ind.as<int>();
     fp.item_tiles = sp.item_tile_indptr.empty() ? nullptr : d_tiles.as<int>();

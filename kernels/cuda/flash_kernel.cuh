@@ -88,9 +88,11 @@ constexpr int kStride = D + 8;
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
 // kPlain: no soft-cap and no ALiBi, so the logit is one multiply; a separate instantiation keeps
 // tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
-// kBits: a mask_mod's bits are tested (two words per row per tile); the plain kernel has a variant
-// with them, so a mask_mod alone keeps the lean code (measured: the same window as a mask_mod ran
-// 2.07x the built-in window's time in the non-plain kernel; docs/perf-notes.md).
+// kMode: 0 plain; 1 plain with a mask_mod's bits (two words per row per tile), so a mask_mod alone
+// keeps the lean code (measured: the same window as a mask_mod ran 2.07x the built-in window's time
+// in the non-plain kernel; docs/perf-notes.md); 2 soft-cap / ALiBi, bits tested when present;
+// 3 a score_mod that is neither, interpreted per element (expr_program.h, doubles, as the CPU
+// backends): correct, not fast, and its own instantiation so the others keep their code.
 // Head dim 256 runs lean (kLean): Q's fragments are read from shared memory at every k-step rather
 // than held (64 registers per thread: the held form spilled 250 bytes per thread), and K and V get
 // one buffer each, K refilled as soon as S = Q K^T is done and V as soon as P V is done (the
@@ -100,8 +102,9 @@ constexpr int kStride = D + 8;
 // Head dim <= 64 with 8 warps asks for two CTAs per SM (__launch_bounds__ min blocks 2: at most 128
 // registers, from 145; 64 bytes of spills, outside the key loop): 16 resident warps instead of 8.
 // Measured on the H100: hd 64 prefill 1.89 -> 1.50 ms causal, 3.46 -> 2.69 ms non-causal.
-template <int D, class T, int WM, int WN, int RB, bool kPlain, bool kBits>
+template <int D, class T, int WM, int WN, int RB, int kMode>
 __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) flash_kernel(const FlashParams p) {
+  constexpr bool kPlain = kMode <= 1, kBits = kMode >= 1, kProg = kMode == 3;
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
   constexpr int S = kStride<D>;
@@ -349,6 +352,16 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
           if (seen) {
             if constexpr (kPlain) {
               x = s[rb][j][e] * p.scale_log2;
+            } else if constexpr (kProg) {
+              const int row = row_of(rb, i);
+              ExprEnv env = p.score_envs[un.request];
+              env.doc_starts = m.doc_starts;  // the device copy
+              env.num_docs = m.num_docs;
+              env.v[kVarH] = kvh * G + row % G;
+              env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
+              env.v[kVarKv] = key;
+              env.v[kVarScore] = s[rb][j][e] * p.sm_scale;
+              x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
             } else if (p.soft_cap <= 0.f && !p.alibi) {
               x = s[rb][j][e] * p.scale_log2;  // a mask_mod alone: the plain logit, the same bits
             } else {
@@ -530,23 +543,24 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  // plain, plain with a mask_mod's bits, or soft-cap / ALiBi (bits tested when present)
-  const int mode = p.soft_cap <= 0.f && !p.alibi ? (p.mask_bits ? 1 : 0) : 2;
-  auto pick = [&](auto k0, auto k1, auto k2, int threads) {
+  // plain, plain with a mask_mod's bits, soft-cap / ALiBi, or an interpreted score_mod
+  const int mode = p.score_ops ? 3 : p.soft_cap <= 0.f && !p.alibi ? (p.mask_bits ? 1 : 0) : 2;
+  auto pick = [&](auto k0, auto k1, auto k2, auto k3, int threads) {
     if (mode == 0) return go(k0, threads);
     if (mode == 1) return go(k1, threads);
-    return go(k2, threads);
+    if (mode == 2) return go(k2, threads);
+    return go(k3, threads);
   };
   if (warps_m == 1 && warps_n == 4 && rb == 1)
-    return pick(flash_kernel<D, T, 1, 4, 1, true, false>, flash_kernel<D, T, 1, 4, 1, true, true>,
-                flash_kernel<D, T, 1, 4, 1, false, true>, 128);
+    return pick(flash_kernel<D, T, 1, 4, 1, 0>, flash_kernel<D, T, 1, 4, 1, 1>, flash_kernel<D, T, 1, 4, 1, 2>,
+                flash_kernel<D, T, 1, 4, 1, 3>, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1)
-    return pick(flash_kernel<D, T, 4, 1, 1, true, false>, flash_kernel<D, T, 4, 1, 1, true, true>,
-                flash_kernel<D, T, 4, 1, 1, false, true>, 128);
+    return pick(flash_kernel<D, T, 4, 1, 1, 0>, flash_kernel<D, T, 4, 1, 1, 1>, flash_kernel<D, T, 4, 1, 1, 2>,
+                flash_kernel<D, T, 4, 1, 1, 3>, 128);
   if constexpr (D < 256) {
     if (warps_m == 8 && warps_n == 1 && rb == 1)
-      return pick(flash_kernel<D, T, 8, 1, 1, true, false>, flash_kernel<D, T, 8, 1, 1, true, true>,
-                  flash_kernel<D, T, 8, 1, 1, false, true>, 256);
+      return pick(flash_kernel<D, T, 8, 1, 1, 0>, flash_kernel<D, T, 8, 1, 1, 1>, flash_kernel<D, T, 8, 1, 1, 2>,
+                  flash_kernel<D, T, 8, 1, 1, 3>, 256);
   }
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include "attnscope/expr_program.h"
 #include "attnscope/split_plan.h"
 #include "device_workload.h"
 
@@ -24,7 +25,11 @@ struct FlashParams {
   float sm_scale, soft_cap;  // soft_cap 0 = off
   float scale_log2;          // sm_scale * log2(e), both as float (the plain-logit path)
   int alibi;
-  int mask_bits;  // a mask_mod: the rows' RowMask bits are tested (non-plain kernel only)
+  int mask_bits;  // a mask_mod: the rows' RowMask bits are tested
+  // a score_mod that is not soft-cap / ALiBi: its program and per-request variables (nullptr: none)
+  const ExprOp* score_ops;
+  int score_n;
+  const ExprEnv* score_envs;  // [requests]; doc_starts set in the kernel from the device mask
   // a mask_mod's non-empty KV tiles of each item (first keys, from the block map): the kernel visits
   // only these; nullptr = every tile of the item's visible range
   const int* item_tile_indptr;  // [num_items + 1]

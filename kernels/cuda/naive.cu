@@ -186,16 +186,8 @@ class NaiveBackend final : public Backend {
     std::vector<double> slopes(c.num_qo_heads);
     for (int h = 0; h < c.num_qo_heads; ++h) slopes[h] = alibi_slope(h, c.num_qo_heads);
     DeviceBuffer d_slopes = DeviceBuffer::from(slopes);
-    DeviceBuffer d_ops, d_envs;
-    if (p.score_mod) {
-      d_ops = DeviceBuffer::from(p.score_mod->ops());
-      std::vector<ExprEnv> envs;
-      for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
-        envs.push_back(expr_env(c, r, 0, 0, 0));
-        envs.back().doc_starts = nullptr;  // a host pointer: the kernel takes the device copy from the mask
-      }
-      d_envs = DeviceBuffer::from(envs);
-    }
+    DeviceScoreMod sm;
+    if (p.score_mod) sm = upload_score_mod(c, *p.score_mod);
 
     // score scratch: as many (token, head) rows per launch as 256 MiB holds
     const int64_t rows_per_launch = std::max<int64_t>(1, std::min<int64_t>((int64_t{256} << 20) / (max_kv * acc), 65535));
@@ -215,9 +207,9 @@ class NaiveBackend final : public Backend {
                     c.attention.soft_cap.value_or(0.0),
                     c.attention.alibi ? 1 : 0,
                     d_slopes.as<double>(),
-                    p.score_mod ? d_ops.as<ExprOp>() : nullptr,
-                    p.score_mod ? static_cast<int>(p.score_mod->ops().size()) : 0,
-                    p.score_mod ? d_envs.as<ExprEnv>() : nullptr,
+                    p.score_mod ? sm.ops.as<ExprOp>() : nullptr,
+                    sm.n,
+                    p.score_mod ? sm.envs.as<ExprEnv>() : nullptr,
                     nullptr,
                     o.as<float>(),
                     lse.as<float>(),

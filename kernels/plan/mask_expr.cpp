@@ -371,9 +371,10 @@ std::string torch_num(double v) {
   return buf;
 }
 
-std::string torch_of(const Node& n) {
-  auto k = [&](int i) { return torch_of(*n.kids[i]); };
-  auto t = [&](int i) { return "torch.as_tensor(" + k(i) + ")"; };
+// lib: "torch" or "np"; both have minimum, maximum, abs, where, tanh, exp, floor, fmod
+std::string python_of(const Node& n, const std::string& lib) {
+  auto k = [&](int i) { return python_of(*n.kids[i], lib); };
+  auto t = [&](int i) { return lib + (lib == "np" ? ".asarray(" : ".as_tensor(") + k(i) + ")"; };
   switch (n.op) {
     case Node::kNum:
       return torch_num(n.num);
@@ -392,7 +393,7 @@ std::string torch_of(const Node& n) {
     case Node::kDiv:
       return "(" + k(0) + " / " + k(1) + ")";
     case Node::kMod:
-      return "torch.fmod(" + t(0) + ", " + k(1) + ")";
+      return lib + ".fmod(" + t(0) + ", " + k(1) + ")";
     case Node::kLt:
       return "(" + k(0) + " < " + k(1) + ")";
     case Node::kLe:
@@ -410,13 +411,13 @@ std::string torch_of(const Node& n) {
     case Node::kOr:
       return "(_b(" + k(0) + ") | _b(" + k(1) + "))";
     case Node::kCall:
-      if (n.fn == "min") return "torch.minimum(" + t(0) + ", " + t(1) + ")";
-      if (n.fn == "max") return "torch.maximum(" + t(0) + ", " + t(1) + ")";
-      if (n.fn == "abs") return "torch.abs(" + t(0) + ")";
-      if (n.fn == "where") return "torch.where(_b(" + k(0) + "), " + t(1) + ", " + t(2) + ")";
-      if (n.fn == "tanh") return "torch.tanh(" + t(0) + ")";
-      if (n.fn == "exp") return "torch.exp(" + t(0) + ")";
-      if (n.fn == "floor") return "torch.floor(" + t(0) + ")";
+      if (n.fn == "min") return lib + ".minimum(" + t(0) + ", " + t(1) + ")";
+      if (n.fn == "max") return lib + ".maximum(" + t(0) + ", " + t(1) + ")";
+      if (n.fn == "abs") return lib + ".abs(" + t(0) + ")";
+      if (n.fn == "where") return lib + ".where(_b(" + k(0) + "), " + t(1) + ", " + t(2) + ")";
+      if (n.fn == "tanh") return lib + ".tanh(" + t(0) + ")";
+      if (n.fn == "exp") return lib + ".exp(" + t(0) + ")";
+      if (n.fn == "floor") return lib + ".floor(" + t(0) + ")";
       if (n.fn == "doc") return "_doc(" + k(0) + ")";
       return "_alibi(" + k(0) + ")";
   }
@@ -425,7 +426,8 @@ std::string torch_of(const Node& n) {
 
 }  // namespace
 
-std::string expr_to_torch(const Expr& e) { return torch_of(e.root()); }
+std::string expr_to_torch(const Expr& e) { return python_of(e.root(), "torch"); }
+std::string expr_to_numpy(const Expr& e) { return python_of(e.root(), "np"); }
 
 std::optional<LoweredScoreMod> lower_score_mod(const Expr& e) {
   LoweredScoreMod l;

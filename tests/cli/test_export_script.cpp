@@ -260,3 +260,37 @@ TEST(ExportScript, BrokenUsesAreOneLineErrorsWithExitTwo) {
   }
   fs::remove(file);
 }
+
+// The mask zoo's scripts: a mask_mod is written into allowed() as numpy (attnscope's own
+// translation), a soft-cap / ALiBi score_mod as the parameters it is; --reference-only then
+// reproduces cpu.reference on every zoo case; a score_mod no library takes is refused in one line.
+TEST(ExportScript, ZooCasesWriteTheirExpressionAndReproduceTheReference) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(src("examples/zoo"))) {
+    if (e.path().extension() != ".json") continue;
+    const std::string name = e.path().stem().string();
+    SCOPED_TRACE(name);
+    TempDir d("zoo_" + name);
+    const Out o = cli("run " + e.path().string() + " --export-script " + d.str());
+    ASSERT_TRUE(o.code == 0 || o.code == 3) << o.out;
+    const std::string text = read(d.path / "repro.py");
+    if (name != "alibi" && name != "softcap") EXPECT_NE(text.find("MASK_MOD = "), std::string::npos);
+    const Out r = sh(py + " " + (d.path / "repro.py").string() + " --reference-only");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const double o_err = stat_of(r.out, "O");
+    EXPECT_GE(o_err, 0) << r.out;
+    EXPECT_LE(o_err, 1e-6) << r.out;  // fp64 both sides, stored as float32
+    ++n;
+  }
+  EXPECT_GE(n, 10);
+  // a score_mod no script API takes as a parameter
+  const std::string c = read(src("examples/zoo/softcap.json"));
+  TempDir d("zoo_odd");
+  fs::create_directories(d.path);
+  std::ofstream(d.path / "odd.json") << std::regex_replace(c, std::regex("30 \\* tanh\\(score / 30\\)"), "score * 0.5");
+  const Out o = cli("run " + (d.path / "odd.json").string() + " --export-script " + (d.path / "out").string());
+  EXPECT_EQ(o.code, 2) << o.out;
+  EXPECT_NE(o.out.find("writes a score_mod only of the forms"), std::string::npos) << o.out;
+}

@@ -176,8 +176,8 @@ TEST(MaskZoo, ExpressibleMasksAgreeBitForBitWithTheirBuiltInTwin) {
 }
 
 // What run_backend does with a backend's declared support, whatever this build compiled: a backend
-// of each kind, as the real ones declare themselves (cuda.flash and flashinfer.prefill: bits and
-// lowered score mods; flashinfer.decode: lowered score mods only).
+// of each kind, as the real ones declare themselves (flashinfer.prefill: bits and lowered score
+// mods; flashinfer.decode: lowered score mods only).
 class Declares final : public Backend {
  public:
   Declares(std::string id, Expressions mask, Expressions score) : id_(std::move(id)), mask_(mask), score_(score) {}
@@ -203,11 +203,11 @@ TEST(MaskZoo, BackendsThatCannotRunAnExpressionSayWhyAndLoweredFormsRunAsParamet
   using E = Backend::Expressions;
   const CaseSpec dilated = zoo("dilated-window");
   CaseSpec out;
-  Declares dec("decode-like", E::kNone, E::kLowered), flash_like("flash-like", E::kFull, E::kLowered);
+  Declares dec("decode-like", E::kNone, E::kLowered), prefill_like("prefill-like", E::kFull, E::kLowered);
   const std::string why = expressions_for(dec, dilated, &out);
   EXPECT_NE(why.find("runs only the built-in masks"), std::string::npos) << why;
-  EXPECT_EQ(expressions_for(flash_like, dilated, &out), "");
-  Declares* flash = &flash_like;
+  EXPECT_EQ(expressions_for(prefill_like, dilated, &out), "");
+  Declares* flash = &prefill_like;
 
   const CaseSpec cap = zoo("softcap");
   ASSERT_EQ(expressions_for(*flash, cap, &out), "");
@@ -235,10 +235,10 @@ TEST(MaskZoo, BackendsThatCannotRunAnExpressionSayWhyAndLoweredFormsRunAsParamet
   EXPECT_NE(r.message.find("only of the forms"), std::string::npos) << r.message;
   // run_backend hands the lowered case to the backend
   const Plan pc = make_plan(cap);
-  const Result rc = run_backend(flash_like, cap, pc, w, RunOptions{});
+  const Result rc = run_backend(prefill_like, cap, pc, w, RunOptions{});
   EXPECT_TRUE(rc.ok()) << rc.message;
-  ASSERT_TRUE(flash_like.ran_soft_cap.has_value());
-  EXPECT_EQ(*flash_like.ran_soft_cap, 30.0);
+  ASSERT_TRUE(prefill_like.ran_soft_cap.has_value());
+  EXPECT_EQ(*prefill_like.ran_soft_cap, 30.0);
   // the real backends declare what their kernels do (in any build: a family not compiled says so
   // through check() instead)
   for (const char* id : {"cuda.flash", "flashinfer.prefill", "flashinfer.decode", "cudnn.sdpa", "cpu.tiled"}) {

@@ -1,5 +1,5 @@
-// The mask zoo on the GPU (issue 12): every examples/zoo case on cuda.flash (mask bits in its
-// non-plain kernel, tile lists; score mods lowered to its soft-cap / ALiBi), cuda.naive and
+// The mask zoo on the GPU (issue 12): every examples/zoo case on cuda.flash (mask bits, tile lists;
+// the zoo's score mods as its soft-cap / ALiBi parameters), cuda.naive and
 // flashinfer.prefill (custom-mask mode) within FlashAttention's 2x rule against cuda.reference,
 // which interprets the expressions on the device; cuda.reference against cpu.reference; cuda.flash
 // against its CPU twin; and cuda.flash with a mask_mod against the built-in twin, bit for bit where

@@ -74,6 +74,8 @@ const char* lowered_score_forms_text();
 // _b(x) (x as a bool tensor: x != 0), _doc(pos) (document index), _alibi(h) (ALiBi slope). C's
 // fmod is torch.fmod (Python's % differs for negatives).
 std::string expr_to_torch(const Expr& e);
+// The same for numpy (np.asarray, np.fmod, np.minimum, ...): the repro scripts' fp64 reference.
+std::string expr_to_numpy(const Expr& e);
 
 // The case's built-in mask of request r as a mask_mod expression ("kv_idx <= q_idx && ...").
 std::string builtin_mask_expr(const CaseSpec& c, int r);
