@@ -326,10 +326,10 @@ std::string batch_fns(const CaseSpec& c) {
     o << "    # the case's mask_mod (MASK_MOD, translated by attnscope), ANDed with the mask above\n"
       << "    b, q_idx, kv_idx, q_len, kv_len = r, q_abs, k, Q_LEN[r], KV_LEN[r]\n"
       << "    prefix_len = " << (has_prefix_lens(c) ? "PREFIX_LEN[r]" : "0") << "\n"
-      << (has_documents(c)
-              ? "    _doc = lambda x: np.searchsorted(np.asarray(DOC_STARTS[r]), np.floor(x), side=\"right\") - 1\n"
-              : "    _doc = lambda x: 0 * np.asarray(x)  # one document\n")
-      << "    m &= np.broadcast_to(_b(" << expr_to_numpy(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask)) << "), m.shape)\n";
+      << (has_documents(c) ? "    _doc = lambda x: np.searchsorted(np.asarray(DOC_STARTS[r]), np.floor(x), side=\"right\") - 1\n"
+                           : "    _doc = lambda x: 0 * np.asarray(x)  # one document\n")
+      << "    m &= np.broadcast_to(_b(" << expr_to_numpy(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask))
+      << "), m.shape)\n";
   }
   o << "    return m\n";
   if (c.attention.mask_mod)
@@ -800,8 +800,9 @@ CaseSpec script_case(const CaseSpec& c) {
   if (!a.score_mod) return out;
   const auto lowered = lower_score_mod(Expr::parse(*a.score_mod, Expr::Kind::kScore));
   if (!lowered)
-    throw std::invalid_argument("the repro script writes a score_mod only of the forms " + std::string(lowered_score_forms_text()) +
-                                ", not \"" + *a.score_mod + "\"; export the case instead (run --export FILE), which replays it bit for bit");
+    throw std::invalid_argument("the repro script writes a score_mod only of the forms " +
+                                std::string(lowered_score_forms_text()) + ", not \"" + *a.score_mod +
+                                "\"; export the case instead (run --export FILE), which replays it bit for bit");
   out.attention.score_mod.reset();
   out.attention.soft_cap = lowered->soft_cap;
   out.attention.alibi = lowered->alibi;

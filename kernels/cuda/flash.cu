@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "attnscope/mask.h"
 #include "attnscope/softmax_state.h"
@@ -37,6 +39,13 @@ size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
 }
 
 namespace {
+
+// ATTNSCOPE_FLASH_RB=1 or 2 forces the 128-row tile's layout (flash_geometry): a knob for A/B
+// measurements of the two layouts on one build; anything else leaves the default.
+int rb_override() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_RB");
+  return v && (std::string(v) == "1" || std::string(v) == "2") ? std::stoi(v) : 0;
+}
 
 // One warp per (token, head): fold the row's partials in chunk order with merge_weights, the
 // same function cpu.tiled uses; write O in the dtype (fp16 or bf16 bits) and LSE in natural log.
@@ -220,7 +229,8 @@ class FlashBackend final : public Backend {
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
     int warps = 0, warps_n = 0, rb = 0;
-    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, &warps, &warps_n, &rb);
+    const bool plain = !fp.score_ops && fp.soft_cap <= 0.f && !fp.alibi && !fp.mask_bits;  // the kMode 0 kernel
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, plain, rb_override(), &warps, &warps_n, &rb);
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
     const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) +
                               "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";

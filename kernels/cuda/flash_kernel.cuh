@@ -90,9 +90,11 @@ constexpr int kStride = D + 8;
 // tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
 // kMode: 0 plain; 1 plain with a mask_mod's bits (two words per row per tile), so a mask_mod alone
 // keeps the lean code (measured: the same window as a mask_mod ran 2.07x the built-in window's time
-// in the non-plain kernel; docs/perf-notes.md); 2 soft-cap / ALiBi, bits tested when present;
-// 3 a score_mod that is neither, interpreted per element (expr_program.h, doubles, as the CPU
-// backends): correct, not fast, and its own instantiation so the others keep their code.
+// in the non-plain kernel; docs/perf-notes.md); 2 soft-cap / ALiBi; 4 soft-cap / ALiBi with a
+// mask_mod's bits (a separate instantiation: testing absent bits per element cost the Gemma-2
+// case ~20%, docs/perf-notes.md v10); 3 a score_mod that is neither, interpreted per element
+// (expr_program.h, doubles, as the CPU backends), bits tested when present: correct, not fast, and
+// its own instantiation so the others keep their code.
 // Head dim 256 runs lean (kLean): Q's fragments are read from shared memory at every k-step rather
 // than held (64 registers per thread: the held form spilled 250 bytes per thread), and K and V get
 // one buffer each, K refilled as soon as S = Q K^T is done and V as soon as P V is done (the
@@ -104,7 +106,7 @@ constexpr int kStride = D + 8;
 // Measured on the H100: hd 64 prefill 1.89 -> 1.50 ms causal, 3.46 -> 2.69 ms non-causal.
 template <int D, class T, int WM, int WN, int RB, int kMode>
 __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) flash_kernel(const FlashParams p) {
-  constexpr bool kPlain = kMode <= 1, kBits = kMode >= 1, kProg = kMode == 3;
+  constexpr bool kPlain = kMode <= 1, kBits = kMode == 1 || kMode >= 3, kProg = kMode == 3;
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
   constexpr int S = kStride<D>;
@@ -167,27 +169,45 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 
   // this thread's rows: g and g + 8 of each of its warp's row blocks
   const int g = lane / 4, t4 = lane % 4;
-  // Only the visible key range of each row is kept in registers; the row's query position and head
-  // are recomputed where needed (ALiBi, the output), which keeps the RB = 2 kernel near 255 registers.
+  // The rows' visible key ranges live in shared memory, not registers (8 registers at RB = 2, where
+  // the kernel sits at 255), with each warp row block's common range: a tile inside it needs no
+  // per-key test. The row's query position and head are recomputed where needed (ALiBi, the output).
   auto row_of = [&](int rb, int i) { return it.row_begin + (wm * RB + rb) * 16 + g + 8 * i; };
-  int lo[RB][2], hi[RB][2];
+  __shared__ int s_rlo[kRows], s_rhi[kRows], s_wlo[WM * RB], s_whi[WM * RB];
+  if (wn == 0) {
 #pragma unroll
-  for (int rb = 0; rb < RB; ++rb)
+    for (int rb = 0; rb < RB; ++rb) {
+      int wlo = INT_MIN, whi = INT_MAX;  // the block's common range (empty when any row sees nothing)
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = row_of(rb, i);
-      const bool ok = row < it.row_end;
-      visible_range(m, q_abs_of(m, un.q_begin + (ok ? row / G : 0)), &lo[rb][i], &hi[rb][i]);
-      lo[rb][i] = max(lo[rb][i], it.kv_begin);
-      hi[rb][i] = min(hi[rb][i], it.kv_end);
-      if (!ok || hi[rb][i] <= lo[rb][i]) {
-        lo[rb][i] = 0;
-        hi[rb][i] = 0;
-      } else {
-        atomicMin(&s_lo, lo[rb][i]);
-        atomicMax(&s_hi, hi[rb][i]);
+      for (int i = 0; i < 2; ++i) {
+        const int row = row_of(rb, i);
+        const bool ok = row < it.row_end;
+        int lo = 0, hi = 0;
+        visible_range(m, q_abs_of(m, un.q_begin + (ok ? row / G : 0)), &lo, &hi);
+        lo = max(lo, it.kv_begin);
+        hi = min(hi, it.kv_end);
+        if (!ok || hi <= lo) {
+          lo = 0;
+          hi = 0;
+        } else {
+          atomicMin(&s_lo, lo);
+          atomicMax(&s_hi, hi);
+        }
+        wlo = max(wlo, lo);
+        whi = min(whi, hi);
+        if (t4 == 0) {
+          s_rlo[(wm * RB + rb) * 16 + g + 8 * i] = lo;
+          s_rhi[(wm * RB + rb) * 16 + g + 8 * i] = hi;
+        }
+      }
+      wlo = __reduce_max_sync(0xffffffffu, wlo);
+      whi = __reduce_min_sync(0xffffffffu, whi);
+      if (lane == 0) {
+        s_wlo[wm * RB + rb] = wlo;
+        s_whi[wm * RB + rb] = whi;
       }
     }
+  }
   // a mask_mod's bit rows of this thread's rows (non-plain kernel only)
   const uint64_t* brow[kBits ? RB : 1][2];
   if constexpr (kBits) {
@@ -219,19 +239,21 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
-  // The physical page of every K/V row this thread copies, fetched one tile ahead so the page
-  // table reads overlap the previous tile's math instead of stalling the copy issue.
+  // The physical page of every key of a tile, fetched one tile ahead into shared memory (one
+  // thread per key) so the page-table reads overlap the previous tile's math; shared memory rather
+  // than registers, which the two-row-block kernel has none of. Slot i % 3: tile i + 2's pages are
+  // written while tile i + 1's are read and tile i's may still be (the prologue's copy of tile 0 has
+  // no barrier before the first iteration's fetch of tile 2; racecheck found it with two slots).
   constexpr int kLoads = kKvTile * kVec / kThreads;
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
-  int next_page[kLoads];
+  static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
+  __shared__ int s_page[3][kKvTile];
   auto fetch_pages = [&](int i) {
-    const int k0 = i < n_tiles ? tile_key(i) : 0;
-#pragma unroll
-    for (int l = 0; l < kLoads; ++l) {
-      const int key = k0 + (tid + l * kThreads) / kVec;
+    if (tid < kKvTile) {
+      const int key = (i < n_tiles ? tile_key(i) : 0) + tid;
       int col = 0, slot = 0;
       if (i < n_tiles && key < kv_hi) page_slot(p.view, key, &col, &slot);
-      next_page[l] = (i < n_tiles && key < kv_hi) ? pages[col] : -1;
+      s_page[i % 3][tid] = (i < n_tiles && key < kv_hi) ? pages[col] : -1;
     }
   };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage) as one group
@@ -244,16 +266,19 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       const int idx = tid + l * kThreads;
       const int r = idx / kVec, c = idx % kVec;
       const int key = k0 + r;
-      const bool ok = next_page[l] >= 0;  // keys past the range are zero: 0 * P never meets a poisoned slot
+      const int page = s_page[i % 3][r];
+      const bool ok = page >= 0;  // keys past the range are zero: 0 * P never meets a poisoned slot
       int col = 0, slot = 0;
       if (ok) page_slot(p.view, key, &col, &slot);
-      const int64_t off = ok ? kv_offset(p.view.layout, next_page[l], slot, kvh, c * 8, ps, p.hk, D) : 0;
+      const int64_t off = ok ? kv_offset(p.view.layout, page, slot, kvh, c * 8, ps, p.hk, D) : 0;
       if (want_k) cp_async16(ks + r * S + c * 8, kbase + off, ok);
       if (want_v) cp_async16(vs + r * S + c * 8, vbase + off, ok);
     }
     cp_async_commit();
   };
   fetch_pages(0);
+  fetch_pages(1);
+  __syncthreads();  // tiles 0 and 1's pages
   if constexpr (kLean) {
     // groups in flight at the top of iteration ti: K(ti), V(ti)
     if (n_tiles > 0) {
@@ -263,7 +288,6 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   } else {
     if (n_tiles > 0) copy(0, true, true);
   }
-  fetch_pages(1);
   for (int ti = 0; ti < n_tiles; ++ti) {
     if constexpr (kLean) {
       cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
@@ -337,46 +361,62 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
             whi[i] = kw + 1 < m.words ? brow[rb][i][kw + 1] : 0ull;
           }
       }
+      // every key of this warp's part of the tile is visible to every one of its rows: the plain
+      // kernel then scales without a per-key test (a warp-uniform branch)
+      const int blk = wm * RB + rb;
+      const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
+      if (kMode == 0 && whole) {
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e / 2;
-          const int key = k0 + 8 * j + 2 * t4 + (e % 2);
-          float x = -INFINITY;
-          bool seen = key >= lo[rb][i] && key < hi[rb][i];
-          if constexpr (kBits) {
-            const int off = key - (kw << 6);                                     // in [0, 128)
-            if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
+          for (int e = 0; e < 4; ++e) {
+            s[rb][j][e] *= p.scale_log2;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[rb][j][e]);
           }
-          if (seen) {
-            if constexpr (kPlain) {
-              x = s[rb][j][e] * p.scale_log2;
-            } else if constexpr (kProg) {
-              const int row = row_of(rb, i);
-              ExprEnv env = p.score_envs[un.request];
-              env.doc_starts = m.doc_starts;  // the device copy
-              env.num_docs = m.num_docs;
-              env.v[kVarH] = kvh * G + row % G;
-              env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
-              env.v[kVarKv] = key;
-              env.v[kVarScore] = s[rb][j][e] * p.sm_scale;
-              x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
-            } else if (p.soft_cap <= 0.f && !p.alibi) {
-              x = s[rb][j][e] * p.scale_log2;  // a mask_mod alone: the plain logit, the same bits
-            } else {
-              x = s[rb][j][e] * p.sm_scale;
-              if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
-              if (p.alibi) {
-                const int row = row_of(rb, i);
-                x += p.slopes[kvh * G + row % G] * static_cast<float>(key - q_abs_of(m, un.q_begin + row / G));
-              }
-              x *= 1.4426950408889634f;
+      } else {
+        const int rlo[2] = {s_rlo[blk * 16 + g], s_rlo[blk * 16 + g + 8]};
+        const int rhi[2] = {s_rhi[blk * 16 + g], s_rhi[blk * 16 + g + 8]};
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int i = e / 2;
+            const int key = k0 + 8 * j + 2 * t4 + (e % 2);
+            float x = -INFINITY;
+            bool seen = key >= rlo[i] && key < rhi[i];
+            if constexpr (kBits) {
+              const int off = key - (kw << 6);                                     // in [0, 128)
+              if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
             }
+            if (seen) {
+              if constexpr (kPlain) {
+                x = s[rb][j][e] * p.scale_log2;
+              } else if constexpr (kProg) {
+                const int row = row_of(rb, i);
+                ExprEnv env = p.score_envs[un.request];
+                env.doc_starts = m.doc_starts;  // the device copy
+                env.num_docs = m.num_docs;
+                env.v[kVarH] = kvh * G + row % G;
+                env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
+                env.v[kVarKv] = key;
+                env.v[kVarScore] = s[rb][j][e] * p.sm_scale;
+                x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
+              } else if (p.soft_cap <= 0.f && !p.alibi) {
+                x = s[rb][j][e] * p.scale_log2;  // a mask_mod alone: the plain logit, the same bits
+              } else {
+                x = s[rb][j][e] * p.sm_scale;
+                if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
+                if (p.alibi) {
+                  const int row = row_of(rb, i);
+                  x += p.slopes[kvh * G + row % G] * static_cast<float>(key - q_abs_of(m, un.q_begin + row / G));
+                }
+                x *= 1.4426950408889634f;
+              }
+            }
+            s[rb][j][e] = x;
+            tile_max[i] = fmaxf(tile_max[i], x);
           }
-          s[rb][j][e] = x;
-          tile_max[i] = fmaxf(tile_max[i], x);
-        }
+      }
       float corr[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -395,12 +435,15 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
         o[rb][j][2] *= corr[1];
         o[rb][j][3] *= corr[1];
       }
+      // a row with nothing visible yet has only -inf logits: exp2(-inf - 0) = 0, one test per row
+      // instead of one per element
+      const float mref[2] = {mx[rb][0] == -INFINITY ? 0.f : mx[rb][0], mx[rb][1] == -INFINITY ? 0.f : mx[rb][1]};
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = e / 2;
-          const float pv = mx[rb][i] == -INFINITY ? 0.f : fast_exp2(s[rb][j][e] - mx[rb][i]);
+          const float pv = fast_exp2(s[rb][j][e] - mref[i]);
           s[rb][j][e] = pv;
           den[rb][i] += pv;  // the row sum uses fp32 P, as FA2 does
         }
@@ -543,25 +586,28 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  // plain, plain with a mask_mod's bits, soft-cap / ALiBi, or an interpreted score_mod
-  const int mode = p.score_ops ? 3 : p.soft_cap <= 0.f && !p.alibi ? (p.mask_bits ? 1 : 0) : 2;
-  auto pick = [&](auto k0, auto k1, auto k2, auto k3, int threads) {
+  // plain, plain with a mask_mod's bits, soft-cap / ALiBi, an interpreted score_mod, or soft-cap /
+  // ALiBi with bits
+  const bool plain_logit = p.soft_cap <= 0.f && !p.alibi;
+  const int mode = p.score_ops ? 3 : plain_logit ? (p.mask_bits ? 1 : 0) : (p.mask_bits ? 4 : 2);
+  auto pick = [&](auto k0, auto k1, auto k2, auto k3, auto k4, int threads) {
     if (mode == 0) return go(k0, threads);
     if (mode == 1) return go(k1, threads);
     if (mode == 2) return go(k2, threads);
-    return go(k3, threads);
+    if (mode == 3) return go(k3, threads);
+    return go(k4, threads);
   };
-  if (warps_m == 1 && warps_n == 4 && rb == 1)
-    return pick(flash_kernel<D, T, 1, 4, 1, 0>, flash_kernel<D, T, 1, 4, 1, 1>, flash_kernel<D, T, 1, 4, 1, 2>,
-                flash_kernel<D, T, 1, 4, 1, 3>, 128);
-  if (warps_m == 4 && warps_n == 1 && rb == 1)
-    return pick(flash_kernel<D, T, 4, 1, 1, 0>, flash_kernel<D, T, 4, 1, 1, 1>, flash_kernel<D, T, 4, 1, 1, 2>,
-                flash_kernel<D, T, 4, 1, 1, 3>, 128);
-  if constexpr (D < 256) {
-    if (warps_m == 8 && warps_n == 1 && rb == 1)
-      return pick(flash_kernel<D, T, 8, 1, 1, 0>, flash_kernel<D, T, 8, 1, 1, 1>, flash_kernel<D, T, 8, 1, 1, 2>,
-                  flash_kernel<D, T, 8, 1, 1, 3>, 256);
+#define ATTNSCOPE_FLASH_MODES(WM, WN, RB)                                                                  \
+  flash_kernel<D, T, WM, WN, RB, 0>, flash_kernel<D, T, WM, WN, RB, 1>, flash_kernel<D, T, WM, WN, RB, 2>, \
+      flash_kernel<D, T, WM, WN, RB, 3>, flash_kernel<D, T, WM, WN, RB, 4>
+  if (warps_m == 1 && warps_n == 4 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(1, 4, 1), 128);
+  if (warps_m == 4 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(4, 1, 1), 128);
+  if constexpr (D < 256) {  // head dim 256: at most 64 rows per tile (the planners' rule)
+    if (warps_m == 8 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(8, 1, 1), 256);
+    // FlashAttention-2's layout for the plain kernel only (flash_geometry picks it for no other)
+    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == 0) return go(flash_kernel<D, T, 4, 1, 2, 0>, 128);
   }
+#undef ATTNSCOPE_FLASH_MODES
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
 }

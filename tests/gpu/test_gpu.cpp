@@ -153,6 +153,38 @@ TEST(Gpu, FlashAgreesWithTheCpuTwin) {
   }
 }
 
+// The plain kernel's 128-row tile runs FlashAttention-2's layout (4 warps x 2 row blocks) at head dims
+// 96 / 128 and 8 warps x 1 block with ATTNSCOPE_FLASH_RB=1: the same rows, tiles and order of every
+// sum, so the same bits (masks, local chunks, split-KV partials; every head dim below 256, so the
+// override is checked at 32 / 64 too). Soft-cap, ALiBi and expressions are cleared: their kernels
+// have one layout.
+TEST(Gpu, FlashRowBlockLayoutsGiveTheSameBits) {
+  REQUIRE_GPU();
+  int ran = 0;
+  for (uint64_t seed = 300; seed < 300 + static_cast<uint64_t>(cases(24)); ++seed) {
+    CaseSpec c = flash_ok(random_case(seed), seed);
+    if (c.head_dim_qk >= 256) set_head_dim(c, 128);  // head dim 256 has one layout
+    c.split.fixed_tile_q = 128;
+    c.attention.soft_cap.reset();
+    c.attention.alibi = false;
+    c.attention.mask_mod.reset();
+    c.attention.score_mod.reset();
+    validate_case(c);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    setenv("ATTNSCOPE_FLASH_RB", "1", 1);
+    const Result one = run("cuda.flash", c, p, w);
+    setenv("ATTNSCOPE_FLASH_RB", "2", 1);
+    const Result two = run("cuda.flash", c, p, w);
+    unsetenv("ATTNSCOPE_FLASH_RB");
+    ASSERT_TRUE(one.ok() && two.ok()) << c.name << ": " << one.message << two.message;
+    EXPECT_TRUE(compare_results(c, one, two, {"rb1", "rb2", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass)
+        << c.name << " head_dim " << c.head_dim_qk;
+    ++ran;
+  }
+  EXPECT_GT(ran, 0);
+}
+
 TEST(Gpu, StorageDoesNotChangeTheBits) {
   REQUIRE_GPU();
   for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(16)); ++seed) {
