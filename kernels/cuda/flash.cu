@@ -229,8 +229,7 @@ class FlashBackend final : public Backend {
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
     int warps = 0, warps_n = 0, rb = 0;
-    const bool plain = !fp.score_ops && fp.soft_cap <= 0.f && !fp.alibi && !fp.mask_bits;  // the kMode 0 kernel
-    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, plain, rb_override(), &warps, &warps_n, &rb);
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, flash_mode(fp), rb_override(), &warps, &warps_n, &rb);
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
     const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) +
                               "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";

@@ -76,6 +76,16 @@ __device__ inline float fast_exp2(float x) {
   return y;
 }
 
+// tanh for the soft-cap: 1 - 2 / (exp(2y) + 1) on the SFU (ex2.approx, a fast divide), a few
+// instructions where tanhf is a long inlined sequence that the unrolled loop carries 32 times per row
+// block (instruction-cache stalls: docs/perf-notes.md v11). Absolute error about 1e-6 (tanh is at most
+// 1 in size), times the cap (50 for Gemma-2): 5e-5 in a logit, far below the bf16 rounding of P that
+// follows. exp overflowing to inf gives 1, underflowing to 0 gives -1.
+__device__ inline float softcap_tanh(float y) {
+  const float e = fast_exp2(y * 2.8853900817779268f);  // exp(2y) = 2^(2 y log2 e)
+  return 1.f - __fdividef(2.f, e + 1.f);
+}
+
 // Shared-memory row stride in elements: +8 halves (16 bytes) staggers rows across banks for
 // ldmatrix and keeps every row 16-byte aligned.
 template <int D>
@@ -222,6 +232,26 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   __syncthreads();  // s_lo / s_hi final; RB = 1: every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
 
+  // soft-cap / ALiBi (kModes 2 and 4): 1 / cap once, and each row's ALiBi slope and query position
+  // once per CTA rather than per element (the division by G and the position lookup, unrolled 32
+  // times, were most of the loop's code)
+  constexpr bool kCapAlibi = kMode == 2 || kMode == 4;
+  const float inv_cap = kCapAlibi && p.soft_cap > 0.f ? 1.f / p.soft_cap : 0.f;
+  float aslope[kCapAlibi ? RB : 1][2] = {}, aq[kCapAlibi ? RB : 1][2] = {};
+  if constexpr (kCapAlibi) {
+    if (p.alibi) {
+#pragma unroll
+      for (int rb = 0; rb < RB; ++rb)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int row = row_of(rb, i);
+          if (row < it.row_end) {
+            aslope[rb][i] = p.slopes[kvh * G + row % G];
+            aq[rb][i] = static_cast<float>(q_abs_of(m, un.q_begin + row / G));
+          }
+        }
+    }
+  }
   float o[RB][D / 8][4];
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb)
@@ -405,11 +435,9 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
                 x = s[rb][j][e] * p.scale_log2;  // a mask_mod alone: the plain logit, the same bits
               } else {
                 x = s[rb][j][e] * p.sm_scale;
-                if (p.soft_cap > 0.f) x = p.soft_cap * tanhf(x / p.soft_cap);
-                if (p.alibi) {
-                  const int row = row_of(rb, i);
-                  x += p.slopes[kvh * G + row % G] * static_cast<float>(key - q_abs_of(m, un.q_begin + row / G));
-                }
+                if (p.soft_cap > 0.f) x = p.soft_cap * softcap_tanh(x * inv_cap);
+                // key - q as float: exact below 2^24, as the int difference the twins use
+                if (p.alibi) x += aslope[rb][i] * (static_cast<float>(key) - aq[rb][i]);
                 x *= 1.4426950408889634f;
               }
             }
@@ -588,8 +616,7 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
   };
   // plain, plain with a mask_mod's bits, soft-cap / ALiBi, an interpreted score_mod, or soft-cap /
   // ALiBi with bits
-  const bool plain_logit = p.soft_cap <= 0.f && !p.alibi;
-  const int mode = p.score_ops ? 3 : plain_logit ? (p.mask_bits ? 1 : 0) : (p.mask_bits ? 4 : 2);
+  const int mode = flash_mode(p);
   auto pick = [&](auto k0, auto k1, auto k2, auto k3, auto k4, int threads) {
     if (mode == 0) return go(k0, threads);
     if (mode == 1) return go(k1, threads);
@@ -604,8 +631,9 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
   if (warps_m == 4 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(4, 1, 1), 128);
   if constexpr (D < 256) {  // head dim 256: at most 64 rows per tile (the planners' rule)
     if (warps_m == 8 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(8, 1, 1), 256);
-    // FlashAttention-2's layout for the plain kernel only (flash_geometry picks it for no other)
+    // FlashAttention-2's layout for modes 0 and 2 only (flash_geometry picks it for no other)
     if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == 0) return go(flash_kernel<D, T, 4, 1, 2, 0>, 128);
+    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == 2) return go(flash_kernel<D, T, 4, 1, 2, 2>, 128);
   }
 #undef ATTNSCOPE_FLASH_MODES
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +

@@ -52,22 +52,31 @@ struct MergeParams {
   int hq, d;
 };
 
+// The kernel variant (kMode) a launch runs: 0 plain logits; 1 plain with a mask_mod's bits; 2 soft-cap
+// / ALiBi; 3 an interpreted score_mod; 4 soft-cap / ALiBi with bits. One rule for the launcher and
+// flash_geometry.
+inline int flash_mode(const FlashParams& p) {
+  if (p.score_ops) return 3;
+  const bool plain_logit = p.soft_cap <= 0.f && !p.alibi;
+  return plain_logit ? (p.mask_bits ? 1 : 0) : (p.mask_bits ? 4 : 2);
+}
+
 // Kernel geometry of a tile: 16 rows -> 1 row warp x 4 key-split warps; 64 rows -> 4 warps, one
 // 16-row block each; 128 rows -> 8 warps x 1 block, or FlashAttention-2's layout, 4 warps x 2 row
-// blocks with Q in shared memory, where it measured faster (H100, docs/perf-notes.md v10): the
-// plain kernel (no mask_mod bits, soft-cap, ALiBi or score_mod) at head dims 96 and 128. There
-// every K/V fragment read from shared memory feeds two MMAs instead of one, where 8 warps x 1 block
-// were bound by shared-memory bandwidth. The other kernels spill ~190 bytes per thread at 2 blocks
-// and measured 10-15% slower (so only the plain kernel is compiled with 2 blocks); head dim <= 64
-// runs 8 warps at two CTAs per SM (faster there); head dim 256 has no registers for a second block.
-// rb_override 1 or 2 forces the plain kernel's 128-row layout (ATTNSCOPE_FLASH_RB, for A/B
+// blocks with Q in shared memory, where it measured faster (H100, docs/perf-notes.md v10, v11): the
+// plain and the soft-cap / ALiBi kernels (modes 0 and 2) at head dims 96 and 128. There every K/V
+// fragment read from shared memory feeds two MMAs instead of one, where 8 warps x 1 block were bound
+// by shared-memory bandwidth. The mask-bit kernels spill ~190 bytes per thread at 2 blocks and
+// measured 10% slower, so only modes 0 and 2 are compiled with 2 blocks; head dim <= 64 runs 8
+// warps at two CTAs per SM (faster there); head dim 256 has no registers for a second block.
+// rb_override 1 or 2 forces the 128-row layout of modes 0 and 2 (ATTNSCOPE_FLASH_RB, for A/B
 // measurements on one build). Both layouts compute every row over the same tiles with the same sums
 // in the same order: the same bits (GPU test Gpu.FlashRowBlockLayoutsGiveTheSameBits).
-inline void flash_geometry(int tile, int head_dim, int kv_split, bool plain, int rb_override, int* wm, int* wn, int* rb) {
+inline void flash_geometry(int tile, int head_dim, int kv_split, int mode, int rb_override, int* wm, int* wn, int* rb) {
   *wn = kv_split;
   *rb = 1;
   *wm = tile / 16;
-  const bool two_blocks = plain && (rb_override ? rb_override == 2 : head_dim > 64);
+  const bool two_blocks = (mode == 0 || mode == 2) && (rb_override ? rb_override == 2 : head_dim > 64);
   if (tile == 128 && kv_split == 1 && head_dim < 256 && two_blocks) {
     *wm = 4;
     *rb = 2;

@@ -153,11 +153,10 @@ TEST(Gpu, FlashAgreesWithTheCpuTwin) {
   }
 }
 
-// The plain kernel's 128-row tile runs FlashAttention-2's layout (4 warps x 2 row blocks) at head dims
-// 96 / 128 and 8 warps x 1 block with ATTNSCOPE_FLASH_RB=1: the same rows, tiles and order of every
-// sum, so the same bits (masks, local chunks, split-KV partials; every head dim below 256, so the
-// override is checked at 32 / 64 too). Soft-cap, ALiBi and expressions are cleared: their kernels
-// have one layout.
+// The 128-row tile of the plain and the soft-cap / ALiBi kernels runs FlashAttention-2's layout (4
+// warps x 2 row blocks) with ATTNSCOPE_FLASH_RB=2 and 8 warps x 1 block with =1: the same rows, tiles
+// and order of every sum, so the same bits (masks, local chunks, soft-cap, ALiBi, split-KV partials;
+// every head dim below 256). Expressions are cleared: the mask-bit kernels have one layout.
 TEST(Gpu, FlashRowBlockLayoutsGiveTheSameBits) {
   REQUIRE_GPU();
   int ran = 0;
@@ -165,8 +164,6 @@ TEST(Gpu, FlashRowBlockLayoutsGiveTheSameBits) {
     CaseSpec c = flash_ok(random_case(seed), seed);
     if (c.head_dim_qk >= 256) set_head_dim(c, 128);  // head dim 256 has one layout
     c.split.fixed_tile_q = 128;
-    c.attention.soft_cap.reset();
-    c.attention.alibi = false;
     c.attention.mask_mod.reset();
     c.attention.score_mod.reset();
     validate_case(c);
