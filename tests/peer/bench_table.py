@@ -16,7 +16,12 @@ PyTorch runs on contiguous [batch, heads, seq, dim] tensors (its API has no page
 is a lower bound for the same work on a paged cache. Shapes the SDPA backends cannot run are shown
 as "-" with the reason in the JSON.
 
+A second table is issue 10's: cuda.flash against the peer that issue names for each shape, measured in the same
+run: SDPA FlashAttention-2 for prefill, compiled flex_attention where SDPA cannot express the mask, SDPA cuDNN for
+decode (single-token queries); the ratio is the peer's time over cuda.flash's (>= 1.0: cuda.flash is as fast).
+
 usage: python3 tests/peer/bench_table.py --cli build/app/attnscope-cli bench/prefill-*.json bench/decode-paged.json
+       python3 tests/peer/bench_table.py --from-json RUN.json   (the tables again from a saved --json-out; no GPU)
 """
 import argparse
 import json
@@ -153,13 +158,65 @@ def sdpa_times(torch, case, reps, exprs=None):
     return out
 
 
+def issue10_peer(row):
+    """The peer issue 10 measures cuda.flash against on this row: (name, ms), or (None, None)."""
+    t = row["times"]
+    decode = row.get("decode", row["case"].startswith("decode"))
+    for name in (["sdpa_cudnn"] if decode else ["sdpa_fa2", "flex_compiled"]):
+        if name in t:
+            return name, t[name]
+    return None, None
+
+
+def render(rows, dev, torch_version, cudnn, reps):
+    """Both Markdown tables of a run (stdout)."""
+    cols = ATTNSCOPE + PEERS
+    print(f"\nDevice: {dev}; PyTorch {torch_version} (its cuDNN {cudnn}); CUDA events, median of {reps} after 3 warm-ups; bf16.\n")
+    print("| case | " + " | ".join(cols) + " | cudnn.sdpa / sdpa_cudnn_lse | best attnscope / best SDPA (time) | fastest |")
+    print("|---|" + "---|" * (len(cols) + 3))
+    for row in rows:
+        t = row["times"]
+        cells = [f"{t[c]:.3f}" if c in t else "-" for c in cols]
+        ours = [t[c] for c in ATTNSCOPE if c in t]
+        theirs = [t[c] for c in PEERS if c in t]
+        ratio = f"{min(ours) / min(theirs):.2f}" if ours and theirs else "-"
+        same = f"{t['cudnn.sdpa'] / t['sdpa_cudnn_lse']:.2f}" if "cudnn.sdpa" in t and "sdpa_cudnn_lse" in t else "-"
+        fastest = min(t, key=t.get) if t else "-"
+        print(f"| {row['case']} | " + " | ".join(cells) + f" | {same} | {ratio} | {fastest} |")
+    print("\nTimes in ms (lower is better). cudnn.sdpa / sdpa_cudnn_lse: the same cuDNN work (O and LSE) through "
+          "attnscope and through PyTorch. The last ratio is attnscope's fastest backend time over PyTorch's fastest "
+          "SDPA time on the same shapes, with or without LSE (below 1.0: attnscope's backend is faster). "
+          "'-': not run (reasons in --json-out).")
+    print("\n| case | cuda.flash ms | TFLOP/s | issue 10 peer | peer ms | cuda.flash speed / peer |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        t = row["times"]
+        peer, peer_ms = issue10_peer(row)
+        if "cuda.flash" not in t or peer is None:
+            print(f"| {row['case']} | {t.get('cuda.flash', '-')} | - | - | - | - |")
+            continue
+        ms = t["cuda.flash"]
+        tflops = f"{row['flops'] / ms / 1e9:.0f}" if row.get("flops") else "-"
+        print(f"| {row['case']} | {ms:.3f} | {tflops} | {peer} | {peer_ms:.3f} | {peer_ms / ms:.2f} |")
+    print("\nIssue 10's ratio: the peer's time over cuda.flash's on the same shapes in the same run (>= 1.0: cuda.flash "
+          "is at the peer's speed or better). Peers: sdpa_fa2 (prefill), flex_compiled (masks SDPA cannot express), "
+          "sdpa_cudnn (decode).")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cases", nargs="+")
+    ap.add_argument("cases", nargs="*")
+    ap.add_argument("--from-json", help="print the tables of a saved --json-out run (no GPU, no PyTorch)")
     ap.add_argument("--cli", default="build/app/attnscope-cli")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json-out", help="write every number and reason here")
     a = ap.parse_args()
+    if a.from_json:
+        run = json.load(open(a.from_json))
+        render(run["rows"], run["device"], run["torch"], run.get("cudnn", "?"), run["reps"])
+        return 0
+    if not a.cases:
+        ap.error("give case files, or --from-json RUN.json")
     try:
         import torch
     except ImportError as e:
@@ -177,7 +234,9 @@ def main():
         except json.JSONDecodeError:
             print(f"{path}: attnscope-cli bench failed: {r.stderr.strip()[:300]}", file=sys.stderr)
             continue
-        row = {"case": case["name"], "path": path, "attnscope_device": rep["device"], "flops": rep["flops"], "times": {}, "reasons": {}}
+        decode = all(r.get("q_len", 1) == 1 for r in case.get("requests", [])) if case.get("requests") else False
+        row = {"case": case["name"], "path": path, "decode": decode, "attnscope_device": rep["device"], "flops": rep["flops"],
+               "times": {}, "reasons": {}}
         for x in rep["rows"]:
             if x["status"] == "ok":
                 row["times"][x["backend"]] = x["median_ms"]
@@ -192,26 +251,11 @@ def main():
         rows.append(row)
         print(f"{case['name']}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in row["times"].items()), file=sys.stderr, flush=True)
 
-    cols = ATTNSCOPE + PEERS
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none"
-    print(f"\nDevice: {dev}; PyTorch {torch.__version__} (its cuDNN {cudnn}); CUDA events, median of {a.reps} after 3 warm-ups; bf16.\n")
-    print("| case | " + " | ".join(cols) + " | cudnn.sdpa / sdpa_cudnn_lse | best attnscope / best SDPA (time) | fastest |")
-    print("|---|" + "---|" * (len(cols) + 3))
-    for row in rows:
-        t = row["times"]
-        cells = [f"{t[c]:.3f}" if c in t else "-" for c in cols]
-        ours = [t[c] for c in ATTNSCOPE if c in t]
-        theirs = [t[c] for c in PEERS if c in t]
-        ratio = f"{min(ours) / min(theirs):.2f}" if ours and theirs else "-"
-        same = f"{t['cudnn.sdpa'] / t['sdpa_cudnn_lse']:.2f}" if "cudnn.sdpa" in t and "sdpa_cudnn_lse" in t else "-"
-        fastest = min(t, key=t.get) if t else "-"
-        print(f"| {row['case']} | " + " | ".join(cells) + f" | {same} | {ratio} | {fastest} |")
-    print("\nTimes in ms (lower is better). cudnn.sdpa / sdpa_cudnn_lse: the same cuDNN work (O and LSE) through "
-          "attnscope and through PyTorch. The last ratio is attnscope's fastest backend time over PyTorch's fastest "
-          "SDPA time on the same shapes, with or without LSE (below 1.0: attnscope's backend is faster). "
-          "'-': not run (reasons in --json-out).")
+    render(rows, dev, torch.__version__, cudnn, a.reps)
     if a.json_out:
-        json.dump({"device": dev, "torch": torch.__version__, "reps": a.reps, "rows": rows}, open(a.json_out, "w"), indent=2)
+        json.dump({"device": dev, "torch": torch.__version__, "cudnn": cudnn, "reps": a.reps, "rows": rows}, open(a.json_out, "w"),
+                  indent=2)
     return 0
 
 
