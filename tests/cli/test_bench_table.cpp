@@ -3,33 +3,14 @@
 // against (SDPA FA2 for prefill, compiled flex_attention where SDPA has no such mask, SDPA cuDNN for
 // decode) and the ratio peer time / cuda.flash time, against numbers computed by hand from the file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
-namespace {
+#include "shell.h"
 
-struct Out {
-  int code = -1;
-  std::string out;
-};
-
-Out sh(const std::string& cmd) {
-  Out o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
-
-std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
-
-}  // namespace
+using Out = attnscope::testing::ShellOut;
+using attnscope::testing::sh;
+using attnscope::testing::src;
 
 TEST(BenchTable, RendersIssue10sRatiosFromASavedRun) {
   const Out o =

@@ -4,40 +4,24 @@
 // reads rebuild the same paged cache; broken uses are one-line errors with exit code 2. The GPU
 // paths (the libraries themselves) run on a GPU machine, not here.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "shell.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Out {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-// Runs a shell command line, stderr folded into stdout.
-Out sh(const std::string& cmd) {
-  Out o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int st = pclose(p);
-  o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
-}
+using Out = attnscope::testing::ShellOut;
+using attnscope::testing::sh;
+using attnscope::testing::src;
 
 Out cli(const std::string& args) { return sh(std::string(ATTNSCOPE_CLI) + " " + args); }
-
-std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
 
 std::vector<std::string> examples() {
   std::vector<std::string> v;
@@ -276,7 +260,9 @@ TEST(ExportScript, ZooCasesWriteTheirExpressionAndReproduceTheReference) {
     const Out o = cli("run " + e.path().string() + " --export-script " + d.str());
     ASSERT_TRUE(o.code == 0 || o.code == 3) << o.out;
     const std::string text = read(d.path / "repro.py");
-    if (name != "alibi" && name != "softcap") EXPECT_NE(text.find("MASK_MOD = "), std::string::npos);
+    if (name != "alibi" && name != "softcap") {
+      EXPECT_NE(text.find("MASK_MOD = "), std::string::npos);
+    }
     const Out r = sh(py + " " + (d.path / "repro.py").string() + " --reference-only");
     EXPECT_EQ(r.code, 0) << r.out;
     const double o_err = stat_of(r.out, "O");
