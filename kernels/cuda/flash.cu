@@ -27,6 +27,21 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
+#include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
+#undef FLASH_SM90_INSTANCE
+
+FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
+  const char* name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
+  (void)head_dim;
+  (void)name;
+#define FLASH_SM90_INSTANCE(D, N, T) \
+  if (head_dim == D && std::string(name) == #N) return &launch_flash_sm90_d##D##_##N;
+#include "flash_sm90_instances_built.def"
+#undef FLASH_SM90_INSTANCE
+  return nullptr;
+}
+
 // Two K/V stages (Q is staged in the second); with split warps, the merge buffer reuses them.
 // Head dim 256 (the kernel's lean form): one K/V stage and Q's own region.
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
@@ -45,6 +60,22 @@ namespace {
 int rb_override() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_RB");
   return v && (std::string(v) == "1" || std::string(v) == "2") ? std::stoi(v) : 0;
+}
+
+// ATTNSCOPE_FLASH_PATH=mma runs the mma.sync kernel where the Hopper kernel would run (A/B
+// measurements on one build; the default, or wgmma, takes the Hopper kernel where it fits).
+bool sm90_path_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
+  return !(v && std::string(v) == "mma");
+}
+
+// The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
 }
 
 // One warp per (token, head): fold the row's partials in chunk order with merge_weights, the
@@ -126,7 +157,8 @@ class FlashBackend final : public Backend {
   std::string describe() const override {
     return padded_ ? "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (default 64), sm_scale of the true head dim: "
                      "FlashInfer's head_dim-32 workaround"
-                   : "tensor-core (mma.sync) FlashAttention-2 style kernel executing the split plan, then the merge";
+                   : "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge: wgmma on an "
+                     "H100 / H200 (sm_90) for 64- and 128-row tiles at head dims 64, 128, 256, mma.sync elsewhere";
   }
   int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
   // a mask_mod through the plan's bits and tile lists; a score_mod of the soft-cap / ALiBi forms as
@@ -228,15 +260,30 @@ class FlashBackend final : public Backend {
     MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
+    const int mode = flash_mode(fp);
     int warps = 0, warps_n = 0, rb = 0;
-    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, flash_mode(fp), rb_override(), &warps, &warps_n, &rb);
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, mode, rb_override(), &warps, &warps_n, &rb);
+    // the Hopper kernel where it fits (flash_sm90_fits), is built and the device is sm_90
+    const FlashSm90Launcher sm90 = flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && sm90_path_allowed()
+                                       ? find_flash_sm90_launcher(D, c.dtype)
+                                       : nullptr;
+    const bool hopper = sm90 && device_is_sm90();
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const std::string kname = "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) +
-                              "x" + std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks>";
+    const dim3 block(hopper ? sp.cta_tile_q * 2 : warps * warps_n * 32);
+    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
+    const std::string kname = hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                                           std::to_string(sp.cta_tile_q / 64) + " warpgroups> (wgmma)"
+                                     : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                                           std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " +
+                                           std::to_string(rb) + " row blocks> (mma.sync)";
+    res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
-        launch(fp, warps, warps_n, rb, grid, nullptr);
-        check_launch(kname.c_str(), grid, dim3(warps * warps_n * 32), flash_smem_bytes(D, warps, warps_n, rb), sync);
+        if (hopper)
+          sm90(fp, sp.cta_tile_q, grid, nullptr);
+        else
+          launch(fp, warps, warps_n, rb, grid, nullptr);
+        check_launch(kname.c_str(), grid, block, smem, sync);
       }
       if (sp.split_kv) {
         launch_merge(mp, c.dtype, nullptr);
@@ -269,7 +316,7 @@ class FlashBackend final : public Backend {
         cuda::check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
         ms.push_back(t);
       }
-      check_launch("benchmark loop", grid, dim3(warps * 32), 0, true);
+      check_launch("benchmark loop", grid, block, 0, true);
       cudaEventDestroy(a);
       cudaEventDestroy(b);
       if (!ms.empty()) {

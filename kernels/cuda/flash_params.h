@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include "attnscope/block_map.h"
 #include "attnscope/expr_program.h"
 #include "attnscope/split_plan.h"
 #include "device_workload.h"
@@ -83,6 +84,24 @@ inline void flash_geometry(int tile, int head_dim, int kv_split, int mode, int r
   }
 }
 
+// Whether a launch can run the Hopper kernel (flash_sm90_kernel.cuh, wgmma) rather than the mma.sync
+// kernel: a 64- or 128-row tile without key-split warps (decode's 16-row tiles keep the mma.sync
+// kernel's 4 key-split warps), head dim in whole 64-column panels (64, 128, 256; 256 with 64-row tiles
+// only: a 128-row tile's two warpgroups would need 2 x 128 x 255 registers), and any kernel variant
+// but the interpreted score_mod (kMode 3). The caller adds the rest: compiled for this head dim and
+// dtype, a compute capability 9.0 device, and not turned off (ATTNSCOPE_FLASH_PATH=mma).
+constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, int mode) {
+  const bool dim_ok = head_dim == 64 || head_dim == 128 || (head_dim == 256 && tile == 64);
+  return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != 3;
+}
+
+// Shared memory of the Hopper kernel: Q, then K and V of each stage (head dim 256: one K and one V
+// buffer, the lean schedule, so two CTAs fit an SM), plus 1 KB to align the swizzle atoms.
+constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
+  const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
+  return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 ? 2 : 4) * tile + 1024;
+}
+
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather
 // than holding them in registers: FlashAttention-2's two-row-block layout and head dim 256 (the
 // lean form: no registers left). One rule for the kernel and for flash_smem_bytes.
@@ -96,6 +115,10 @@ constexpr bool flash_q_in_smem(int head_dim, int warps_m, int warps_n, int rb) {
 // warps_n = the plan's kv_warp_split.
 using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int row_blocks, dim3 grid, cudaStream_t);
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
+// The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows; nullptr when not built for
+// this head dim and dtype (a build without 90 in CMAKE_CUDA_ARCHITECTURES has none).
+using FlashSm90Launcher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
+FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);
 

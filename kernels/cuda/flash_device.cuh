@@ -1,0 +1,434 @@
+// Device pieces shared by cuda.flash's two kernels: the mma.sync kernel (flash_kernel.cuh, any
+// NVIDIA GPU from sm_80) and the Hopper kernel (flash_sm90_kernel.cuh, wgmma). Both execute the same
+// plan with the same per-row numerics: the rows' visible key ranges, the physical pages of a tile,
+// the logits of a tile (scale, soft-cap, ALiBi, a mask_mod's bits, an interpreted score_mod), the
+// online-softmax step in base 2 and the output (final O and LSE, or a split-KV partial). A warp's
+// accumulators have mma.sync's m16n8 fragment layout in both (wgmma's m64nN accumulators give each
+// warp of a warpgroup the same layout for its 16 rows), so these functions serve both.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "attnscope/block_map.h"
+#include "attnscope/mask.h"
+#include "flash_params.h"
+
+namespace attnscope::cuda {
+
+template <class T>
+struct Mma;
+
+template <>
+struct Mma<__nv_bfloat16> {
+  __device__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static constexpr DType kDType = DType::kBf16;
+};
+
+template <>
+struct Mma<__half> {
+  __device__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static constexpr DType kDType = DType::kFp16;
+};
+
+__device__ inline void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // src-size 0: nothing is read, the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(n));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// exp2 on the SFU (ex2.approx, ~2 ulp; exp2(-inf) = +0): the same instruction FA2 uses.
+__device__ inline float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh for the soft-cap: 1 - 2 / (exp(2y) + 1) on the SFU (ex2.approx, a fast divide), a few
+// instructions where tanhf is a long inlined sequence that the unrolled loop carries 32 times per row
+// block (instruction-cache stalls: docs/perf-notes.md v11). Absolute error about 1e-6 (tanh is at most
+// 1 in size), times the cap (50 for Gemma-2): 5e-5 in a logit, far below the bf16 rounding of P that
+// follows. exp overflowing to inf gives 1, underflowing to 0 gives -1.
+__device__ inline float softcap_tanh(float y) {
+  const float e = fast_exp2(y * 2.8853900817779268f);  // exp(2y) = 2^(2 y log2 e)
+  return 1.f - __fdividef(2.f, e + 1.f);
+}
+
+// What the logit of a tile needs beside S: the kernel variant's per-CTA constants and this thread's
+// rows of one 16-row block (rows g and g + 8 of the block). kMode as in flash_mode(): 0 plain, 1 plain
+// with a mask_mod's bits, 2 soft-cap / ALiBi, 3 an interpreted score_mod, 4 soft-cap / ALiBi with bits.
+template <int kMode>
+struct FlashRowBlock {
+  static constexpr bool kBits = kMode == 1 || kMode >= 3;
+  static constexpr bool kCapAlibi = kMode == 2 || kMode == 4;
+  const uint64_t* brow[2] = {nullptr, nullptr};      // a mask_mod's bit rows (kBits)
+  float aslope[2] = {0.f, 0.f}, aq[2] = {0.f, 0.f};  // ALiBi slope and query position (kCapAlibi)
+};
+
+// One CTA's work item: the unit, its mask and pages, and this thread's place in its warp.
+struct FlashCta {
+  const FlashParams& p;
+  WorkItem it;
+  WorkUnit un;
+  RowMask m;
+  int kvh, G, g, t4, lane;
+  const int* pages;
+  int64_t tok0;
+
+  __device__ FlashCta(const FlashParams& params, int tid)
+      : p(params),
+        it(params.items[blockIdx.x]),
+        un(params.units[it.unit]),
+        m(params.view.masks[un.request]),
+        kvh(blockIdx.z),
+        G(params.group),
+        g(tid % 32 / 4),
+        t4(tid % 4),
+        lane(tid % 32),
+        pages(params.view.kv_indices + params.view.kv_indptr[un.request]),
+        tok0(params.unit_tok[it.unit]) {}
+
+  // packed row of row `i` (0: g, 1: g + 8) of 16-row block `blk`
+  __device__ int row_of(int blk, int i) const { return it.row_begin + blk * 16 + g + 8 * i; }
+
+  // The visible key ranges of block `blk`'s rows into s_rlo / s_rhi (an empty row gets [0, 0)), the
+  // block's common range into s_wlo / s_whi (a tile inside it needs no per-key test), and the union
+  // of all rows' ranges into s_lo / s_hi (atomics; initialised by the caller).
+  __device__ void row_ranges(int blk, int* s_lo, int* s_hi, int* s_rlo, int* s_rhi, int* s_wlo, int* s_whi) const {
+    int wlo = INT_MIN, whi = INT_MAX;  // the block's common range (empty when any row sees nothing)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(blk, i);
+      const bool ok = row < it.row_end;
+      int lo = 0, hi = 0;
+      visible_range(m, q_abs_of(m, un.q_begin + (ok ? row / G : 0)), &lo, &hi);
+      lo = max(lo, it.kv_begin);
+      hi = min(hi, it.kv_end);
+      if (!ok || hi <= lo) {
+        lo = 0;
+        hi = 0;
+      } else {
+        atomicMin(s_lo, lo);
+        atomicMax(s_hi, hi);
+      }
+      wlo = max(wlo, lo);
+      whi = min(whi, hi);
+      if (t4 == 0) {
+        s_rlo[blk * 16 + g + 8 * i] = lo;
+        s_rhi[blk * 16 + g + 8 * i] = hi;
+      }
+    }
+    wlo = __reduce_max_sync(0xffffffffu, wlo);
+    whi = __reduce_min_sync(0xffffffffu, whi);
+    if (lane == 0) {
+      s_wlo[blk] = wlo;
+      s_whi[blk] = whi;
+    }
+  }
+
+  // the bit rows and ALiBi terms of block `blk`'s rows (ALiBi: each row's slope and query position
+  // once per CTA rather than per element; the division by G and the position lookup, unrolled 32
+  // times, were most of the soft-cap loop's code)
+  template <int kMode>
+  __device__ FlashRowBlock<kMode> row_block(int blk) const {
+    FlashRowBlock<kMode> b;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(blk, i);
+      if constexpr (FlashRowBlock<kMode>::kBits)
+        b.brow[i] = p.mask_bits && row < it.row_end ? m.bits + static_cast<int64_t>(un.q_begin + row / G) * m.words : nullptr;
+      if constexpr (FlashRowBlock<kMode>::kCapAlibi) {
+        if (p.alibi && row < it.row_end) {
+          b.aslope[i] = p.slopes[kvh * G + row % G];
+          b.aq[i] = static_cast<float>(q_abs_of(m, un.q_begin + row / G));
+        }
+      }
+    }
+    return b;
+  }
+
+  // Logits in base 2 of a warp's NT x 8 keys from k0 for block `blk`'s rows, in place in s (scale,
+  // soft-cap, ALiBi, mask; -inf where a key is not visible), and the rows' maxima of the quad's part.
+  template <int kMode, int NT>
+  __device__ __forceinline__ void logits(float (&s)[NT][4], float (&tile_max)[2], const FlashRowBlock<kMode>& rb, int blk, int k0,
+                                         const int* s_rlo, const int* s_rhi, const int* s_wlo, const int* s_whi,
+                                         float inv_cap) const {
+    constexpr bool kPlain = kMode <= 1, kBits = FlashRowBlock<kMode>::kBits, kProg = kMode == 3;
+    constexpr int kKeys = NT * 8;
+    tile_max[0] = tile_max[1] = -INFINITY;
+    // a mask_mod's bits of this warp's keys: they start at k0 and span at most 64 keys, so two words
+    // per row, loaded once per tile instead of once per element
+    uint64_t wlo[2] = {~0ull, ~0ull}, whi[2] = {~0ull, ~0ull};
+    const int kw = k0 >> 6;
+    if constexpr (kBits) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        if (rb.brow[i]) {
+          wlo[i] = rb.brow[i][kw];
+          whi[i] = kw + 1 < m.words ? rb.brow[i][kw + 1] : 0ull;
+        }
+    }
+    // every key of this warp's part of the tile is visible to every one of its rows: the plain kernel
+    // then scales without a per-key test (a warp-uniform branch)
+    const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
+    if (kMode == 0 && whole) {
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[j][e] *= p.scale_log2;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
+        }
+      return;
+    }
+    const int rlo[2] = {s_rlo[blk * 16 + g], s_rlo[blk * 16 + g + 8]};
+    const int rhi[2] = {s_rhi[blk * 16 + g], s_rhi[blk * 16 + g + 8]};
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e / 2;
+        const int key = k0 + 8 * j + 2 * t4 + (e % 2);
+        float x = -INFINITY;
+        bool seen = key >= rlo[i] && key < rhi[i];
+        if constexpr (kBits) {
+          const int off = key - (kw << 6);                                     // in [0, 128)
+          if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
+        }
+        if (seen) {
+          if constexpr (kPlain) {
+            x = s[j][e] * p.scale_log2;
+          } else if constexpr (kProg) {
+            const int row = row_of(blk, i);
+            ExprEnv env = p.score_envs[un.request];
+            env.doc_starts = m.doc_starts;  // the device copy
+            env.num_docs = m.num_docs;
+            env.v[kVarH] = kvh * G + row % G;
+            env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
+            env.v[kVarKv] = key;
+            env.v[kVarScore] = s[j][e] * p.sm_scale;
+            x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
+          } else {
+            // kModes 2 and 4 run only when a soft-cap or ALiBi is set (flash_mode)
+            x = s[j][e] * p.sm_scale;
+            if (p.soft_cap > 0.f) x = p.soft_cap * softcap_tanh(x * inv_cap);
+            // key - q as float: exact below 2^24, as the int difference the twins use
+            if (p.alibi) x += rb.aslope[i] * (static_cast<float>(key) - rb.aq[i]);
+            x *= 1.4426950408889634f;
+          }
+        }
+        s[j][e] = x;
+        tile_max[i] = fmaxf(tile_max[i], x);
+      }
+  }
+
+  // The output of block `blk`'s rows: O / den and LSE, final (dtype, natural log) or a split-KV
+  // partial (fp32, base 2) for the merge kernel.
+  template <int D, class T>
+  __device__ __forceinline__ void store(int blk, const float (&o)[D / 8][4], const float (&mx)[2], const float (&den)[2]) const {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(blk, i);
+      if (row >= it.row_end) continue;
+      const int q_local = row / G;
+      const int hd = kvh * G + row % G;
+      const bool empty = den[i] == 0.f;
+      const float inv = empty ? 0.f : 1.f / den[i];
+      const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
+      if (p.split) {
+        const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
+        float* dst = p.part_o + (pr * p.hq + hd) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+          if (p.round_partials) {
+            a = round_to(Mma<T>::kDType, a);
+            b = round_to(Mma<T>::kDType, b);
+          }
+          *reinterpret_cast<float2*>(dst + 8 * j + 2 * t4) = make_float2(a, b);
+        }
+        if (t4 == 0) p.part_lse[pr * p.hq + hd] = lse2;
+      } else {
+        const int64_t token = tok0 + q_local;
+        T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j)
+          *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+        if (t4 == 0) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
+      }
+    }
+  }
+};
+
+// The online-softmax step of one 16-row block after its logits: the new running maxima, O and the
+// row sums rescaled, and P = exp2(S - max) in place in s (fp32; the row sum uses it, as FA2 does).
+template <int D, int NT>
+__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&tile_max)[2], float (&mx)[2], float (&den)[2],
+                                               float (&o)[D / 8][4]) {
+  float corr[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+    const float m_new = fmaxf(mx[i], tile_max[i]);
+    // nothing visible yet: keep the state (exp2(-inf - -inf) would be NaN)
+    corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[i] - m_new);
+    mx[i] = m_new;
+    den[i] *= corr[i];
+  }
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    o[j][0] *= corr[0];
+    o[j][1] *= corr[0];
+    o[j][2] *= corr[1];
+    o[j][3] *= corr[1];
+  }
+  // a row with nothing visible yet has only -inf logits: exp2(-inf - 0) = 0, one test per row instead
+  // of one per element
+  const float mref[2] = {mx[0] == -INFINITY ? 0.f : mx[0], mx[1] == -INFINITY ? 0.f : mx[1]};
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = e / 2;
+      const float pv = fast_exp2(s[j][e] - mref[i]);
+      s[j][e] = pv;
+      den[i] += pv;  // the row sum uses fp32 P, as FA2 does
+    }
+}
+
+// The quad's partial row sums of one block, summed across its four threads.
+__device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    den[i] += __shfl_xor_sync(0xffffffffu, den[i], 1);
+    den[i] += __shfl_xor_sync(0xffffffffu, den[i], 2);
+  }
+}
+
+// The physical page of each of a tile's keys (one thread per key; -1 past the tile list or the
+// visible range) into one slot of the kernel's page table in shared memory.
+__device__ __forceinline__ void fetch_tile_pages(const FlashCta& c, int* slot_pages, int tid, bool valid_tile, int key0,
+                                                 int kv_hi) {
+  if (tid < kKvTile) {
+    const int key = (valid_tile ? key0 : 0) + tid;
+    int col = 0, slot = 0;
+    if (valid_tile && key < kv_hi) page_slot(c.p.view, key, &col, &slot);
+    slot_pages[tid] = (valid_tile && key < kv_hi) ? c.pages[col] : -1;
+  }
+}
+
+// Element offset in the K / V pool of key `key` (physical page `page`, -1: none, then 0 and !*ok),
+// head dim `dim`, of this CTA's KV head.
+__device__ __forceinline__ int64_t kv_source(const FlashCta& c, int key, int page, int dim, int head_dim, bool* ok) {
+  *ok = page >= 0;  // keys past the range are zero: 0 * P never meets a poisoned slot
+  int col = 0, slot = 0;
+  if (*ok) page_slot(c.p.view, key, &col, &slot);
+  return *ok ? kv_offset(c.p.view.layout, page, slot, c.kvh, dim, c.p.view.page_size, c.p.hk, head_dim) : 0;
+}
+
+// Q row r's 16-byte vector cv (head dim D) of this CTA: zero for rows past the item.
+template <int D, class T>
+__device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
+  const int row = c.it.row_begin + r;
+  if (row >= c.it.row_end) return make_uint4(0, 0, 0, 0);
+  const int64_t token = c.tok0 + row / c.G;
+  const int head = c.kvh * c.G + row % c.G;
+  return reinterpret_cast<const uint4*>(static_cast<const T*>(c.p.q) + (token * c.p.hq + head) * D)[cv];
+}
+
+// The KV tile loop both kernels run, with their copies as one cp.async group per tile:
+// double-buffered (tile i + 1 copied into the other stage while tile i is computed, and the pages of
+// tile i + 2 fetched), or lean (head dim 256: one K and one V buffer, K refilled as soon as S = Q K^T
+// is done and V as soon as P V is done, FlashAttention-2's schedule at this size). copy(i, k, v)
+// issues tile i's K and / or V as one group; fetch(i) the pages of tile i; qk(i) and pv(i) compute.
+// kAsyncProxy: the reads are wgmma's (the async proxy), so each thread's landed copies are fenced to
+// it before the barrier that publishes them.
+template <bool kLean, bool kAsyncProxy, class Copy, class Fetch, class QK, class PV>
+__device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& fetch, QK&& qk, PV&& pv) {
+  auto publish = [] {
+    if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+  };
+  fetch(0);
+  fetch(1);
+  __syncthreads();  // tiles 0 and 1's pages
+  if constexpr (kLean) {
+    // groups in flight at the top of iteration ti: K(ti), V(ti)
+    if (n_tiles > 0) {
+      copy(0, true, false);
+      copy(0, false, true);
+    }
+  } else {
+    if (n_tiles > 0) copy(0, true, true);
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    if constexpr (kLean) {
+      cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
+    } else if (ti + 1 < n_tiles) {
+      copy(ti + 1, true, true);
+      fetch(ti + 2);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    publish();
+    qk(ti);
+    if constexpr (kLean) {
+      // every warp is done with K(ti): refill the K buffer with K(ti + 1) during the softmax and
+      // P V, then wait for V(ti) (the group before it)
+      __syncthreads();
+      if (ti + 1 < n_tiles) {
+        copy(ti + 1, true, false);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      publish();
+    }
+    pv(ti);
+    __syncthreads();  // this stage is refilled by the next iteration's copy
+    if constexpr (kLean) {
+      // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
+      if (ti + 1 < n_tiles) {
+        copy(ti + 1, false, true);
+        fetch(ti + 2);
+      }
+    }
+  }
+}
+
+}  // namespace attnscope::cuda
