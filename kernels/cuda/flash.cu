@@ -27,7 +27,7 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
-#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, bool, dim3, cudaStream_t);
 #include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
 #undef FLASH_SM90_INSTANCE
 
@@ -67,6 +67,13 @@ int rb_override() {
 bool sm90_path_allowed() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
   return !(v && std::string(v) == "mma");
+}
+
+// ATTNSCOPE_FLASH_SM90_OVERLAP=0 or 1 picks the Hopper kernel's schedule (A/B on one build): 1 overlaps
+// one tile's P V with the next tile's softmax, 0 runs one tile at a time.
+bool sm90_overlap() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_SM90_OVERLAP");
+  return !(v && std::string(v) == "0");
 }
 
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
@@ -280,7 +287,7 @@ class FlashBackend final : public Backend {
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         if (hopper)
-          sm90(fp, sp.cta_tile_q, grid, nullptr);
+          sm90(fp, sp.cta_tile_q, sm90_overlap(), grid, nullptr);
         else
           launch(fp, warps, warps_n, rb, grid, nullptr);
         check_launch(kname.c_str(), grid, block, smem, sync);

@@ -293,12 +293,13 @@ struct FlashCta {
   }
 };
 
-// The online-softmax step of one 16-row block after its logits: the new running maxima, O and the
-// row sums rescaled, and P = exp2(S - max) in place in s (fp32; the row sum uses it, as FA2 does).
-template <int D, int NT>
-__device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&tile_max)[2], float (&mx)[2], float (&den)[2],
-                                               float (&o)[D / 8][4]) {
-  float corr[2];
+// The online-softmax step of one 16-row block after its logits: the new running maxima, the row sums
+// rescaled by corr (returned: O's factor, applied by rescale_o, at once in the mma.sync kernel, after
+// the previous tile's P V in the Hopper kernel's overlapped loop), and P = exp2(S - max) in place in s
+// (fp32; the row sum uses it, as FA2 does).
+template <int NT>
+__device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max)[2], float (&mx)[2], float (&den)[2],
+                                             float (&corr)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
@@ -308,13 +309,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&tile_m
     corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[i] - m_new);
     mx[i] = m_new;
     den[i] *= corr[i];
-  }
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    o[j][0] *= corr[0];
-    o[j][1] *= corr[0];
-    o[j][2] *= corr[1];
-    o[j][3] *= corr[1];
   }
   // a row with nothing visible yet has only -inf logits: exp2(-inf - 0) = 0, one test per row instead
   // of one per element
@@ -328,6 +322,30 @@ __device__ __forceinline__ void online_softmax(float (&s)[NT][4], float (&tile_m
       s[j][e] = pv;
       den[i] += pv;  // the row sum uses fp32 P, as FA2 does
     }
+}
+
+template <int D>
+__device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], const float (&corr)[2]) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    o[j][0] *= corr[0];
+    o[j][1] *= corr[0];
+    o[j][2] *= corr[1];
+    o[j][3] *= corr[1];
+  }
+}
+
+// P of one 16-row block as mma.sync's (and wgmma's register) A fragments, rounded to the dtype: k-step
+// kk covers keys 16 kk .. 16 kk + 15 of the block's S fragments.
+template <class T, int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[NT][4], uint32_t (&a)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
 }
 
 // The quad's partial row sums of one block, summed across its four threads.
@@ -374,7 +392,8 @@ __device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
 // double-buffered (tile i + 1 copied into the other stage while tile i is computed, and the pages of
 // tile i + 2 fetched), or lean (head dim 256: one K and one V buffer, K refilled as soon as S = Q K^T
 // is done and V as soon as P V is done, FlashAttention-2's schedule at this size). copy(i, k, v)
-// issues tile i's K and / or V as one group; fetch(i) the pages of tile i; qk(i) and pv(i) compute.
+// issues tile i's K and / or V copies (the loop commits them as one group); fetch(i) the pages of tile
+// i; qk(i) and pv(i) compute.
 // kAsyncProxy: the reads are wgmma's (the async proxy), so each thread's landed copies are fenced to
 // it before the barrier that publishes them.
 template <bool kLean, bool kAsyncProxy, class Copy, class Fetch, class QK, class PV>
@@ -390,16 +409,22 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
     // groups in flight at the top of iteration ti: K(ti), V(ti)
     if (n_tiles > 0) {
       copy(0, true, false);
+      cp_async_commit();
       copy(0, false, true);
+      cp_async_commit();
     }
   } else {
-    if (n_tiles > 0) copy(0, true, true);
+    if (n_tiles > 0) {
+      copy(0, true, true);
+      cp_async_commit();
+    }
   }
   for (int ti = 0; ti < n_tiles; ++ti) {
     if constexpr (kLean) {
       cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
     } else if (ti + 1 < n_tiles) {
       copy(ti + 1, true, true);
+      cp_async_commit();
       fetch(ti + 2);
       cp_async_wait<1>();
     } else {
@@ -413,6 +438,7 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
       __syncthreads();
       if (ti + 1 < n_tiles) {
         copy(ti + 1, true, false);
+        cp_async_commit();
         cp_async_wait<1>();
       } else {
         cp_async_wait<0>();
@@ -425,6 +451,7 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
       // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
       if (ti + 1 < n_tiles) {
         copy(ti + 1, false, true);
+        cp_async_commit();
         fetch(ti + 2);
       }
     }

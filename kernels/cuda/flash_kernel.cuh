@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
   __shared__ int s_page[3][kKvTile];
   auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
-  // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage) as one group
+  // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
     T* vs = ks + kKvTile * S;
@@ -147,7 +147,6 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       if (want_k) cp_async16(ks + r * S + cv * 8, static_cast<const T*>(p.k) + off, ok);
       if (want_v) cp_async16(vs + r * S + cv * 8, static_cast<const T*>(p.v) + off, ok);
     }
-    cp_async_commit();
   };
   // S = Q K^T of a tile: this warp's RB x 16 rows x kKeys keys (registers shared by the two steps)
   float s[RB][NT][4];
@@ -189,7 +188,9 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
     for (int rb = 0; rb < RB; ++rb) {
       float tile_max[2];
       c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
-      online_softmax<D, NT>(s[rb], tile_max, mx[rb], den[rb], o[rb]);
+      float corr[2];
+      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr);
+      rescale_o<D>(o[rb], corr);
     }
 
     // O += P V: P (rounded to the dtype) from the S accumulators, V through ldmatrix.trans

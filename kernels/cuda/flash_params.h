@@ -117,7 +117,7 @@ using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
 // The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows; nullptr when not built for
 // this head dim and dtype (a build without 90 in CMAKE_CUDA_ARCHITECTURES has none).
-using FlashSm90Launcher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
+using FlashSm90Launcher = void (*)(const FlashParams&, int rows, bool overlap, dim3 grid, cudaStream_t);
 FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);

@@ -45,13 +45,22 @@ struct Wgmma<__half> {
 
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // keeps the compiler from moving reads or writes of accumulator registers across a wgmma's issue and
 // its wait (the asm statements do not tell it that the hardware writes them in between)
 template <int N>
 __device__ __forceinline__ void wgmma_hold(float* r) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_hold_regs(uint32_t* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
 // A shared-memory matrix descriptor with the 128-byte swizzle: start address, leading and stride byte
@@ -69,8 +78,9 @@ __device__ inline int sw128_offset(int r, int cv, int rows) {
   return (cv >> 3) * rows * 128 + r * 128 + (((cv & 7) ^ (r & 7)) << 4);
 }
 
-template <int D, class T, int NWG, int kMode>
-__global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash_sm90_kernel(const FlashParams p) {
+template <int D, class T, int NWG, int kMode, bool kOverlap>
+__global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D <= 128) ? 2 : 1)
+    flash_sm90_kernel(const FlashParams p) {
   static_assert(D % 64 == 0, "whole 64-column swizzle panels");
   constexpr int kThreads = NWG * 128, kRows = NWG * 64;
   constexpr int kVec = D / 8;      // 16-byte vectors per row
@@ -135,14 +145,14 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
       if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
       if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
     }
-    cp_async_commit();
   };
 
   float s[NT][4];
+  uint32_t a[NT / 2][4];  // P of the tile whose P V is next, as wgmma's A fragments
   // S = Q K^T: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16 columns kk * 16 at
   // byte 32 (kk % 4) of panel kk / 4 (the swizzle is applied to the address bits, so a k-step inside
-  // an atom is a start-address offset); 8-row groups 1024 bytes apart
-  auto qk = [&](int ti) {
+  // an atom is a start-address offset); 8-row groups 1024 bytes apart. Issued, not waited for.
+  auto issue_qk = [&](int ti) {
     const unsigned char* ks = (ti & 1) ? stage1 : stage0;
     wgmma_fence();
 #pragma unroll
@@ -152,42 +162,119 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
       Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
     }
     wgmma_commit();
-    wgmma_wait_all();
-    wgmma_hold<NT * 4>(&s[0][0]);
   };
-  // the logits and online softmax (the mma.sync kernel's functions), then O += P V: k-step kk is keys
-  // 16 kk.. (two 8-key atoms, 1024 bytes apart), the 64-column panels of V kKvTile * 128 bytes apart
-  auto pv = [&](int ti) {
+  // O += P V with P from `pa`: k-step kk is keys 16 kk.. (two 8-key atoms, 1024 bytes apart), V's
+  // 64-column panels kKvTile * 128 bytes apart. Issued, not waited for.
+  auto issue_pv = [&](int ti, const uint32_t(&pa)[NT / 2][4]) {
     const unsigned char* vs = ((ti & 1) ? stage1 : stage0) + kTileBytes;
-    float tile_max[2];
-    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
-    online_softmax<D, NT>(s, tile_max, mx, den, o);
-    uint32_t a[NT / 2][4];
-#pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) {
-      a[kk][0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
-      a[kk][1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
-      a[kk][2] = Mma<T>::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[kk][3] = Mma<T>::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-    wgmma_hold<D / 2>(&o[0][0]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], a[kk], sw128_desc(vs + kk * 2048, kKvTile * 128, 1024));
+    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], pa[kk], sw128_desc(vs + kk * 2048, kKvTile * 128, 1024));
     wgmma_commit();
-    wgmma_wait_all();
-    wgmma_hold<D / 2>(&o[0][0]);
   };
-  kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk, pv);
+  // the logits and the online-softmax step of tile ti's S (the mma.sync kernel's functions): O's
+  // factor in corr, P into pa
+  auto softmax = [&](int ti, float(&corr)[2], uint32_t(&pa)[NT / 2][4]) {
+    float tile_max[2];
+    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+    softmax_step<NT>(s, tile_max, mx, den, corr);
+    pack_p<T, NT>(s, pa);
+  };
+
+  if constexpr (kLean || !kOverlap) {
+    // one tile at a time, each product waited for (head dim 256: one K and one V buffer, two CTAs per
+    // SM; else two stages, and two CTAs per SM at head dims <= 128: 128 registers)
+    auto qk = [&](int ti) {
+      issue_qk(ti);
+      wgmma_wait<0>();
+      wgmma_hold<NT * 4>(&s[0][0]);
+    };
+    auto pv = [&](int ti) {
+      float corr[2];
+      softmax(ti, corr, a);
+      rescale_o<D>(o, corr);
+      wgmma_hold<D / 2>(&o[0][0]);
+      issue_pv(ti, a);
+      wgmma_wait<0>();
+      wgmma_hold<D / 2>(&o[0][0]);
+    };
+    kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk, pv);
+  } else {
+    // Overlapped (FlashAttention-3's intra-warpgroup pipelining): S(ti + 1) = Q K(ti + 1)^T and
+    // O += P(ti) V(ti) are issued together, the softmax of tile ti + 1 runs on the CUDA cores while the
+    // tensor cores do P(ti) V(ti), and O is rescaled by tile ti + 1's factor once that product is done:
+    // the same operations on O in the same order as one tile at a time, so the same bits. K and V
+    // are copied as separate groups, K one tile further ahead: group G(ti) = {K(ti + 2), V(ti + 1)}
+    // is issued at the top of iteration ti, and G(ti - 1) = {K(ti + 1), V(ti)} is what it waits for.
+    auto publish = [] {
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      __syncthreads();
+    };
+    fetch_pages(0);
+    fetch_pages(1);
+    fetch_pages(2);
+    __syncthreads();  // tiles 0-2's pages
+    if (n_tiles > 0) copy(0, true, false);
+    cp_async_commit();  // G(-2) = {K(0)}
+    if (n_tiles > 1) copy(1, true, false);
+    if (n_tiles > 0) copy(0, false, true);
+    cp_async_commit();  // G(-1) = {K(1), V(0)}
+    if (n_tiles > 0) {
+      cp_async_wait<1>();
+      publish();
+      issue_qk(0);
+      wgmma_wait<0>();
+      wgmma_hold<NT * 4>(&s[0][0]);
+      float corr[2];
+      softmax(0, corr, a);  // O is zero: no factor to apply
+    }
+    __syncthreads();  // every warp is done with K(0): its buffer takes K(2)
+    // the steady state: every iteration but the last issues S(ti + 1) beside P(ti) V(ti) (no
+    // conditional wgmma, so ptxas can see which group each wait completes)
+    for (int ti = 0; ti + 1 < n_tiles; ++ti) {
+      if (ti + 2 < n_tiles) copy(ti + 2, true, false);
+      copy(ti + 1, false, true);
+      cp_async_commit();   // G(ti)
+      cp_async_wait<1>();  // G(ti - 1): K(ti + 1) and V(ti) have landed
+      publish();
+      fetch_pages(ti + 3);  // slot ti % 3: tile ti's pages, last read by V(ti)'s copy before the barrier
+      issue_qk(ti + 1);
+      issue_pv(ti, a);
+      float corr[2];
+      uint32_t an[NT / 2][4];  // P(ti + 1): a is read by the P V in flight
+      wgmma_wait<1>();         // S(ti + 1) is done; P(ti) V(ti) may still run
+      wgmma_hold<NT * 4>(&s[0][0]);
+      softmax(ti + 1, corr, an);
+      wgmma_wait<0>();
+      wgmma_hold<D / 2>(&o[0][0]);
+      rescale_o<D>(o, corr);
+      // P(ti + 1) becomes the next P V's operand only now: the hold orders the copy after the wait (a
+      // register move is otherwise free to rise above it, into the P V's flight: ptxas then serialises)
+      wgmma_hold_regs<NT * 2>(&a[0][0]);
+#pragma unroll
+      for (int kk = 0; kk < NT / 2; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) a[kk][x] = an[kk][x];
+      __syncthreads();  // K(ti + 1) and V(ti) are free for G(ti + 1)'s copies
+    }
+    if (n_tiles > 0) {     // the last tile: P V alone
+      cp_async_wait<0>();  // V(n - 1)
+      publish();
+      issue_pv(n_tiles - 1, a);
+      wgmma_wait<0>();
+      wgmma_hold<D / 2>(&o[0][0]);
+    }
+  }
 
   quad_row_sums(den);
   c.store<D, T>(warp, o, mx, den);
 }
 
-// The Hopper kernel for a plan tile of `rows` (64 or 128) rows; the caller has checked
-// flash_sm90_fits (no key-split warps, a mode it compiles).
+// The Hopper kernel for a plan tile of `rows` (64 or 128) rows, overlapped or one tile at a time (head
+// dim 256 has the lean form only); the caller has checked flash_sm90_fits (no key-split warps, a mode
+// it compiles).
 template <int D, class T>
-void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
+void launch_flash_sm90(const FlashParams& p, int rows, bool overlap, dim3 grid, cudaStream_t stream) {
   const size_t smem = flash_sm90_smem_bytes(D, rows);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
@@ -202,11 +289,16 @@ void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t s
     if (mode == 2) return go(k2, threads);
     return go(k4, threads);
   };
-#define ATTNSCOPE_SM90_MODES(NWG)                                                                    \
-  flash_sm90_kernel<D, T, NWG, 0>, flash_sm90_kernel<D, T, NWG, 1>, flash_sm90_kernel<D, T, NWG, 2>, \
-      flash_sm90_kernel<D, T, NWG, 4>
-  if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1), 128);
-  if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2), 256);
+#define ATTNSCOPE_SM90_MODES(NWG, OV)                                                                            \
+  flash_sm90_kernel<D, T, NWG, 0, OV>, flash_sm90_kernel<D, T, NWG, 1, OV>, flash_sm90_kernel<D, T, NWG, 2, OV>, \
+      flash_sm90_kernel<D, T, NWG, 4, OV>
+  constexpr bool kCanOverlap = D < 256;
+  if (rows == 64 && overlap && kCanOverlap) return pick(ATTNSCOPE_SM90_MODES(1, kCanOverlap), 128);
+  if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1, false), 128);
+  if constexpr (D < 256) {
+    if (rows == 128 && overlap) return pick(ATTNSCOPE_SM90_MODES(2, true), 256);
+    if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2, false), 256);
+  }
 #undef ATTNSCOPE_SM90_MODES
   throw CudaError("cuda.flash (wgmma): no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(rows) +
                   "-row tiles");
