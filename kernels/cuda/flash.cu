@@ -69,10 +69,10 @@ bool sm90_path_allowed() {
   return !(v && std::string(v) == "mma");
 }
 
-// ATTNSCOPE_FLASH_SM90_OVERLAP=0 or 1 picks the Hopper kernel's schedule (A/B on one build): 1 overlaps
-// one tile's P V with the next tile's softmax, 0 runs one tile at a time.
-bool sm90_overlap() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_SM90_OVERLAP");
+// ATTNSCOPE_FLASH_SM90_WS=0 or 1 picks the Hopper kernel's form (A/B on one build): 1 warp-specialised
+// (a producer warpgroup and mbarrier stages), 0 every warp copying and computing.
+bool sm90_ws() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_SM90_WS");
   return !(v && std::string(v) == "0");
 }
 
@@ -276,18 +276,19 @@ class FlashBackend final : public Backend {
                                        : nullptr;
     const bool hopper = sm90 && device_is_sm90();
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const dim3 block(hopper ? sp.cta_tile_q * 2 : warps * warps_n * 32);
-    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
-    const std::string kname = hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                                           std::to_string(sp.cta_tile_q / 64) + " warpgroups> (wgmma)"
-                                     : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                                           std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " +
-                                           std::to_string(rb) + " row blocks> (mma.sync)";
+    const bool ws = hopper && sm90_ws() && D < 256;  // head dim 256: the lean form only
+    const dim3 block(hopper ? sp.cta_tile_q * 2 + (ws ? 128 : 0) : warps * warps_n * 32);
+    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q, ws) : flash_smem_bytes(D, warps, warps_n, rb);
+    const std::string kname =
+        hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                     std::to_string(sp.cta_tile_q / 64) + " warpgroups" + (ws ? " + a producer warpgroup" : "") + "> (wgmma)"
+               : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
+                     std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
     res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         if (hopper)
-          sm90(fp, sp.cta_tile_q, sm90_overlap(), grid, nullptr);
+          sm90(fp, sp.cta_tile_q, ws, grid, nullptr);
         else
           launch(fp, warps, warps_n, rb, grid, nullptr);
         check_launch(kname.c_str(), grid, block, smem, sync);

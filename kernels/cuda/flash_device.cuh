@@ -294,8 +294,7 @@ struct FlashCta {
 };
 
 // The online-softmax step of one 16-row block after its logits: the new running maxima, the row sums
-// rescaled by corr (returned: O's factor, applied by rescale_o, at once in the mma.sync kernel, after
-// the previous tile's P V in the Hopper kernel's overlapped loop), and P = exp2(S - max) in place in s
+// rescaled by corr (returned: O's factor, for rescale_o), and P = exp2(S - max) in place in s
 // (fp32; the row sum uses it, as FA2 does).
 template <int NT>
 __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max)[2], float (&mx)[2], float (&den)[2],

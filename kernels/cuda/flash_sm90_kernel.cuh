@@ -14,75 +14,24 @@
 #pragma once
 
 #include "flash_device.cuh"
-#include "wgmma_ops.cuh"
+#include "sm90_primitives.cuh"
 
 namespace attnscope::cuda {
 
-template <class T>
-struct Wgmma;
+// Pipeline stages of the warp-specialised form: K and V each get kWsStages buffers.
+constexpr int kWsStages = 2;
 
-template <>
-struct Wgmma<__nv_bfloat16> {
-  __device__ static void qk(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n64k16_bf16(d, a, b, acc); }
-  template <int N>
-  __device__ static void pv(float* d, const uint32_t* a, uint64_t b) {
-    if constexpr (N == 64) wgmma_rs_m64n64k16_bf16_tb(d, a, b);
-    if constexpr (N == 128) wgmma_rs_m64n128k16_bf16_tb(d, a, b);
-    if constexpr (N == 256) wgmma_rs_m64n256k16_bf16_tb(d, a, b);
-  }
-};
-
-template <>
-struct Wgmma<__half> {
-  __device__ static void qk(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n64k16_f16(d, a, b, acc); }
-  template <int N>
-  __device__ static void pv(float* d, const uint32_t* a, uint64_t b) {
-    if constexpr (N == 64) wgmma_rs_m64n64k16_f16_tb(d, a, b);
-    if constexpr (N == 128) wgmma_rs_m64n128k16_f16_tb(d, a, b);
-    if constexpr (N == 256) wgmma_rs_m64n256k16_f16_tb(d, a, b);
-  }
-};
-
-__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ inline void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// keeps the compiler from moving reads or writes of accumulator registers across a wgmma's issue and
-// its wait (the asm statements do not tell it that the hardware writes them in between)
-template <int N>
-__device__ __forceinline__ void wgmma_hold(float* r) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-template <int N>
-__device__ __forceinline__ void wgmma_hold_regs(uint32_t* r) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
-
-// A shared-memory matrix descriptor with the 128-byte swizzle: start address, leading and stride byte
-// offsets (16-byte units), swizzle mode 1 in bits 62-63 (PTX ISA, "Matrix Descriptor Format").
-__device__ inline uint64_t sw128_desc(const void* smem, uint32_t lead_bytes, uint32_t stride_bytes) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return static_cast<uint64_t>((a & 0x3FFFF) >> 4) | static_cast<uint64_t>((lead_bytes >> 4) & 0x3FFF) << 16 |
-         static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
-}
-
-// Byte offset of row r's 16-byte vector cv in a tile of `rows` rows stored as 128-byte swizzled
-// panels of 64 columns: panel cv / 8, then row r's 128 bytes, in which vector cv % 8 sits at
-// (cv % 8) ^ (r % 8). Each 8-row group is one 1024-byte swizzle atom.
-__device__ inline int sw128_offset(int r, int cv, int rows) {
-  return (cv >> 3) * rows * 128 + r * 128 + (((cv & 7) ^ (r & 7)) << 4);
-}
-
-template <int D, class T, int NWG, int kMode, bool kOverlap>
-__global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D <= 128) ? 2 : 1)
+// kWs: warp-specialised (FlashAttention-3's structure): one more warpgroup, the producer, copies K and V
+// tiles with cp.async into a ring of kWsStages stages and hands each over through an mbarrier; the
+// NWG consumer warpgroups compute without a CTA-wide barrier in the loop, releasing each buffer as
+// soon as its product is done. Otherwise every warp copies and computes, one tile at a time, with two
+// stages (head dim 256: one K and one V buffer, the lean schedule) and a barrier per tile.
+template <int D, class T, int NWG, int kMode, bool kWs>
+__global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 && D <= 128 ? 2 : 1)
     flash_sm90_kernel(const FlashParams p) {
   static_assert(D % 64 == 0, "whole 64-column swizzle panels");
-  constexpr int kThreads = NWG * 128, kRows = NWG * 64;
+  static_assert(!kWs || D < 256, "head dim 256 runs the lean form");
+  constexpr int kThreads = NWG * 128 + (kWs ? 128 : 0), kRows = NWG * 64;
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
   constexpr bool kLean = D >= 256;
@@ -91,12 +40,15 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* qs = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  unsigned char* stage0 = qs + kRows * D * 2;  // K then V
+  unsigned char* stage0 = qs + kRows * D * 2;  // K then V of each stage
   unsigned char* stage1 = kLean ? stage0 : stage0 + 2 * kTileBytes;
   __shared__ int s_lo, s_hi, s_rlo[kRows], s_rhi[kRows], s_wlo[NWG * 4], s_whi[NWG * 4];
   __shared__ int s_page[3][kKvTile];  // as in flash_kernel.cuh: tile i's pages in slot i % 3
+  // kWs: full (the producer's copies landed) and empty (every consumer warp is done) per K / V stage
+  __shared__ __align__(8) uint64_t s_full_k[kWsStages], s_full_v[kWsStages], s_empty_k[kWsStages], s_empty_v[kWsStages];
 
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
+  const bool consumer = wg < NWG;  // the rows' warps (kWs: the last warpgroup is the producer)
   const FlashCta c(p, tid);
 
   // Q rows -> shared memory, swizzled; invalid rows are zero
@@ -107,18 +59,22 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D
   if (tid == 0) {
     s_lo = INT_MAX;
     s_hi = INT_MIN;
+    if constexpr (kWs) {
+      for (int i = 0; i < kWsStages; ++i) {
+        mbar_init(&s_full_k[i], 128);  // the producer's threads (cp.async arrivals)
+        mbar_init(&s_full_v[i], 128);
+        mbar_init(&s_empty_k[i], NWG * 4);  // one arrival per consumer warp
+        mbar_init(&s_empty_v[i], NWG * 4);
+      }
+    }
   }
   __syncthreads();
-  c.row_ranges(warp, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
-  const FlashRowBlock<kMode> rows = c.row_block<kMode>(warp);
-  __syncthreads();  // s_lo / s_hi final
+  if (consumer) c.row_ranges(warp, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
+  const FlashRowBlock<kMode> rows = c.row_block<kMode>(consumer ? warp : 0);
+  fence_async_shared();  // Q's stores, before wgmma reads them
+  __syncthreads();       // s_lo / s_hi final
   const int kv_lo = s_lo, kv_hi = s_hi;
   const float inv_cap = FlashRowBlock<kMode>::kCapAlibi && p.soft_cap > 0.f ? 1.f / p.soft_cap : 0.f;
-
-  float o[D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
 
   // the item's tiles, as in flash_kernel.cuh (from its first key; a mask_mod's non-empty tiles only)
   const WorkItem& it = c.it;
@@ -128,32 +84,17 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
-  auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
-  constexpr int kLoads = kKvTile * kVec / kThreads;
-  static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
-  auto copy = [&](int i, bool want_k, bool want_v) {
-    unsigned char* ks = (i & 1) ? stage1 : stage0;
-    unsigned char* vs = ks + kTileBytes;
-    const int k0 = tile_key(i);
-#pragma unroll
-    for (int l = 0; l < kLoads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int r = idx / kVec, cv = idx % kVec;
-      bool ok = false;
-      const int64_t off = kv_source(c, k0 + r, s_page[i % 3][r], cv * 8, D, &ok);
-      const int dst = sw128_offset(r, cv, kKvTile);
-      if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
-      if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
-    }
-  };
 
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
   float s[NT][4];
-  uint32_t a[NT / 2][4];  // P of the tile whose P V is next, as wgmma's A fragments
-  // S = Q K^T: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16 columns kk * 16 at
-  // byte 32 (kk % 4) of panel kk / 4 (the swizzle is applied to the address bits, so a k-step inside
-  // an atom is a start-address offset); 8-row groups 1024 bytes apart. Issued, not waited for.
-  auto issue_qk = [&](int ti) {
-    const unsigned char* ks = (ti & 1) ? stage1 : stage0;
+  uint32_t a[NT / 2][4];  // P as wgmma's A fragments
+  // S = Q K^T from K tile `ks`: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16
+  // columns kk * 16 at byte 32 (kk % 4) of panel kk / 4 (the swizzle is applied to the address bits,
+  // so a k-step inside an atom is a start-address offset); 8-row groups 1024 bytes apart
+  auto qk = [&](const unsigned char* ks) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -162,120 +103,112 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && (kOverlap ? D <= 64 : D
       Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
     }
     wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold<NT * 4>(&s[0][0]);
   };
-  // O += P V with P from `pa`: k-step kk is keys 16 kk.. (two 8-key atoms, 1024 bytes apart), V's
-  // 64-column panels kKvTile * 128 bytes apart. Issued, not waited for.
-  auto issue_pv = [&](int ti, const uint32_t(&pa)[NT / 2][4]) {
-    const unsigned char* vs = ((ti & 1) ? stage1 : stage0) + kTileBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], pa[kk], sw128_desc(vs + kk * 2048, kKvTile * 128, 1024));
-    wgmma_commit();
-  };
-  // the logits and the online-softmax step of tile ti's S (the mma.sync kernel's functions): O's
-  // factor in corr, P into pa
-  auto softmax = [&](int ti, float(&corr)[2], uint32_t(&pa)[NT / 2][4]) {
-    float tile_max[2];
+  // the logits and the online-softmax step of tile ti (the mma.sync kernel's functions), O rescaled,
+  // P packed
+  auto softmax = [&](int ti) {
+    float tile_max[2], corr[2];
     c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
     softmax_step<NT>(s, tile_max, mx, den, corr);
-    pack_p<T, NT>(s, pa);
+    rescale_o<D>(o, corr);
+    pack_p<T, NT>(s, a);
+  };
+  // O += P V from V tile `vs`: k-step kk is keys 16 kk.. (two 8-key atoms, 1024 bytes apart), V's
+  // 64-column panels kKvTile * 128 bytes apart
+  auto pv = [&](const unsigned char* vs) {
+    wgmma_hold<D / 2>(&o[0][0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], a[kk], sw128_desc(vs + kk * 2048, kKvTile * 128, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_hold<D / 2>(&o[0][0]);
+  };
+  // tile i's K (want_k) and / or V copies into buffers ks / vs by `n` threads from thread index `t`
+  auto copy = [&](int i, unsigned char* ks, unsigned char* vs, bool want_k, bool want_v, int t, int n, const int* slot_pages) {
+    const int k0 = tile_key(i);
+    for (int idx = t; idx < kKvTile * kVec; idx += n) {
+      const int r = idx / kVec, cv = idx % kVec;
+      int page = -1;
+      if (slot_pages) {
+        page = slot_pages[r];
+      } else if (k0 + r < kv_hi) {
+        int col = 0, slot = 0;
+        page_slot(p.view, k0 + r, &col, &slot);
+        page = c.pages[col];
+      }
+      bool ok = false;
+      const int64_t off = kv_source(c, k0 + r, page, cv * 8, D, &ok);
+      const int dst = sw128_offset(r, cv, kKvTile);
+      if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
+      if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
+    }
   };
 
-  if constexpr (kLean || !kOverlap) {
-    // one tile at a time, each product waited for (head dim 256: one K and one V buffer, two CTAs per
-    // SM; else two stages, and two CTAs per SM at head dims <= 128: 128 registers)
-    auto qk = [&](int ti) {
-      issue_qk(ti);
-      wgmma_wait<0>();
-      wgmma_hold<NT * 4>(&s[0][0]);
-    };
-    auto pv = [&](int ti) {
-      float corr[2];
-      softmax(ti, corr, a);
-      rescale_o<D>(o, corr);
-      wgmma_hold<D / 2>(&o[0][0]);
-      issue_pv(ti, a);
-      wgmma_wait<0>();
-      wgmma_hold<D / 2>(&o[0][0]);
-    };
-    kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk, pv);
+  if constexpr (kWs) {
+    // stage i % kWsStages holds tile i; its barriers' phase for tile i is i / kWsStages
+    unsigned char* const kbuf = stage0;  // [kWsStages] K tiles, then [kWsStages] V tiles
+    unsigned char* const vbuf = stage0 + kWsStages * kTileBytes;
+    if (!consumer) {
+      regs_dealloc<24>();
+      const int t = tid - NWG * 128;
+      for (int i = 0; i < n_tiles; ++i) {
+        const int st = i % kWsStages, ph = (i / kWsStages) & 1;
+        mbar_wait(&s_empty_k[st], ph ^ 1);  // the consumers are done with tile i - kWsStages's K
+        copy(i, kbuf + st * kTileBytes, nullptr, true, false, t, 128, nullptr);
+        cp_async_mbar_arrive(&s_full_k[st]);
+        mbar_wait(&s_empty_v[st], ph ^ 1);
+        copy(i, nullptr, vbuf + st * kTileBytes, false, true, t, 128, nullptr);
+        cp_async_mbar_arrive(&s_full_v[st]);
+      }
+      cp_async_wait<0>();
+      return;
+    }
+    regs_alloc<240>();
+    const int lane = tid % 32;
+    for (int ti = 0; ti < n_tiles; ++ti) {
+      const int st = ti % kWsStages, ph = (ti / kWsStages) & 1;
+      mbar_wait(&s_full_k[st], ph);
+      fence_async_shared();
+      qk(kbuf + st * kTileBytes);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&s_empty_k[st]);
+      softmax(ti);
+      mbar_wait(&s_full_v[st], ph);
+      fence_async_shared();
+      pv(vbuf + st * kTileBytes);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&s_empty_v[st]);
+    }
   } else {
-    // Overlapped (FlashAttention-3's intra-warpgroup pipelining): S(ti + 1) = Q K(ti + 1)^T and
-    // O += P(ti) V(ti) are issued together, the softmax of tile ti + 1 runs on the CUDA cores while the
-    // tensor cores do P(ti) V(ti), and O is rescaled by tile ti + 1's factor once that product is done:
-    // the same operations on O in the same order as one tile at a time, so the same bits. K and V
-    // are copied as separate groups, K one tile further ahead: group G(ti) = {K(ti + 2), V(ti + 1)}
-    // is issued at the top of iteration ti, and G(ti - 1) = {K(ti + 1), V(ti)} is what it waits for.
-    auto publish = [] {
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      __syncthreads();
+    // one tile at a time (flash_device.cuh's loop): every warp copies, then computes
+    auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
+    auto copy_tile = [&](int i, bool want_k, bool want_v) {
+      unsigned char* ks = (i & 1) ? stage1 : stage0;
+      copy(i, ks, ks + kTileBytes, want_k, want_v, tid, kThreads, s_page[i % 3]);
     };
-    fetch_pages(0);
-    fetch_pages(1);
-    fetch_pages(2);
-    __syncthreads();  // tiles 0-2's pages
-    if (n_tiles > 0) copy(0, true, false);
-    cp_async_commit();  // G(-2) = {K(0)}
-    if (n_tiles > 1) copy(1, true, false);
-    if (n_tiles > 0) copy(0, false, true);
-    cp_async_commit();  // G(-1) = {K(1), V(0)}
-    if (n_tiles > 0) {
-      cp_async_wait<1>();
-      publish();
-      issue_qk(0);
-      wgmma_wait<0>();
-      wgmma_hold<NT * 4>(&s[0][0]);
-      float corr[2];
-      softmax(0, corr, a);  // O is zero: no factor to apply
-    }
-    __syncthreads();  // every warp is done with K(0): its buffer takes K(2)
-    // the steady state: every iteration but the last issues S(ti + 1) beside P(ti) V(ti) (no
-    // conditional wgmma, so ptxas can see which group each wait completes)
-    for (int ti = 0; ti + 1 < n_tiles; ++ti) {
-      if (ti + 2 < n_tiles) copy(ti + 2, true, false);
-      copy(ti + 1, false, true);
-      cp_async_commit();   // G(ti)
-      cp_async_wait<1>();  // G(ti - 1): K(ti + 1) and V(ti) have landed
-      publish();
-      fetch_pages(ti + 3);  // slot ti % 3: tile ti's pages, last read by V(ti)'s copy before the barrier
-      issue_qk(ti + 1);
-      issue_pv(ti, a);
-      float corr[2];
-      uint32_t an[NT / 2][4];  // P(ti + 1): a is read by the P V in flight
-      wgmma_wait<1>();         // S(ti + 1) is done; P(ti) V(ti) may still run
-      wgmma_hold<NT * 4>(&s[0][0]);
-      softmax(ti + 1, corr, an);
-      wgmma_wait<0>();
-      wgmma_hold<D / 2>(&o[0][0]);
-      rescale_o<D>(o, corr);
-      // P(ti + 1) becomes the next P V's operand only now: the hold orders the copy after the wait (a
-      // register move is otherwise free to rise above it, into the P V's flight: ptxas then serialises)
-      wgmma_hold_regs<NT * 2>(&a[0][0]);
-#pragma unroll
-      for (int kk = 0; kk < NT / 2; ++kk)
-#pragma unroll
-        for (int x = 0; x < 4; ++x) a[kk][x] = an[kk][x];
-      __syncthreads();  // K(ti + 1) and V(ti) are free for G(ti + 1)'s copies
-    }
-    if (n_tiles > 0) {     // the last tile: P V alone
-      cp_async_wait<0>();  // V(n - 1)
-      publish();
-      issue_pv(n_tiles - 1, a);
-      wgmma_wait<0>();
-      wgmma_hold<D / 2>(&o[0][0]);
-    }
+    auto qk_tile = [&](int ti) { qk((ti & 1) ? stage1 : stage0); };
+    auto pv_tile = [&](int ti) {
+      softmax(ti);
+      pv(((ti & 1) ? stage1 : stage0) + kTileBytes);
+    };
+    kv_tile_loop<kLean, true>(n_tiles, copy_tile, fetch_pages, qk_tile, pv_tile);
   }
 
   quad_row_sums(den);
   c.store<D, T>(warp, o, mx, den);
 }
 
-// The Hopper kernel for a plan tile of `rows` (64 or 128) rows, overlapped or one tile at a time (head
-// dim 256 has the lean form only); the caller has checked flash_sm90_fits (no key-split warps, a mode
-// it compiles).
+// The Hopper kernel for a plan tile of `rows` (64 or 128) rows, warp-specialised or not (head dim 256
+// has the lean form only); the caller has checked flash_sm90_fits (no key-split warps, a mode it
+// compiles).
 template <int D, class T>
-void launch_flash_sm90(const FlashParams& p, int rows, bool overlap, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_sm90_smem_bytes(D, rows);
+void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaStream_t stream) {
+  constexpr bool kCanWs = D < 256;
+  ws = ws && kCanWs;
+  const size_t smem = flash_sm90_smem_bytes(D, rows, ws);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -289,14 +222,13 @@ void launch_flash_sm90(const FlashParams& p, int rows, bool overlap, dim3 grid, 
     if (mode == 2) return go(k2, threads);
     return go(k4, threads);
   };
-#define ATTNSCOPE_SM90_MODES(NWG, OV)                                                                            \
-  flash_sm90_kernel<D, T, NWG, 0, OV>, flash_sm90_kernel<D, T, NWG, 1, OV>, flash_sm90_kernel<D, T, NWG, 2, OV>, \
-      flash_sm90_kernel<D, T, NWG, 4, OV>
-  constexpr bool kCanOverlap = D < 256;
-  if (rows == 64 && overlap && kCanOverlap) return pick(ATTNSCOPE_SM90_MODES(1, kCanOverlap), 128);
+#define ATTNSCOPE_SM90_MODES(NWG, WS)                                                                            \
+  flash_sm90_kernel<D, T, NWG, 0, WS>, flash_sm90_kernel<D, T, NWG, 1, WS>, flash_sm90_kernel<D, T, NWG, 2, WS>, \
+      flash_sm90_kernel<D, T, NWG, 4, WS>
+  if (rows == 64 && ws) return pick(ATTNSCOPE_SM90_MODES(1, kCanWs), 256);
   if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1, false), 128);
   if constexpr (D < 256) {
-    if (rows == 128 && overlap) return pick(ATTNSCOPE_SM90_MODES(2, true), 256);
+    if (rows == 128 && ws) return pick(ATTNSCOPE_SM90_MODES(2, true), 384);
     if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2, false), 256);
   }
 #undef ATTNSCOPE_SM90_MODES
