@@ -13,6 +13,8 @@
 // attnscope_cuda_sm90 (kernels/cuda/CMakeLists.txt).
 #pragma once
 
+#include <type_traits>
+
 #include "flash_device.cuh"
 #include "sm90_primitives.cuh"
 
@@ -126,47 +128,65 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
     wgmma_wait<0>();
     wgmma_hold<D / 2>(&o[0][0]);
   };
-  // tile i's K (want_k) and / or V copies into buffers ks / vs by `n` threads from thread index `t`
-  auto copy = [&](int i, unsigned char* ks, unsigned char* vs, bool want_k, bool want_v, int t, int n, const int* slot_pages) {
+  // tile i's K (want_k) and / or V copies into buffers ks / vs by kN threads (this one: t), the keys'
+  // physical pages from a slot of the page table in shared memory (-1: a zero-filled key)
+  auto copy = [&](auto threads, int i, unsigned char* ks, unsigned char* vs, bool want_k, bool want_v, int t,
+                  const int* slot_pages) {
+    constexpr int kN = decltype(threads)::value;
+    constexpr int kLoads = kKvTile * kVec / kN;
+    static_assert(kKvTile * kVec % kN == 0, "whole copies per thread");
     const int k0 = tile_key(i);
-    for (int idx = t; idx < kKvTile * kVec; idx += n) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = t + l * kN;
       const int r = idx / kVec, cv = idx % kVec;
-      int page = -1;
-      if (slot_pages) {
-        page = slot_pages[r];
-      } else if (k0 + r < kv_hi) {
-        int col = 0, slot = 0;
-        page_slot(p.view, k0 + r, &col, &slot);
-        page = c.pages[col];
-      }
       bool ok = false;
-      const int64_t off = kv_source(c, k0 + r, page, cv * 8, D, &ok);
+      const int64_t off = kv_source(c, k0 + r, slot_pages[r], cv * 8, D, &ok);
       const int dst = sw128_offset(r, cv, kKvTile);
       if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
       if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
     }
   };
+  using Producer = std::integral_constant<int, 128>;
+  using Everyone = std::integral_constant<int, kThreads>;
 
   if constexpr (kWs) {
     // stage i % kWsStages holds tile i; its barriers' phase for tile i is i / kWsStages
     unsigned char* const kbuf = stage0;  // [kWsStages] K tiles, then [kWsStages] V tiles
     unsigned char* const vbuf = stage0 + kWsStages * kTileBytes;
     if (!consumer) {
-      regs_dealloc<24>();
+      // the producer: tile i's pages are in slot i % 3 of s_page; tile i + 2's page index is loaded
+      // into a register before tile i's copies and stored after them (its latency behind the copies),
+      // published by the producer-only barrier at the next iteration's top
+      regs_dealloc<40>();
       const int t = tid - NWG * 128;
+      auto page_of = [&](int i) {
+        const int key = (i < n_tiles ? tile_key(i) : 0) + t;
+        int col = 0, slot = 0;
+        if (i < n_tiles && key < kv_hi) page_slot(p.view, key, &col, &slot);
+        return (i < n_tiles && key < kv_hi) ? c.pages[col] : -1;
+      };
+      auto producer_sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
+      if (t < kKvTile) {
+        s_page[0][t] = page_of(0);
+        s_page[1][t] = page_of(1);
+      }
       for (int i = 0; i < n_tiles; ++i) {
         const int st = i % kWsStages, ph = (i / kWsStages) & 1;
+        producer_sync();  // slot i % 3 written; slot (i + 2) % 3's last readers (tile i - 1) are done
+        const int next = t < kKvTile ? page_of(i + 2) : -1;
         mbar_wait(&s_empty_k[st], ph ^ 1);  // the consumers are done with tile i - kWsStages's K
-        copy(i, kbuf + st * kTileBytes, nullptr, true, false, t, 128, nullptr);
+        copy(Producer{}, i, kbuf + st * kTileBytes, nullptr, true, false, t, s_page[i % 3]);
         cp_async_mbar_arrive(&s_full_k[st]);
         mbar_wait(&s_empty_v[st], ph ^ 1);
-        copy(i, nullptr, vbuf + st * kTileBytes, false, true, t, 128, nullptr);
+        copy(Producer{}, i, nullptr, vbuf + st * kTileBytes, false, true, t, s_page[i % 3]);
         cp_async_mbar_arrive(&s_full_v[st]);
+        if (t < kKvTile) s_page[(i + 2) % 3][t] = next;
       }
       cp_async_wait<0>();
       return;
     }
-    regs_alloc<240>();
+    regs_alloc<232>();
     const int lane = tid % 32;
     for (int ti = 0; ti < n_tiles; ++ti) {
       const int st = ti % kWsStages, ph = (ti / kWsStages) & 1;
@@ -187,7 +207,7 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
     auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
     auto copy_tile = [&](int i, bool want_k, bool want_v) {
       unsigned char* ks = (i & 1) ? stage1 : stage0;
-      copy(i, ks, ks + kTileBytes, want_k, want_v, tid, kThreads, s_page[i % 3]);
+      copy(Everyone{}, i, ks, ks + kTileBytes, want_k, want_v, tid, s_page[i % 3]);
     };
     auto qk_tile = [&](int ti) { qk((ti & 1) ? stage1 : stage0); };
     auto pv_tile = [&](int ti) {
