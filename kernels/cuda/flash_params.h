@@ -95,13 +95,16 @@ constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, int mode) {
   return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != 3;
 }
 
+// Pipeline stages of the Hopper kernel's warp-specialised form: K and V each get this many buffers.
+constexpr int kFlashSm90WsStages = 4;
+
 // Shared memory of the Hopper kernel: Q, then K and V of each stage (two stages; the warp-specialised
-// form kWsStages = 2 of each too; head dim 256: one K and one V buffer, the lean schedule, so two CTAs
-// fit an SM), plus 1 KB to align the swizzle atoms.
+// form kFlashSm90WsStages; head dim 256: one K and one V buffer, the lean schedule, so two CTAs fit an
+// SM), plus 1 KB to align the swizzle atoms.
 constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows, bool ws) {
-  (void)ws;  // the same two stages either way
   const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
-  return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 ? 2 : 4) * tile + 1024;
+  const int stages = head_dim >= 256 ? 1 : ws ? kFlashSm90WsStages : 2;
+  return static_cast<size_t>(rows) * head_dim * 2 + 2 * stages * tile + 1024;
 }
 
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather

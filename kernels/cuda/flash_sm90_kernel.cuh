@@ -20,8 +20,7 @@
 
 namespace attnscope::cuda {
 
-// Pipeline stages of the warp-specialised form: K and V each get kWsStages buffers.
-constexpr int kWsStages = 2;
+constexpr int kWsStages = kFlashSm90WsStages;
 
 // kWs: warp-specialised (FlashAttention-3's structure): one more warpgroup, the producer, copies K and V
 // tiles with cp.async into a ring of kWsStages stages and hands each over through an mbarrier; the
