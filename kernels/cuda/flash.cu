@@ -27,7 +27,7 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
-#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, bool, dim3, cudaStream_t);
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
 #include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
 #undef FLASH_SM90_INSTANCE
 
@@ -67,13 +67,6 @@ int rb_override() {
 bool sm90_path_allowed() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
   return !(v && std::string(v) == "mma");
-}
-
-// ATTNSCOPE_FLASH_SM90_WS=0 or 1 picks the Hopper kernel's form (A/B on one build): 1 warp-specialised
-// (a producer warpgroup and mbarrier stages), 0 every warp copying and computing.
-bool sm90_ws() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_SM90_WS");
-  return !(v && std::string(v) == "0");
 }
 
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
@@ -276,9 +269,8 @@ class FlashBackend final : public Backend {
                                        : nullptr;
     const bool hopper = sm90 && device_is_sm90();
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const bool ws = hopper && sm90_ws() && D < 256;  // head dim 256: the lean form only
-    const dim3 block(hopper ? sp.cta_tile_q * 2 + (ws ? 128 : 0) : warps * warps_n * 32);
-    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q, ws) : flash_smem_bytes(D, warps, warps_n, rb);
+    const dim3 block(hopper ? sp.cta_tile_q * 2 : warps * warps_n * 32);
+    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
     const std::string kname =
         hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
                      std::to_string(sp.cta_tile_q / 64) + " warpgroups" + (ws ? " + a producer warpgroup" : "") + "> (wgmma)"
@@ -288,7 +280,7 @@ class FlashBackend final : public Backend {
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         if (hopper)
-          sm90(fp, sp.cta_tile_q, ws, grid, nullptr);
+          sm90(fp, sp.cta_tile_q, grid, nullptr);
         else
           launch(fp, warps, warps_n, rb, grid, nullptr);
         check_launch(kname.c_str(), grid, block, smem, sync);

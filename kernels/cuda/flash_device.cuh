@@ -398,7 +398,7 @@ __device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
 template <bool kLean, bool kAsyncProxy, class Copy, class Fetch, class QK, class PV>
 __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& fetch, QK&& qk, PV&& pv) {
   auto publish = [] {
-    if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma
     __syncthreads();
   };
   fetch(0);

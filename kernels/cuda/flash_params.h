@@ -95,16 +95,11 @@ constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, int mode) {
   return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != 3;
 }
 
-// Pipeline stages of the Hopper kernel's warp-specialised form: K and V each get this many buffers.
-constexpr int kFlashSm90WsStages = 4;
-
-// Shared memory of the Hopper kernel: Q, then K and V of each stage (two stages; the warp-specialised
-// form kFlashSm90WsStages; head dim 256: one K and one V buffer, the lean schedule, so two CTAs fit an
-// SM), plus 1 KB to align the swizzle atoms.
-constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows, bool ws) {
+// Shared memory of the Hopper kernel: Q, then K and V of each of two stages (head dim 256: one K and
+// one V buffer, the lean schedule, so two CTAs fit an SM), plus 1 KB to align the swizzle atoms.
+constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
   const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
-  const int stages = head_dim >= 256 ? 1 : ws ? kFlashSm90WsStages : 2;
-  return static_cast<size_t>(rows) * head_dim * 2 + 2 * stages * tile + 1024;
+  return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 ? 2 : 4) * tile + 1024;
 }
 
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather
@@ -122,7 +117,7 @@ using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
 // The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows; nullptr when not built for
 // this head dim and dtype (a build without 90 in CMAKE_CUDA_ARCHITECTURES has none).
-using FlashSm90Launcher = void (*)(const FlashParams&, int rows, bool warp_specialised, dim3 grid, cudaStream_t);
+using FlashSm90Launcher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
 FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);

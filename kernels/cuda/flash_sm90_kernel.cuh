@@ -13,26 +13,20 @@
 // attnscope_cuda_sm90 (kernels/cuda/CMakeLists.txt).
 #pragma once
 
-#include <type_traits>
-
 #include "flash_device.cuh"
 #include "sm90_primitives.cuh"
 
 namespace attnscope::cuda {
 
-constexpr int kWsStages = kFlashSm90WsStages;
-
-// kWs: warp-specialised (FlashAttention-3's structure): one more warpgroup, the producer, copies K and V
-// tiles with cp.async into a ring of kWsStages stages and hands each over through an mbarrier; the
-// NWG consumer warpgroups compute without a CTA-wide barrier in the loop, releasing each buffer as
-// soon as its product is done. Otherwise every warp copies and computes, one tile at a time, with two
-// stages (head dim 256: one K and one V buffer, the lean schedule) and a barrier per tile.
-template <int D, class T, int NWG, int kMode, bool kWs>
-__global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 && D <= 128 ? 2 : 1)
-    flash_sm90_kernel(const FlashParams p) {
+// Every warp copies and computes, one tile at a time: two K / V stages (head dim 256: one K and one V
+// buffer, the lean schedule) and a barrier per tile, two CTAs per SM at head dims <= 128 (128
+// registers: 16 warps per SM, one CTA's softmax and copies beside the other's wgmma; one CTA per SM
+// measured 1.5x slower). A warp-specialised form (a producer warpgroup, mbarrier stages) measured 2.1x
+// slower again and is not kept: docs/perf-notes.md v14.
+template <int D, class T, int NWG, int kMode>
+__global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash_sm90_kernel(const FlashParams p) {
   static_assert(D % 64 == 0, "whole 64-column swizzle panels");
-  static_assert(!kWs || D < 256, "head dim 256 runs the lean form");
-  constexpr int kThreads = NWG * 128 + (kWs ? 128 : 0), kRows = NWG * 64;
+  constexpr int kThreads = NWG * 128, kRows = NWG * 64;
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
   constexpr bool kLean = D >= 256;
@@ -45,11 +39,8 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
   unsigned char* stage1 = kLean ? stage0 : stage0 + 2 * kTileBytes;
   __shared__ int s_lo, s_hi, s_rlo[kRows], s_rhi[kRows], s_wlo[NWG * 4], s_whi[NWG * 4];
   __shared__ int s_page[3][kKvTile];  // as in flash_kernel.cuh: tile i's pages in slot i % 3
-  // kWs: full (the producer's copies landed) and empty (every consumer warp is done) per K / V stage
-  __shared__ __align__(8) uint64_t s_full_k[kWsStages], s_full_v[kWsStages], s_empty_k[kWsStages], s_empty_v[kWsStages];
 
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
-  const bool consumer = wg < NWG;  // the rows' warps (kWs: the last warpgroup is the producer)
   const FlashCta c(p, tid);
 
   // Q rows -> shared memory, swizzled; invalid rows are zero
@@ -60,18 +51,10 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
   if (tid == 0) {
     s_lo = INT_MAX;
     s_hi = INT_MIN;
-    if constexpr (kWs) {
-      for (int i = 0; i < kWsStages; ++i) {
-        mbar_init(&s_full_k[i], 128);  // the producer's threads (cp.async arrivals)
-        mbar_init(&s_full_v[i], 128);
-        mbar_init(&s_empty_k[i], NWG * 4);  // one arrival per consumer warp
-        mbar_init(&s_empty_v[i], NWG * 4);
-      }
-    }
   }
   __syncthreads();
-  if (consumer) c.row_ranges(warp, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
-  const FlashRowBlock<kMode> rows = c.row_block<kMode>(consumer ? warp : 0);
+  c.row_ranges(warp, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
+  const FlashRowBlock<kMode> rows = c.row_block<kMode>(warp);
   fence_async_shared();  // Q's stores, before wgmma reads them
   __syncthreads();       // s_lo / s_hi final
   const int kv_lo = s_lo, kv_hi = s_hi;
@@ -127,17 +110,19 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
     wgmma_wait<0>();
     wgmma_hold<D / 2>(&o[0][0]);
   };
-  // tile i's K (want_k) and / or V copies into buffers ks / vs by kN threads (this one: t), the keys'
-  // physical pages from a slot of the page table in shared memory (-1: a zero-filled key)
-  auto copy = [&](auto threads, int i, unsigned char* ks, unsigned char* vs, bool want_k, bool want_v, int t,
-                  const int* slot_pages) {
-    constexpr int kN = decltype(threads)::value;
-    constexpr int kLoads = kKvTile * kVec / kN;
-    static_assert(kKvTile * kVec % kN == 0, "whole copies per thread");
+  // the keys' physical pages from a slot of the page table in shared memory (-1: a zero-filled key)
+  auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
+  // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
+  auto copy = [&](int i, bool want_k, bool want_v) {
+    unsigned char* ks = (i & 1) ? stage1 : stage0;
+    unsigned char* vs = ks + kTileBytes;
+    const int* slot_pages = s_page[i % 3];
+    constexpr int kLoads = kKvTile * kVec / kThreads;
+    static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
     const int k0 = tile_key(i);
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
-      const int idx = t + l * kN;
+      const int idx = tid + l * kThreads;
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
       const int64_t off = kv_source(c, k0 + r, slot_pages[r], cv * 8, D, &ok);
@@ -146,88 +131,23 @@ __global__ void __launch_bounds__(NWG * 128 + (kWs ? 128 : 0), !kWs && NWG == 2 
       if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
     }
   };
-  using Producer = std::integral_constant<int, 128>;
-  using Everyone = std::integral_constant<int, kThreads>;
 
-  if constexpr (kWs) {
-    // stage i % kWsStages holds tile i; its barriers' phase for tile i is i / kWsStages
-    unsigned char* const kbuf = stage0;  // [kWsStages] K tiles, then [kWsStages] V tiles
-    unsigned char* const vbuf = stage0 + kWsStages * kTileBytes;
-    if (!consumer) {
-      // the producer: tile i's pages are in slot i % 3 of s_page; tile i + 2's page index is loaded
-      // into a register before tile i's copies and stored after them (its latency behind the copies),
-      // published by the producer-only barrier at the next iteration's top
-      regs_dealloc<40>();
-      const int t = tid - NWG * 128;
-      auto page_of = [&](int i) {
-        const int key = (i < n_tiles ? tile_key(i) : 0) + t;
-        int col = 0, slot = 0;
-        if (i < n_tiles && key < kv_hi) page_slot(p.view, key, &col, &slot);
-        return (i < n_tiles && key < kv_hi) ? c.pages[col] : -1;
-      };
-      auto producer_sync = [] { asm volatile("bar.sync 1, 128;\n" ::: "memory"); };
-      if (t < kKvTile) {
-        s_page[0][t] = page_of(0);
-        s_page[1][t] = page_of(1);
-      }
-      for (int i = 0; i < n_tiles; ++i) {
-        const int st = i % kWsStages, ph = (i / kWsStages) & 1;
-        producer_sync();  // slot i % 3 written; slot (i + 2) % 3's last readers (tile i - 1) are done
-        const int next = t < kKvTile ? page_of(i + 2) : -1;
-        mbar_wait(&s_empty_k[st], ph ^ 1);  // the consumers are done with tile i - kWsStages's K
-        copy(Producer{}, i, kbuf + st * kTileBytes, nullptr, true, false, t, s_page[i % 3]);
-        cp_async_mbar_arrive(&s_full_k[st]);
-        mbar_wait(&s_empty_v[st], ph ^ 1);
-        copy(Producer{}, i, nullptr, vbuf + st * kTileBytes, false, true, t, s_page[i % 3]);
-        cp_async_mbar_arrive(&s_full_v[st]);
-        if (t < kKvTile) s_page[(i + 2) % 3][t] = next;
-      }
-      cp_async_wait<0>();
-      return;
-    }
-    regs_alloc<232>();
-    const int lane = tid % 32;
-    for (int ti = 0; ti < n_tiles; ++ti) {
-      const int st = ti % kWsStages, ph = (ti / kWsStages) & 1;
-      mbar_wait(&s_full_k[st], ph);
-      fence_async_shared();
-      qk(kbuf + st * kTileBytes);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&s_empty_k[st]);
-      softmax(ti);
-      mbar_wait(&s_full_v[st], ph);
-      fence_async_shared();
-      pv(vbuf + st * kTileBytes);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&s_empty_v[st]);
-    }
-  } else {
-    // one tile at a time (flash_device.cuh's loop): every warp copies, then computes
-    auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
-    auto copy_tile = [&](int i, bool want_k, bool want_v) {
-      unsigned char* ks = (i & 1) ? stage1 : stage0;
-      copy(Everyone{}, i, ks, ks + kTileBytes, want_k, want_v, tid, s_page[i % 3]);
-    };
-    auto qk_tile = [&](int ti) { qk((ti & 1) ? stage1 : stage0); };
-    auto pv_tile = [&](int ti) {
-      softmax(ti);
-      pv(((ti & 1) ? stage1 : stage0) + kTileBytes);
-    };
-    kv_tile_loop<kLean, true>(n_tiles, copy_tile, fetch_pages, qk_tile, pv_tile);
-  }
+  auto qk_tile = [&](int ti) { qk((ti & 1) ? stage1 : stage0); };
+  auto pv_tile = [&](int ti) {
+    softmax(ti);
+    pv(((ti & 1) ? stage1 : stage0) + kTileBytes);
+  };
+  kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk_tile, pv_tile);
 
   quad_row_sums(den);
   c.store<D, T>(warp, o, mx, den);
 }
 
-// The Hopper kernel for a plan tile of `rows` (64 or 128) rows, warp-specialised or not (head dim 256
-// has the lean form only); the caller has checked flash_sm90_fits (no key-split warps, a mode it
-// compiles).
+// The Hopper kernel for a plan tile of `rows` (64 or 128) rows; the caller has checked flash_sm90_fits
+// (no key-split warps, a mode it compiles).
 template <int D, class T>
-void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaStream_t stream) {
-  constexpr bool kCanWs = D < 256;
-  ws = ws && kCanWs;
-  const size_t smem = flash_sm90_smem_bytes(D, rows, ws);
+void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
+  const size_t smem = flash_sm90_smem_bytes(D, rows);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -241,14 +161,12 @@ void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaS
     if (mode == 2) return go(k2, threads);
     return go(k4, threads);
   };
-#define ATTNSCOPE_SM90_MODES(NWG, WS)                                                                            \
-  flash_sm90_kernel<D, T, NWG, 0, WS>, flash_sm90_kernel<D, T, NWG, 1, WS>, flash_sm90_kernel<D, T, NWG, 2, WS>, \
-      flash_sm90_kernel<D, T, NWG, 4, WS>
-  if (rows == 64 && ws) return pick(ATTNSCOPE_SM90_MODES(1, kCanWs), 256);
-  if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1, false), 128);
-  if constexpr (D < 256) {
-    if (rows == 128 && ws) return pick(ATTNSCOPE_SM90_MODES(2, true), 384);
-    if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2, false), 256);
+#define ATTNSCOPE_SM90_MODES(NWG)                                                                    \
+  flash_sm90_kernel<D, T, NWG, 0>, flash_sm90_kernel<D, T, NWG, 1>, flash_sm90_kernel<D, T, NWG, 2>, \
+      flash_sm90_kernel<D, T, NWG, 4>
+  if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1), 128);
+  if constexpr (D < 256) {  // head dim 256: 64-row tiles only (flash_sm90_fits)
+    if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2), 256);
   }
 #undef ATTNSCOPE_SM90_MODES
   throw CudaError("cuda.flash (wgmma): no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(rows) +

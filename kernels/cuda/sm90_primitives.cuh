@@ -1,6 +1,5 @@
 // Hopper (sm_90a) primitives of cuda.flash's wgmma kernel: the wgmma wrappers by dtype, their fences
-// and waits, shared-memory matrix descriptors with the 128-byte swizzle, mbarriers (the producer /
-// consumer pipeline) and warpgroup register reallocation. PTX ISA 8.x names throughout.
+// and waits, and shared-memory matrix descriptors with the 128-byte swizzle (PTX ISA 8.x names).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -51,11 +50,9 @@ __device__ __forceinline__ void wgmma_hold(float* r) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-template <int N>
-__device__ __forceinline__ void wgmma_hold_regs(uint32_t* r) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
+// the generic-proxy writes (cp.async, st.shared) this thread has seen, ordered before its async-proxy
+// (wgmma) reads
+__device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // A shared-memory matrix descriptor with the 128-byte swizzle: start address, leading and stride byte
 // offsets (16-byte units), swizzle mode 1 in bits 62-63 (PTX ISA, "Matrix Descriptor Format").
@@ -70,42 +67,6 @@ __device__ inline uint64_t sw128_desc(const void* smem, uint32_t lead_bytes, uin
 // (cv % 8) ^ (r % 8). Each 8-row group is one 1024-byte swizzle atom.
 __device__ inline int sw128_offset(int r, int cv, int rows) {
   return (cv >> 3) * rows * 128 + r * 128 + (((cv & 7) ^ (r & 7)) << 4);
-}
-
-// mbarriers in shared memory: the producer / consumer hand-over of K and V stages
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ inline void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-// waits until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once)
-__device__ inline void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ inline void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// arrives on `bar` once every cp.async this thread issued before has landed (the count set at init
-// counts these arrivals: .noinc)
-__device__ inline void cp_async_mbar_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// the generic-proxy writes (cp.async, st.shared) this thread has seen, ordered before its async-proxy
-// (wgmma) reads
-__device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// warpgroup register reallocation: the producer gives registers back, the consumers take them
-template <int N>
-__device__ inline void regs_dealloc() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ inline void regs_alloc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 }  // namespace attnscope::cuda
