@@ -68,9 +68,9 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   ATTNSCOPE_GPU_QUICK=1 timeout "${MEMCHECK_TIMEOUT:-900}" "$san" --tool memcheck --error-exitcode 9 build-gpu/tests/gpu_tests ${MEMCHECK_FILTER:+--gtest_filter=$MEMCHECK_FILTER} > "$out/memcheck.log" 2>&1; echo "memcheck: rc=$?"
   tail -4 "$out/memcheck.log"
   if [ "${SKIP_RACE:-0}" != 1 ]; then
-    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
+    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool racecheck --racecheck-report all --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:Gpu.FullyMasked*:FlashSm90.*' > "$out/racecheck.log" 2>&1; echo "racecheck: rc=$?"
     tail -4 "$out/racecheck.log"
-    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
+    ATTNSCOPE_GPU_QUICK=1 timeout 600 "$san" --tool synccheck --error-exitcode 9 build-gpu/tests/gpu_tests --gtest_filter='Gpu.FlashAgrees*:FlashSm90.*' > "$out/synccheck.log" 2>&1; echo "synccheck: rc=$?"
     tail -3 "$out/synccheck.log"
   else
     echo "racecheck, synccheck: not run (SKIP_RACE=1)"
