@@ -271,11 +271,11 @@ class FlashBackend final : public Backend {
     const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
     const dim3 block(hopper ? sp.cta_tile_q * 2 : warps * warps_n * 32);
     const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
-    const std::string kname =
-        hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                     std::to_string(sp.cta_tile_q / 64) + " warpgroups" + (ws ? " + a producer warpgroup" : "") + "> (wgmma)"
-               : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
-                     std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
+    const std::string kname = hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                                           std::to_string(sp.cta_tile_q / 64) + " warpgroups> (wgmma)"
+                                     : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                                           std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " +
+                                           std::to_string(rb) + " row blocks> (mma.sync)";
     res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
