@@ -419,40 +419,40 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
     }
   }
   for (int ti = 0; ti < n_tiles; ++ti) {
-    if constexpr (kLean) {
-      cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
-    } else if (ti + 1 < n_tiles) {
-      copy(ti + 1, true, true);
+    if constexpr (!kLean) {
+      // one barrier per tile: tile ti (the one group in flight) is published, and every warp is past
+      // tile ti - 1, whose stage then takes tile ti + 1 (its copies overlap tile ti's math)
+      cp_async_wait<0>();
+      publish();
+      if (ti + 1 < n_tiles) {
+        copy(ti + 1, true, true);
+        cp_async_commit();
+        fetch(ti + 2);
+      }
+      qk(ti);
+      pv(ti);
+      continue;
+    }
+    cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
+    publish();
+    qk(ti);
+    // every warp is done with K(ti): refill the K buffer with K(ti + 1) during the softmax and P V,
+    // then wait for V(ti) (the group before it)
+    __syncthreads();
+    if (ti + 1 < n_tiles) {
+      copy(ti + 1, true, false);
       cp_async_commit();
-      fetch(ti + 2);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     publish();
-    qk(ti);
-    if constexpr (kLean) {
-      // every warp is done with K(ti): refill the K buffer with K(ti + 1) during the softmax and
-      // P V, then wait for V(ti) (the group before it)
-      __syncthreads();
-      if (ti + 1 < n_tiles) {
-        copy(ti + 1, true, false);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-      publish();
-    }
     pv(ti);
-    __syncthreads();  // this stage is refilled by the next iteration's copy
-    if constexpr (kLean) {
-      // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
-      if (ti + 1 < n_tiles) {
-        copy(ti + 1, false, true);
-        cp_async_commit();
-        fetch(ti + 2);
-      }
+    __syncthreads();  // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
+    if (ti + 1 < n_tiles) {
+      copy(ti + 1, false, true);
+      cp_async_commit();
+      fetch(ti + 2);
     }
   }
 }

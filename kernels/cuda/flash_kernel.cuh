@@ -222,7 +222,9 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) quad_row_sums(den[rb]);
   if constexpr (WN > 1) {
-    // merge the key-split warps in warp order: M = max m_w, scale_w = exp2(m_w - M)
+    // merge the key-split warps in warp order: M = max m_w, scale_w = exp2(m_w - M); the buffer
+    // reuses the K / V stages, which the last tile's warps may still be reading
+    __syncthreads();
     constexpr int kR = WM * 16;
     float* red_o = reinterpret_cast<float*>(smem_raw);  // [WN][WM * 16][D]
     float* red_m = red_o + WN * kR * D;                 // [WN][WM * 16]
