@@ -390,7 +390,7 @@ __device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
 // The KV tile loop both kernels run, with their copies as one cp.async group per tile:
 // double-buffered (tile i + 1 copied into the other stage while tile i is computed, and the pages of
 // tile i + 2 fetched), or lean (head dim 256: one K and one V buffer, K refilled as soon as S = Q K^T
-// is done and V as soon as P V is done, FlashAttention-2's schedule at this size). copy(i, k, v)
+// is done and V once P V is done, FlashAttention-2's schedule at this size). copy(i, k, v)
 // issues tile i's K and / or V copies (the loop commits them as one group); fetch(i) the pages of tile
 // i; qk(i) and pv(i) compute.
 // kAsyncProxy: the reads are wgmma's (the async proxy), so each thread's landed copies are fenced to
@@ -404,19 +404,9 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
   fetch(0);
   fetch(1);
   __syncthreads();  // tiles 0 and 1's pages
-  if constexpr (kLean) {
-    // groups in flight at the top of iteration ti: K(ti), V(ti)
-    if (n_tiles > 0) {
-      copy(0, true, false);
-      cp_async_commit();
-      copy(0, false, true);
-      cp_async_commit();
-    }
-  } else {
-    if (n_tiles > 0) {
-      copy(0, true, true);
-      cp_async_commit();
-    }
+  if (n_tiles > 0) {
+    copy(0, true, !kLean);  // lean: V(0) at the top of the first iteration
+    cp_async_commit();
   }
   for (int ti = 0; ti < n_tiles; ++ti) {
     if constexpr (!kLean) {
@@ -433,27 +423,22 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
       pv(ti);
       continue;
     }
-    cp_async_wait<1>();  // K(ti) has landed; V(ti) may be in flight
+    // lean, two barriers per tile: at the top K(ti) is the one group in flight, and every warp is
+    // past P(ti - 1) V(ti - 1), so V(ti) goes into the V buffer; after S = Q K^T every warp is done
+    // with K(ti), so K(ti + 1) goes into the K buffer during the softmax and P V
+    cp_async_wait<0>();
     publish();
+    copy(ti, false, true);
+    cp_async_commit();
     qk(ti);
-    // every warp is done with K(ti): refill the K buffer with K(ti + 1) during the softmax and P V,
-    // then wait for V(ti) (the group before it)
-    __syncthreads();
+    cp_async_wait<0>();
+    publish();
     if (ti + 1 < n_tiles) {
       copy(ti + 1, true, false);
       cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    publish();
-    pv(ti);
-    __syncthreads();  // every warp is done with V(ti): V(ti + 1) joins K(ti + 1) in flight
-    if (ti + 1 < n_tiles) {
-      copy(ti + 1, false, true);
-      cp_async_commit();
       fetch(ti + 2);
     }
+    pv(ti);
   }
 }
 
