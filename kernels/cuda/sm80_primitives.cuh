@@ -1,0 +1,86 @@
+// The mma.sync-generation (sm_80+) primitives of cuda.flash: the m16n8k16 MMA and the pack of two
+// floats to the dtype by dtype, ldmatrix, cp.async with zero-fill, exp2 and tanh on the SFU. Used by
+// both kernels (the Hopper kernel for its copies, the softmax and P's pack).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attnscope/types.h"
+
+namespace attnscope::cuda {
+
+template <class T>
+struct Mma;
+
+template <>
+struct Mma<__nv_bfloat16> {
+  __device__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static constexpr DType kDType = DType::kBf16;
+};
+
+template <>
+struct Mma<__half> {
+  __device__ static void run(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+  static constexpr DType kDType = DType::kFp16;
+};
+
+__device__ inline void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+__device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // src-size 0: nothing is read, the 16 bytes are zero-filled
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(n));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// exp2 on the SFU (ex2.approx, ~2 ulp; exp2(-inf) = +0): the same instruction FA2 uses.
+__device__ inline float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh for the soft-cap: 1 - 2 / (exp(2y) + 1) on the SFU (ex2.approx, a fast divide), a few
+// instructions where tanhf is a long inlined sequence that the unrolled loop carries 32 times per row
+// block (instruction-cache stalls: docs/perf-notes.md v11). Absolute error about 1e-6 (tanh is at most
+// 1 in size), times the cap (50 for Gemma-2): 5e-5 in a logit, far below the bf16 rounding of P that
+// follows. exp overflowing to inf gives 1, underflowing to 0 gives -1.
+__device__ inline float softcap_tanh(float y) {
+  const float e = fast_exp2(y * 2.8853900817779268f);  // exp(2y) = 2^(2 y log2 e)
+  return 1.f - __fdividef(2.f, e + 1.f);
+}
+
+}  // namespace attnscope::cuda
