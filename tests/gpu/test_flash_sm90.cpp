@@ -131,3 +131,31 @@ TEST(FlashSm90, ZooCasesMatchTheMmaSyncKernelBitForBit) {
   }
   EXPECT_GE(ran, 5);
 }
+
+// What the Hopper kernel does not take runs on the mma.sync kernel, and says so: 16-row tiles (decode's
+// key-split warps), head dims that are not whole 64-column panels (32, 96), and an interpreted
+// score_mod; each within cpu.tiled's tolerance as in FlashAgreesWithTheCpuTwin.
+TEST(FlashSm90, WhatItDoesNotTakeRunsOnTheMmaSyncKernel) {
+  REQUIRE_HOPPER();
+  for (int variant = 0; variant < 4; ++variant) {
+    CaseSpec c = random_case(700 + static_cast<uint64_t>(variant));
+    set_head_dim(c, variant == 1 ? 96 : variant == 2 ? 32 : 128);
+    if (c.dtype == DType::kFp32) c.dtype = DType::kBf16;
+    c.data.outlier_channels.clear();
+    c.split.fixed_tile_q = variant == 0 ? 16 : 128;
+    if (variant == 3) {
+      c.attention.soft_cap.reset();
+      c.attention.alibi = false;
+      c.attention.score_mod = "where(kv_idx == 0, score + 2, score * 0.75)";
+    }
+    validate_case(c);
+    SCOPED_TRACE(c.name + " variant " + std::to_string(variant));
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result r = run_path(nullptr, c, p, w), t = run("cpu.tiled", c, p, w);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_NE(r.message.find("(mma.sync)"), std::string::npos) << r.message;
+    const DiffReport d = compare_results(c, r, t, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+  }
+}
