@@ -286,7 +286,7 @@ void print_bench(std::ostream& o, const BenchReport& r) {
     }
     o << pad(x.backend, 16) << pad(fmt("%.4f", x.median_ms), 11) << pad(fmt("%.4f", x.min_ms) + "-" + fmt("%.4f", x.max_ms), 18)
       << pad(fmt("%.1f", x.tflops), 10) << pad(fmt("%.0f", x.gbps), 9) << pad(fmt("%.0f", x.kv_gbps), 9)
-      << fmt("%.0f%%", 100 * x.copy_share) << "\n";
+      << fmt("%.0f%%", 100 * x.copy_share) << (x.note.empty() ? "" : "  " + x.note) << "\n";
   }
 }
 

@@ -51,6 +51,7 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
       row.status = "no device timing (this backend is not timed with events; host " + std::to_string(res.timing.host_ms) + " ms)";
     } else {
       row.status = "ok";
+      row.note = res.message;
       row.median_ms = res.timing.device_ms;
       row.min_ms = res.timing.device_ms_min;
       row.max_ms = res.timing.device_ms_max;
@@ -81,6 +82,7 @@ nlohmann::ordered_json bench_to_json(const BenchReport& r) {
   for (const auto& x : r.rows)
     rows.push_back({{"backend", x.backend},
                     {"status", x.status},
+                    {"note", x.note},
                     {"median_ms", x.median_ms},
                     {"min_ms", x.min_ms},
                     {"max_ms", x.max_ms},

@@ -6,6 +6,7 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/compare.h"
+#include "bench.h"
 #include "case_gen.h"
 
 using namespace attnscope;
@@ -185,4 +186,26 @@ TEST(Backends, GpuBackendsWithoutCudaSayNotCompiled) {
   const Result r = run_backend(*b, c, p, Workload{}, RunOptions{});
   EXPECT_EQ(r.status, Status::kNotCompiled);
   EXPECT_NE(r.message.find("not compiled"), std::string::npos);
+}
+
+// bench --json carries what a backend says of a timed run (cuda.flash: the kernel that ran) beside the
+// numbers, and an empty note for a row that did not run.
+TEST(Bench, JsonRowsCarryTheBackendsNote) {
+  BenchReport r;
+  r.case_name = "x";
+  BenchRow ok;
+  ok.backend = "cuda.flash";
+  ok.status = "ok";
+  ok.note = "kernel flash_sm90_kernel<128, bf16, 2 warpgroups> (wgmma)";
+  ok.median_ms = 1.5;
+  BenchRow refused;
+  refused.backend = "cudnn.sdpa";
+  refused.status = "unsupported: no soft-cap";
+  r.rows = {ok, refused};
+  const auto j = bench_to_json(r);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["note"], ok.note);
+  EXPECT_EQ(j["rows"][0]["median_ms"], 1.5);
+  EXPECT_EQ(j["rows"][1]["note"], "");
+  EXPECT_EQ(j["rows"][1]["status"], refused.status);
 }

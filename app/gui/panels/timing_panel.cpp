@@ -96,8 +96,9 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
         ImGui::Text("%-18s %s", row.backend.c_str(), row.status.c_str());
         continue;
       }
-      ImGui::Text("%-18s median %.4f ms (%.4f-%.4f), %.1f TFLOP/s, %.0f GB/s, %.0f%% of copy bandwidth", row.backend.c_str(),
-                  row.median_ms, row.min_ms, row.max_ms, row.tflops, row.gbps, 100 * row.copy_share);
+      ImGui::Text("%-18s median %.4f ms (%.4f-%.4f), %.1f TFLOP/s, %.0f GB/s, %.0f%% of copy bandwidth%s%s", row.backend.c_str(),
+                  row.median_ms, row.min_ms, row.max_ms, row.tflops, row.gbps, 100 * row.copy_share, row.note.empty() ? "" : "; ",
+                  row.note.c_str());
     }
   }
   (void)ui;
