@@ -20,16 +20,6 @@ option(ATTNSCOPE_FLASHINFER_SM90 "Build flashinfer.prefill_sm90 (FlashInfer's Ho
 set(ATTNSCOPE_FLASHINFER_SM90_HEAD_DIMS "" CACHE STRING
     "flashinfer.prefill_sm90 head dims to compile (empty: every line of fi_sm90_instances.def)")
 
-# Does CMAKE_CUDA_ARCHITECTURES ask for compute capability 9.0 in any form (90, 90-real,
-# 90-virtual, 90a, all, all-major, native)? native is taken at its word: the run-time check refuses
-# any device but sm_90.
-set(_sm90_arch_ok OFF)
-foreach(_a IN LISTS CMAKE_CUDA_ARCHITECTURES)
-  if(_a MATCHES "^90" OR _a STREQUAL "all" OR _a STREQUAL "all-major" OR _a STREQUAL "native")
-    set(_sm90_arch_ok ON)
-  endif()
-endforeach()
-
 set(_sm90_why "")
 if(NOT ATTNSCOPE_FLASHINFER_SM90)
   if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0)
@@ -39,7 +29,7 @@ if(NOT ATTNSCOPE_FLASHINFER_SM90)
   endif()
 elseif(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0)
   set(_sm90_why "nvcc ${CMAKE_CUDA_COMPILER_VERSION} cannot target sm_90a (CUDA 12.0 or newer is needed)")
-elseif(NOT _sm90_arch_ok)
+elseif(NOT ATTNSCOPE_TARGETS_SM90)  # kernels/CMakeLists.txt
   string(REPLACE ";" "," _sm90_archs "${CMAKE_CUDA_ARCHITECTURES}")
   set(_sm90_why "CMAKE_CUDA_ARCHITECTURES=${_sm90_archs} does not include 90 (the sm_90a kernels are built only for a build that targets Hopper)")
 endif()
