@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "attnscope/item_pairs.h"
 #include "attnscope/mask.h"
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
@@ -67,6 +68,12 @@ int rb_override() {
 bool sm90_path_allowed() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
   return !(v && std::string(v) == "mma");
+}
+
+// ATTNSCOPE_FLASH_PAIR=0 runs one 64-row item per Hopper CTA where two would be paired (A/B).
+bool pairing_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_PAIR");
+  return !(v && std::string(v) == "0");
 }
 
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
@@ -210,10 +217,11 @@ class FlashBackend final : public Backend {
                  d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
                  d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr),
                  d_slopes = DeviceBuffer::from(slopes);
-    DeviceBuffer d_tile_ind, d_tiles;  // a mask_mod's non-empty tiles per item
+    DeviceBuffer d_tile_ind, d_tiles, d_tile_full;  // a mask_mod's non-empty tiles per item, and which are full
     if (!sp.item_tile_indptr.empty()) {
       d_tile_ind = DeviceBuffer::from(sp.item_tile_indptr);
       d_tiles = DeviceBuffer::from(sp.item_tiles.empty() ? std::vector<int>{0} : sp.item_tiles);
+      d_tile_full = DeviceBuffer::from(sp.item_tile_full.empty() ? std::vector<unsigned char>{0} : sp.item_tile_full);
     }
     DeviceBuffer o(total_q * Hq * D * eb), lse(total_q * Hq * 4);
     DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * D * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
@@ -251,6 +259,7 @@ class FlashBackend final : public Backend {
     fp.mask_bits = p.mask_store ? 1 : 0;
     fp.item_tile_indptr = sp.item_tile_indptr.empty() ? nullptr : d_tile_ind.as<int>();
     fp.item_tiles = sp.item_tile_indptr.empty() ? nullptr : d_tiles.as<int>();
+    fp.item_tile_full = sp.item_tile_indptr.empty() ? nullptr : d_tile_full.as<unsigned char>();
     fp.split = sp.split_kv ? 1 : 0;
     fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
     fp.o = o.as<void>();
@@ -268,14 +277,24 @@ class FlashBackend final : public Backend {
                                        ? find_flash_sm90_launcher(D, c.dtype)
                                        : nullptr;
     const bool hopper = sm90 && device_is_sm90();
-    const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const dim3 block(hopper ? sp.cta_tile_q * 2 : warps * warps_n * 32);
-    const size_t smem = hopper ? flash_sm90_smem_bytes(D, sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
-    const std::string kname = hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                                           std::to_string(sp.cta_tile_q / 64) + " warpgroups> (wgmma)"
-                                     : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                                           std::to_string(warps) + "x" + std::to_string(warps_n) + " warps, " +
-                                           std::to_string(rb) + " row blocks> (mma.sync)";
+    // Head dim 256 on the Hopper kernel: two 64-row items per CTA where the plan has neighbours with the
+    // same keys (the plain and soft-cap / ALiBi variants: a mask_mod's per-item tile lists stay one per
+    // CTA). A 64-row CTA loads 64 KB of K / V per 64 keys for 64 rows; a pair serves 128 rows with it.
+    std::vector<int2> pair_xy;
+    if (hopper && D == 256 && sp.cta_tile_q == 64 && sp.item_tile_indptr.empty() && (mode == 0 || mode == 2) && pairing_allowed())
+      for (const ItemPair& pr : pair_items(sp.items)) pair_xy.push_back(make_int2(pr.a, pr.b));
+    const bool paired = !pair_xy.empty() && pair_xy.size() < sp.items.size();
+    DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
+    fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
+    const dim3 grid(static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
+    const dim3 block(hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
+    const size_t smem = hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
+    const std::string kname =
+        hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                     (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
+                     "> (wgmma)"
+               : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
+                     std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
     res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {

@@ -28,19 +28,23 @@ struct FlashRowBlock {
   float aslope[2] = {0.f, 0.f}, aq[2] = {0.f, 0.f};  // ALiBi slope and query position (kCapAlibi)
 };
 
-// One CTA's work item: the unit, its mask and pages, and this thread's place in its warp.
+// One CTA's work item (or, in a paired Hopper CTA, one warpgroup's): the unit, its mask and pages,
+// and this thread's place in its warp. blk0 is the CTA-wide 16-row block at which the item's rows
+// start (0; 4 for a paired CTA's second warpgroup), so the per-block tables in shared memory, indexed
+// by CTA-wide block, never collide between the two items.
 struct FlashCta {
   const FlashParams& p;
   WorkItem it;
   WorkUnit un;
   RowMask m;
-  int kvh, G, g, t4, lane;
+  int kvh, G, g, t4, lane, blk0;
   const int* pages;
   int64_t tok0;
 
-  __device__ FlashCta(const FlashParams& params, int tid)
+  __device__ FlashCta(const FlashParams& params, int tid) : FlashCta(params, tid, static_cast<int>(blockIdx.x), 0) {}
+  __device__ FlashCta(const FlashParams& params, int tid, int item, int first_blk)
       : p(params),
-        it(params.items[blockIdx.x]),
+        it(params.items[item]),
         un(params.units[it.unit]),
         m(params.view.masks[un.request]),
         kvh(blockIdx.z),
@@ -48,11 +52,12 @@ struct FlashCta {
         g(tid % 32 / 4),
         t4(tid % 4),
         lane(tid % 32),
+        blk0(first_blk),
         pages(params.view.kv_indices + params.view.kv_indptr[un.request]),
         tok0(params.unit_tok[it.unit]) {}
 
-  // packed row of row `i` (0: g, 1: g + 8) of 16-row block `blk`
-  __device__ int row_of(int blk, int i) const { return it.row_begin + blk * 16 + g + 8 * i; }
+  // packed row of row `i` (0: g, 1: g + 8) of CTA-wide 16-row block `blk`
+  __device__ int row_of(int blk, int i) const { return it.row_begin + (blk - blk0) * 16 + g + 8 * i; }
 
   // The visible key ranges of block `blk`'s rows into s_rlo / s_rhi (an empty row gets [0, 0)), the
   // block's common range into s_wlo / s_whi (a tile inside it needs no per-key test), and the union
@@ -112,9 +117,11 @@ struct FlashCta {
 
   // Logits in base 2 of a warp's NT x 8 keys from k0 for block `blk`'s rows, in place in s (scale,
   // soft-cap, ALiBi, mask; -inf where a key is not visible), and the rows' maxima of the quad's part.
+  // full: the plan marked the tile full (item_tile_full: every row of the item has every key of it
+  // allowed by the mask_mod), so its bits need no test: the same logits as testing them.
   template <int kMode, int NT>
   __device__ __forceinline__ void logits(float (&s)[NT][4], float (&tile_max)[2], const FlashRowBlock<kMode>& rb, int blk, int k0,
-                                         const int* s_rlo, const int* s_rhi, const int* s_wlo, const int* s_whi,
+                                         bool full, const int* s_rlo, const int* s_rhi, const int* s_wlo, const int* s_whi,
                                          float inv_cap) const {
     constexpr bool kPlain = kMode <= 1, kBits = FlashRowBlock<kMode>::kBits, kProg = kMode == 3;
     constexpr int kKeys = NT * 8;
@@ -126,15 +133,15 @@ struct FlashCta {
     if constexpr (kBits) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        if (rb.brow[i]) {
+        if (rb.brow[i] && !full) {
           wlo[i] = rb.brow[i][kw];
           whi[i] = kw + 1 < m.words ? rb.brow[i][kw + 1] : 0ull;
         }
     }
     // every key of this warp's part of the tile is visible to every one of its rows: the plain kernel
-    // then scales without a per-key test (a warp-uniform branch)
+    // (and the mask_mod's on a full tile) then scales without a per-key test (a warp-uniform branch)
     const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
-    if (kMode == 0 && whole) {
+    if ((kMode == 0 || (kMode == 1 && full)) && whole) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -155,8 +162,8 @@ struct FlashCta {
         float x = -INFINITY;
         bool seen = key >= rlo[i] && key < rhi[i];
         if constexpr (kBits) {
-          const int off = key - (kw << 6);                                     // in [0, 128)
-          if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
+          const int off = key - (kw << 6);                                              // in [0, 128)
+          if (seen && !full) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
         }
         if (seen) {
           if constexpr (kPlain) {
@@ -286,31 +293,38 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
   }
 }
 
-// The physical page of each of a tile's keys (one thread per key; -1 past the tile list or the
-// visible range) into one slot of the kernel's page table in shared memory.
-__device__ __forceinline__ void fetch_tile_pages(const FlashCta& c, int* slot_pages, int tid, bool valid_tile, int key0,
-                                                 int kv_hi) {
+// Where each of a tile's keys starts in the K / V pool: the element offset of its row for this CTA's
+// KV head (one thread per key; -1 past the tile list or the visible range: a zero-filled key), into
+// one slot of the kernel's table in shared memory. The page lookup and the offset arithmetic run once
+// per key here instead of once per 16-byte vector in every copy (each key is D / 8 vectors, copied
+// for K and for V).
+__device__ __forceinline__ void fetch_tile_rows(const FlashCta& c, int64_t* slot_rows, int tid, bool valid_tile, int key0,
+                                                int kv_hi, int head_dim) {
   if (tid < kKvTile) {
     const int key = (valid_tile ? key0 : 0) + tid;
-    int col = 0, slot = 0;
-    if (valid_tile && key < kv_hi) page_slot(c.p.view, key, &col, &slot);
-    slot_pages[tid] = (valid_tile && key < kv_hi) ? c.pages[col] : -1;
+    int64_t row = -1;
+    if (valid_tile && key < kv_hi) {
+      int col = 0, slot = 0;
+      page_slot(c.p.view, key, &col, &slot);
+      const int page = c.pages[col];
+      if (page >= 0) row = kv_offset(c.p.view.layout, page, slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim);
+    }
+    slot_rows[tid] = row;
   }
 }
 
-// Element offset in the K / V pool of key `key` (physical page `page`, -1: none, then 0 and !*ok),
-// head dim `dim`, of this CTA's KV head.
-__device__ __forceinline__ int64_t kv_source(const FlashCta& c, int key, int page, int dim, int head_dim, bool* ok) {
-  *ok = page >= 0;  // keys past the range are zero: 0 * P never meets a poisoned slot
-  int col = 0, slot = 0;
-  if (*ok) page_slot(c.p.view, key, &col, &slot);
-  return *ok ? kv_offset(c.p.view.layout, page, slot, c.kvh, dim, c.p.view.page_size, c.p.hk, head_dim) : 0;
+// Element offset in the K / V pool of 16-byte vector cv of a key whose row starts at `row` (-1: none,
+// then 0 and !*ok: keys past the range are zero, so 0 * P never meets a poisoned slot).
+__device__ __forceinline__ int64_t kv_source(int64_t row, int cv, bool* ok) {
+  *ok = row >= 0;
+  return *ok ? row + cv * 8 : 0;
 }
 
-// Q row r's 16-byte vector cv (head dim D) of this CTA: zero for rows past the item.
+// Q row r's 16-byte vector cv (head dim D) of this CTA (r counts from the CTA's first row, as blocks
+// do): zero for rows past the item.
 template <int D, class T>
 __device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
-  const int row = c.it.row_begin + r;
+  const int row = c.it.row_begin + r - c.blk0 * 16;
   if (row >= c.it.row_end) return make_uint4(0, 0, 0, 0);
   const int64_t token = c.tok0 + row / c.G;
   const int head = c.kvh * c.G + row % c.G;

@@ -123,7 +123,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
-  // The physical page of every key of a tile, fetched one tile ahead into shared memory (one
+  auto tile_full = [&](int i) { return tile_list && p.item_tile_full[p.item_tile_indptr[blockIdx.x] + i]; };
+  // Where every key of a tile starts in the pool, fetched one tile ahead into shared memory (one
   // thread per key) so the page-table reads overlap the previous tile's math; shared memory rather
   // than registers, which the two-row-block kernel has none of. Slot i % 3: tile i + 2's pages are
   // written while tile i + 1's are read and tile i's may still be (the prologue's copy of tile 0 has
@@ -131,19 +132,18 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   constexpr int kLoads = kKvTile * kVec / kThreads;
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
-  __shared__ int s_page[3][kKvTile];
-  auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
+  __shared__ int64_t s_row[3][kKvTile];
+  auto fetch_pages = [&](int i) { fetch_tile_rows(c, s_row[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi, D); };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
     T* vs = ks + kKvTile * S;
-    const int k0 = tile_key(i);
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int idx = tid + l * kThreads;
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
-      const int64_t off = kv_source(c, k0 + r, s_page[i % 3][r], cv * 8, D, &ok);
+      const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
       if (want_k) cp_async16(ks + r * S + cv * 8, static_cast<const T*>(p.k) + off, ok);
       if (want_v) cp_async16(vs + r * S + cv * 8, static_cast<const T*>(p.v) + off, ok);
     }
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
       float tile_max[2];
-      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, tile_full(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
       float corr[2];
       softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr);
       rescale_o<D>(o[rb], corr);

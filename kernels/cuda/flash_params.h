@@ -35,6 +35,10 @@ struct FlashParams {
   // only these; nullptr = every tile of the item's visible range
   const int* item_tile_indptr;  // [num_items + 1]
   const int* item_tiles;
+  const unsigned char* item_tile_full;  // per listed tile, 1: every row sees every key (no bit test)
+  // a paired Hopper launch (pair_items): CTA x runs items pairs[x].x and pairs[x].y (-1: none), one
+  // per warpgroup, sharing their K / V tiles; nullptr: one item per CTA (blockIdx.x)
+  const int2* pairs;
   int split;           // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;  // partials rounded to the dtype (FlashInfer)
   void* o;             // [total_q, hq, D] dtype (split == 0)
@@ -95,11 +99,12 @@ constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, int mode) {
   return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != 3;
 }
 
-// Shared memory of the Hopper kernel: Q, then K and V of each of two stages (head dim 256: one K and
-// one V buffer, the lean schedule, so two CTAs fit an SM), plus 1 KB to align the swizzle atoms.
+// Shared memory of the Hopper kernel: Q, then K and V of each of two stages (head dim 256 with 64
+// rows: one K and one V buffer, the lean schedule, so two CTAs fit an SM; a pair's 128 rows keep two
+// stages, 193 KB), plus 1 KB to align the swizzle atoms.
 constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
   const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
-  return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 ? 2 : 4) * tile + 1024;
+  return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 && rows == 64 ? 2 : 4) * tile + 1024;
 }
 
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather

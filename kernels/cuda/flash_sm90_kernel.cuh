@@ -18,56 +18,87 @@
 
 namespace attnscope::cuda {
 
-// Every warp copies and computes, one tile at a time: two K / V stages (head dim 256: one K and one V
-// buffer, the lean schedule) and a barrier per tile, two CTAs per SM at head dims <= 128 (128
-// registers: 16 warps per SM, one CTA's softmax and copies beside the other's wgmma; one CTA per SM
-// measured 1.5x slower). A warp-specialised form (a producer warpgroup, mbarrier stages) measured 2.1x
-// slower again and is not kept: docs/perf-notes.md v14.
-template <int D, class T, int NWG, int kMode>
+// Every warp copies and computes, one tile at a time: two K / V stages (head dim 256 with one
+// warpgroup: one K and one V buffer, the lean schedule) and a barrier per tile, two CTAs per SM at
+// head dims <= 128 (128 registers: 16 warps per SM, one CTA's softmax and copies beside the other's
+// wgmma; one CTA per SM measured 1.5x slower). A warp-specialised form (a producer warpgroup, mbarrier
+// stages) measured 2.1x slower again and is not kept: docs/perf-notes.md v14.
+// kPair: two 64-row work items of the plan in one CTA, one per warpgroup (pair_items: the same unit
+// and KV chunk, so the same keys on the same 64-key tile grid). Every K / V tile is loaded once for
+// both, and each warpgroup computes exactly the tiles its item alone would visit, in the same order:
+// the same bits as one item per CTA. Head dim 256, where a 64-row CTA is bound by the K / V it loads
+// per row (docs/perf-notes.md v18).
+template <int D, class T, int NWG, int kMode, bool kPair = false>
 __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash_sm90_kernel(const FlashParams p) {
   static_assert(D % 64 == 0, "whole 64-column swizzle panels");
+  static_assert(!kPair || NWG == 2, "a pair is two warpgroups");
   constexpr int kThreads = NWG * 128, kRows = NWG * 64;
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
-  constexpr bool kLean = D >= 256;
-  constexpr int kTileBytes = kKvTile * D * 2;               // one K or V tile
-  if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
+  constexpr bool kLean = D >= 256 && NWG == 1;
+  constexpr int kTileBytes = kKvTile * D * 2;                         // one K or V tile
+  if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* qs = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   unsigned char* stage0 = qs + kRows * D * 2;  // K then V of each stage
   unsigned char* stage1 = kLean ? stage0 : stage0 + 2 * kTileBytes;
-  __shared__ int s_lo, s_hi, s_rlo[kRows], s_rhi[kRows], s_wlo[NWG * 4], s_whi[NWG * 4];
-  __shared__ int s_page[3][kKvTile];  // as in flash_kernel.cuh: tile i's pages in slot i % 3
+  // the key range of each item (a paired CTA has two) and of each row and 16-row block
+  __shared__ int s_lo[NWG], s_hi[NWG], s_rlo[kRows], s_rhi[kRows], s_wlo[NWG * 4], s_whi[NWG * 4];
+  __shared__ int64_t s_row[3][kKvTile];  // as in flash_kernel.cuh: where tile i's keys start, in slot i % 3
 
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
-  const FlashCta c(p, tid);
+  // this warpgroup's item: the CTA's, or in a paired CTA its own of the pair; a pair's missing second
+  // item (-1) leaves its warpgroup with no rows: it only copies
+  int item = static_cast<int>(blockIdx.x), item_blk0 = 0;
+  bool no_rows = false;
+  if constexpr (kPair) {
+    const int2 pair = p.pairs[blockIdx.x];
+    const int mine = wg == 0 ? pair.x : pair.y;
+    no_rows = mine < 0;
+    item = no_rows ? pair.x : mine;
+    item_blk0 = wg * 4;
+  }
+  FlashCta c(p, tid, item, item_blk0);
+  if (no_rows) c.it.row_end = c.it.row_begin;
+  const int own = kPair ? wg : 0;  // this warpgroup's slot of s_lo / s_hi
 
-  // Q rows -> shared memory, swizzled; invalid rows are zero
-  for (int i = tid; i < kRows * kVec; i += kThreads) {
-    const int r = i / kVec, cv = i % kVec;
+  // Q rows -> shared memory, swizzled, each warpgroup its own 64; invalid rows are zero
+  for (int i = tid % 128; i < 64 * kVec; i += 128) {
+    const int r = wg * 64 + i / kVec, cv = i % kVec;
     *reinterpret_cast<uint4*>(qs + sw128_offset(r, cv, kRows)) = q_vector<D, T>(c, r, cv);
   }
-  if (tid == 0) {
-    s_lo = INT_MAX;
-    s_hi = INT_MIN;
+  if (tid < NWG) {
+    s_lo[tid] = INT_MAX;
+    s_hi[tid] = INT_MIN;
   }
   __syncthreads();
-  c.row_ranges(warp, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
+  c.row_ranges(warp, &s_lo[own], &s_hi[own], s_rlo, s_rhi, s_wlo, s_whi);
   const FlashRowBlock<kMode> rows = c.row_block<kMode>(warp);
   fence_async_shared();  // Q's stores, before wgmma reads them
   __syncthreads();       // s_lo / s_hi final
-  const int kv_lo = s_lo, kv_hi = s_hi;
+  // the CTA loads the union of its items' ranges (the same tile grid: the same chunk start)
+  const int own_lo = s_lo[own], own_hi = s_hi[own];
+  const int kv_lo = kPair ? min(s_lo[0], s_lo[1]) : own_lo, kv_hi = kPair ? max(s_hi[0], s_hi[1]) : own_hi;
   const float inv_cap = FlashRowBlock<kMode>::kCapAlibi && p.soft_cap > 0.f ? 1.f / p.soft_cap : 0.f;
 
-  // the item's tiles, as in flash_kernel.cuh (from its first key; a mask_mod's non-empty tiles only)
+  // the item's tiles, as in flash_kernel.cuh (from its first key; a mask_mod's non-empty tiles only:
+  // never paired)
   const WorkItem& it = c.it;
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
+  const int* tile_list = !kPair && p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
   const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
+  auto tile_full = [&](int i) { return tile_list && p.item_tile_full[p.item_tile_indptr[blockIdx.x] + i]; };
+  // whether this warpgroup computes tile i: always, but in a paired CTA only the tiles its item alone
+  // would visit (those meeting its range; warpgroup-uniform, so wgmma's warpgroup stays whole)
+  auto mine = [&](int i) {
+    if constexpr (!kPair) return true;
+    const int k0 = tile_key(i);
+    return own_lo < own_hi && k0 + kKvTile > own_lo && k0 < own_hi;
+  };
 
   float o[D / 8][4];
 #pragma unroll
@@ -94,7 +125,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   // P packed
   auto softmax = [&](int ti) {
     float tile_max[2], corr[2];
-    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), tile_full(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
     softmax_step<NT>(s, tile_max, mx, den, corr);
     rescale_o<D>(o, corr);
     pack_p<T, NT>(s, a);
@@ -110,30 +141,32 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     wgmma_wait<0>();
     wgmma_hold<D / 2>(&o[0][0]);
   };
-  // the keys' physical pages from a slot of the page table in shared memory (-1: a zero-filled key)
-  auto fetch_pages = [&](int i) { fetch_tile_pages(c, s_page[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi); };
+  // where the keys start in the pool, into a slot of the table in shared memory (-1: a zero-filled key)
+  auto fetch_pages = [&](int i) { fetch_tile_rows(c, s_row[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi, D); };
   // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     unsigned char* ks = (i & 1) ? stage1 : stage0;
     unsigned char* vs = ks + kTileBytes;
-    const int* slot_pages = s_page[i % 3];
+    const int64_t* slot_rows = s_row[i % 3];
     constexpr int kLoads = kKvTile * kVec / kThreads;
     static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
-    const int k0 = tile_key(i);
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int idx = tid + l * kThreads;
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
-      const int64_t off = kv_source(c, k0 + r, slot_pages[r], cv * 8, D, &ok);
+      const int64_t off = kv_source(slot_rows[r], cv, &ok);
       const int dst = sw128_offset(r, cv, kKvTile);
       if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
       if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
     }
   };
 
-  auto qk_tile = [&](int ti) { qk((ti & 1) ? stage1 : stage0); };
+  auto qk_tile = [&](int ti) {
+    if (mine(ti)) qk((ti & 1) ? stage1 : stage0);
+  };
   auto pv_tile = [&](int ti) {
+    if (!mine(ti)) return;
     softmax(ti);
     pv(((ti & 1) ? stage1 : stage0) + kTileBytes);
   };
@@ -143,11 +176,12 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   c.store<D, T>(warp, o, mx, den);
 }
 
-// The Hopper kernel for a plan tile of `rows` (64 or 128) rows; the caller has checked flash_sm90_fits
-// (no key-split warps, a mode it compiles).
+// The Hopper kernel for a plan tile of `rows` (64 or 128) rows, or with p.pairs two 64-row items per
+// CTA (head dim 256, kModes 0 and 2: flash.cu's rule); the caller has checked flash_sm90_fits (no
+// key-split warps, a mode it compiles).
 template <int D, class T>
 void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_sm90_smem_bytes(D, rows);
+  const size_t smem = flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -155,6 +189,14 @@ void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t s
     kernel<<<grid, threads, smem, stream>>>(p);
   };
   const int mode = flash_mode(p);
+  if (p.pairs) {
+    if constexpr (D == 256) {
+      if (mode == 0) return go(flash_sm90_kernel<D, T, 2, 0, true>, 256);
+      if (mode == 2) return go(flash_sm90_kernel<D, T, 2, 2, true>, 256);
+    }
+    throw CudaError("cuda.flash (wgmma): no paired kernel for head_dim " + std::to_string(D) + ", kernel variant " +
+                    std::to_string(mode));
+  }
   auto pick = [&](auto k0, auto k1, auto k2, auto k4, int threads) {
     if (mode == 0) return go(k0, threads);
     if (mode == 1) return go(k1, threads);

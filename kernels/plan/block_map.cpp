@@ -48,6 +48,7 @@ BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<Ro
 void list_item_tiles(SplitPlan* sp, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int G) {
   sp->item_tile_indptr.assign(1, 0);
   sp->item_tiles.clear();
+  sp->item_tile_full.clear();
   for (int i = 0; i < sp->num_items; ++i) {
     const WorkItem& it = sp->items[i];
     const WorkUnit& un = units[it.unit];
@@ -55,9 +56,15 @@ void list_item_tiles(SplitPlan* sp, const std::vector<WorkUnit>& units, const st
     const int q0 = un.q_begin + it.row_begin / G, q1 = un.q_begin + (it.row_end - 1) / G;
     for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += kKvTile) {
       const int k1 = std::min(k0 + kKvTile, it.kv_end);
-      bool any = false;
-      for (int q = q0; q <= q1 && !any; ++q) any = allowed_in(m, q_abs_of(m, q), k0, k1) > 0;
-      if (any) sp->item_tiles.push_back(k0);
+      bool any = false, all = true;
+      for (int q = q0; q <= q1 && (all || !any); ++q) {
+        const int n = allowed_in(m, q_abs_of(m, q), k0, k1);
+        any = any || n > 0;
+        all = all && n == k1 - k0;
+      }
+      if (!any) continue;
+      sp->item_tiles.push_back(k0);
+      sp->item_tile_full.push_back(all ? 1 : 0);
     }
     sp->item_tile_indptr.push_back(static_cast<int>(sp->item_tiles.size()));
   }

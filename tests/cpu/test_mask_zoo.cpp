@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "attnscope/backend.h"
+#include "attnscope/block_map.h"
 #include "attnscope/compare.h"
 #include "attnscope/mask_bits.h"
 #include "case_json.h"
@@ -266,6 +267,38 @@ TEST(MaskZoo, EmptyTilesAreLeftOutOfTheItemsTileLists) {
   }
   EXPECT_LT(listed, range) << "block-sparse leaves whole tiles empty";
   EXPECT_GT(listed, 0);
+}
+
+// A listed tile is marked full exactly when every row of its item has every key of it (up to the
+// item's last key) allowed: the kernels then skip the mask_mod's per-key test, so a wrong mark would
+// change the output. Checked key by key against the mask on every zoo case with a mask_mod; the
+// sliding window's band has full tiles and its edges partial ones.
+TEST(MaskZoo, FullTilesAreExactlyThoseWithEveryKeyAllowed) {
+  int64_t full = 0, partial = 0;
+  for (const auto& e : fs::directory_iterator(src("examples/zoo"))) {
+    if (e.path().extension() != ".json") continue;
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    const Plan p = make_plan(c);
+    if (p.split.item_tile_indptr.empty()) continue;
+    SCOPED_TRACE(e.path().filename().string());
+    ASSERT_EQ(p.split.item_tile_full.size(), p.split.item_tiles.size());
+    const int G = c.group_size();
+    for (size_t i = 0; i < p.split.items.size(); ++i) {
+      const WorkItem& it = p.split.items[i];
+      const WorkUnit& un = p.units[it.unit];
+      const RowMask& m = p.masks[un.request];
+      for (int t = p.split.item_tile_indptr[i]; t < p.split.item_tile_indptr[i + 1]; ++t) {
+        const int k0 = p.split.item_tiles[t], k1 = std::min(k0 + kKvTile, it.kv_end);
+        bool all = true;
+        for (int row = it.row_begin; row < it.row_end && all; ++row)
+          for (int k = k0; k < k1 && all; ++k) all = allowed_in(m, q_abs_of(m, un.q_begin + row / G), k, k + 1) == 1;
+        EXPECT_EQ(p.split.item_tile_full[t] != 0, all) << "item " << i << " tile " << k0;
+        (all ? full : partial)++;
+      }
+    }
+  }
+  EXPECT_GT(full, 0);
+  EXPECT_GT(partial, 0);
 }
 
 // Golden files recorded from PyTorch's FlexAttention on the GPU machine (tests/peer/

@@ -26,15 +26,20 @@ Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Worklo
   return run_backend(*b, c, p, w, RunOptions{});
 }
 
-// Runs cuda.flash with ATTNSCOPE_FLASH_PATH set (mma: the mma.sync kernel; unset: the default).
-Result run_path(const char* path, const CaseSpec& c, const Plan& p, const Workload& w) {
-  if (path)
-    setenv("ATTNSCOPE_FLASH_PATH", path, 1);
+// Runs cuda.flash with the environment variable `var` set to `value` (nullptr: unset), then unsets it.
+Result run_with(const char* var, const char* value, const CaseSpec& c, const Plan& p, const Workload& w) {
+  if (value)
+    setenv(var, value, 1);
   else
-    unsetenv("ATTNSCOPE_FLASH_PATH");
+    unsetenv(var);
   Result r = run("cuda.flash", c, p, w);
-  unsetenv("ATTNSCOPE_FLASH_PATH");
+  unsetenv(var);
   return r;
+}
+
+// ATTNSCOPE_FLASH_PATH: mma runs the mma.sync kernel; unset, the default.
+Result run_path(const char* path, const CaseSpec& c, const Plan& p, const Workload& w) {
+  return run_with("ATTNSCOPE_FLASH_PATH", path, c, p, w);
 }
 
 // Skips unless the Hopper kernel runs here: a device, sm_90, and the kernel in this build (seen in
@@ -157,4 +162,36 @@ TEST(FlashSm90, WhatItDoesNotTakeRunsOnTheMmaSyncKernel) {
     const DiffReport d = compare_results(c, r, t, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
     EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
   }
+}
+
+// Head dim 256 at 64-row tiles runs two of the plan's items per CTA where neighbours share their keys
+// (flash.cu, pair_items): each warpgroup computes only its own item's tiles, so the paired launch gives
+// the bits of one item per CTA (ATTNSCOPE_FLASH_PAIR=0) and of the mma.sync kernel, and agrees with
+// cpu.tiled and the 2x rule (check_case), over random cases: causal or not, windows, local chunks,
+// soft-cap, ALiBi, split-KV chunks, GQA, paged and ragged.
+TEST(FlashSm90, PairedItemsGiveTheBitsOfOneItemPerCta) {
+  REQUIRE_HOPPER();
+  const char* kPaired = "two 64-row items per CTA";
+  int paired = 0, ran = 0;
+  for (uint64_t seed = 800; seed < 800 + static_cast<uint64_t>(cases(18)); ++seed) {
+    CaseSpec c = random_case(seed);
+    set_head_dim(c, 256);
+    if (c.dtype == DType::kFp32) c.dtype = DType::kBf16;
+    c.data.outlier_channels.clear();
+    c.split.fixed_tile_q = 64;
+    validate_case(c);
+    SCOPED_TRACE(c.name);
+    check_case(c);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result two = run_with("ATTNSCOPE_FLASH_PAIR", nullptr, c, p, w), one = run_with("ATTNSCOPE_FLASH_PAIR", "0", c, p, w);
+    ASSERT_TRUE(two.ok() && one.ok()) << two.message << " / " << one.message;
+    EXPECT_EQ(one.message.find(kPaired), std::string::npos) << one.message;
+    if (two.message.find(kPaired) != std::string::npos) ++paired;
+    const DiffReport d = compare_results(c, two, one, {"paired", "one item per CTA", CompareRule::kBitwise, 0, 0, ""}, nullptr);
+    EXPECT_TRUE(d.verdict.pass) << two.message << ": " << d.verdict.detail;
+    ++ran;
+  }
+  EXPECT_GT(ran, 0);
+  EXPECT_GE(paired, std::max(1, ran / 3)) << "too few random cases ran paired to test it";
 }

@@ -32,7 +32,8 @@ BlockMap make_block_map(const std::vector<WorkUnit>& units, const std::vector<Ro
 
 // Fills split.item_tile_indptr / item_tiles: for each work item the KV tiles (kKvTile keys from its
 // first key) in which some row of the item has an allowed key. Used when a mask_mod can leave empty
-// tiles inside a row's range.
+// tiles inside a row's range. item_tile_full marks the tiles in which every row of the item has every
+// key (up to the item's last key) allowed: there the kernels skip the mask_mod's per-key test.
 void list_item_tiles(SplitPlan* split, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks, int group_size);
 
 // What PyTorch prints for FlexAttention's create_block_mask(mask_mod, 1, 1, q_len, kv_len,

@@ -40,31 +40,32 @@ struct SplitPlan {
   int64_t avg_packed_rows = 0;       // sum(packed_rows) / units (integer division)
   int max_items = 0;                 // grid budget per KV head: 2 * num_sms / num_kv_heads
   // decisions
-  int cta_tile_q = 0;                  // packed rows per query tile
-  int chunk_pages = 0;                 // KV chunk size in pages (tokens when ragged)
-  int64_t chunk_tokens = 0;            // chunk_pages * page_size
-  bool split_kv = false;               // partials are written and merged
-  bool window_chunks = false;          // chunk starts follow each q-tile's window start
-  int kv_warp_split = 1;               // warps sharing one query tile, each taking kKvTile / split keys of
-                                       // every KV tile, merged in warp order (the decode path: tile 16)
-  int num_items = 0;                   // real work items
-  int padded_items = 0;                // grid x (CUDA graph: padded; extra CTAs do nothing)
-  std::vector<int> unit_chunks;        // [units] KV chunks per query tile
-  std::vector<int> unit_tiles;         // [units] query tiles
-  std::vector<WorkItem> items;         // [num_items], unit-major, q-tile major, kv-chunk minor
-  std::vector<int> merge_indptr;       // [total queries + 1], partials of each query (all heads alike)
-  std::vector<int> o_indptr;           // [units + 1], first partial row of each unit: sum q_len * chunks
+  int cta_tile_q = 0;             // packed rows per query tile
+  int chunk_pages = 0;            // KV chunk size in pages (tokens when ragged)
+  int64_t chunk_tokens = 0;       // chunk_pages * page_size
+  bool split_kv = false;          // partials are written and merged
+  bool window_chunks = false;     // chunk starts follow each q-tile's window start
+  int kv_warp_split = 1;          // warps sharing one query tile, each taking kKvTile / split keys of
+                                  // every KV tile, merged in warp order (the decode path: tile 16)
+  int num_items = 0;              // real work items
+  int padded_items = 0;           // grid x (CUDA graph: padded; extra CTAs do nothing)
+  std::vector<int> unit_chunks;   // [units] KV chunks per query tile
+  std::vector<int> unit_tiles;    // [units] query tiles
+  std::vector<WorkItem> items;    // [num_items], unit-major, q-tile major, kv-chunk minor
+  std::vector<int> merge_indptr;  // [total queries + 1], partials of each query (all heads alike)
+  std::vector<int> o_indptr;      // [units + 1], first partial row of each unit: sum q_len * chunks
   // A mask_mod's non-empty KV tiles (kKvTile keys from the item's first key) of each item, item-major:
   // the tiles cuda.flash visits (FlexAttention's kv_indices). Empty without a mask_mod.
-  std::vector<int> item_tile_indptr;  // [num_items + 1]
-  std::vector<int> item_tiles;        // first key of each tile
-  std::string refusal;                 // the library's planner refuses this plan (FlashInfer: a CUDA-graph
-                                       // plan with more work items than its padded grid); attnscope still
-                                       // runs it. Empty: the library accepts the plan.
-  int num_splits = 0;                  // flash_attn: FA2's num_splits, the same for every unit; 0 otherwise
-  int64_t seqlen_k = 0;                // flash_attn: the KV length FA2's heuristic sees, tokens (the
-                                       // allocated cache: block-table width x page size); 0 otherwise
-  std::vector<std::string> reasoning;  // the planner's decisions in words, in order
+  std::vector<int> item_tile_indptr;          // [num_items + 1]
+  std::vector<int> item_tiles;                // first key of each tile
+  std::vector<unsigned char> item_tile_full;  // [item_tiles] 1: every row of the item sees every key of the tile
+  std::string refusal;                        // the library's planner refuses this plan (FlashInfer: a CUDA-graph
+                                              // plan with more work items than its padded grid); attnscope still
+                                              // runs it. Empty: the library accepts the plan.
+  int num_splits = 0;                         // flash_attn: FA2's num_splits, the same for every unit; 0 otherwise
+  int64_t seqlen_k = 0;                       // flash_attn: the KV length FA2's heuristic sees, tokens (the
+                                              // allocated cache: block-table width x page size); 0 otherwise
+  std::vector<std::string> reasoning;         // the planner's decisions in words, in order
 };
 
 struct Plan;  // plan.h
