@@ -133,7 +133,7 @@ struct FlashCta {
     if constexpr (kBits) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        if (rb.brow[i] && !full) {
+        if (rb.brow[i] && !full) {  // a full tile keeps all-ones words: every bit test passes
           wlo[i] = rb.brow[i][kw];
           whi[i] = kw + 1 < m.words ? rb.brow[i][kw + 1] : 0ull;
         }
@@ -162,8 +162,8 @@ struct FlashCta {
         float x = -INFINITY;
         bool seen = key >= rlo[i] && key < rhi[i];
         if constexpr (kBits) {
-          const int off = key - (kw << 6);                                              // in [0, 128)
-          if (seen && !full) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
+          const int off = key - (kw << 6);                                     // in [0, 128)
+          if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
         }
         if (seen) {
           if constexpr (kPlain) {
@@ -293,13 +293,15 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
   }
 }
 
-// Where each of a tile's keys starts in the K / V pool: the element offset of its row for this CTA's
-// KV head (one thread per key; -1 past the tile list or the visible range: a zero-filled key), into
-// one slot of the kernel's table in shared memory. The page lookup and the offset arithmetic run once
-// per key here instead of once per 16-byte vector in every copy (each key is D / 8 vectors, copied
-// for K and for V).
-__device__ __forceinline__ void fetch_tile_rows(const FlashCta& c, int64_t* slot_rows, int tid, bool valid_tile, int key0,
-                                                int kv_hi, int head_dim) {
+// A tile's slot of the kernel's table in shared memory, filled a tile ahead: where each of its keys
+// starts in the K / V pool (the element offset of its row for this CTA's KV head; one thread per key;
+// -1 past the tile list or the visible range: a zero-filled key) and the plan's full mark of the tile
+// (item_tile_full, read by the logits of the tile: no global load in the softmax's path). The page
+// lookup and the offset arithmetic run once per key here instead of once per 16-byte vector in every
+// copy (each key is D / 8 vectors, copied for K and for V).
+// full_mark: the tile's entry of item_tile_full, or nullptr (no tile list); read by one thread.
+__device__ __forceinline__ void fetch_tile_slot(const FlashCta& c, int64_t* slot_rows, bool* slot_full, int tid, bool valid_tile,
+                                                int key0, const unsigned char* full_mark, int kv_hi, int head_dim) {
   if (tid < kKvTile) {
     const int key = (valid_tile ? key0 : 0) + tid;
     int64_t row = -1;
@@ -311,6 +313,7 @@ __device__ __forceinline__ void fetch_tile_rows(const FlashCta& c, int64_t* slot
     }
     slot_rows[tid] = row;
   }
+  if (tid == 0) *slot_full = valid_tile && full_mark && *full_mark;
 }
 
 // Element offset in the K / V pool of 16-byte vector cv of a key whose row starts at `row` (-1: none,

@@ -123,7 +123,6 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
-  auto tile_full = [&](int i) { return tile_list && p.item_tile_full[p.item_tile_indptr[blockIdx.x] + i]; };
   // Where every key of a tile starts in the pool, fetched one tile ahead into shared memory (one
   // thread per key) so the page-table reads overlap the previous tile's math; shared memory rather
   // than registers, which the two-row-block kernel has none of. Slot i % 3: tile i + 2's pages are
@@ -133,7 +132,11 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
   __shared__ int64_t s_row[3][kKvTile];
-  auto fetch_pages = [&](int i) { fetch_tile_rows(c, s_row[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi, D); };
+  __shared__ bool s_full[3];
+  auto fetch_pages = [&](int i) {
+    fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
+                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[blockIdx.x] + i : nullptr, kv_hi, D);
+  };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
       float tile_max[2];
-      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, tile_full(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
       float corr[2];
       softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr);
       rescale_o<D>(o[rb], corr);

@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   unsigned char* stage1 = kLean ? stage0 : stage0 + 2 * kTileBytes;
   // the key range of each item (a paired CTA has two) and of each row and 16-row block
   __shared__ int s_lo[NWG], s_hi[NWG], s_rlo[kRows], s_rhi[kRows], s_wlo[NWG * 4], s_whi[NWG * 4];
-  __shared__ int64_t s_row[3][kKvTile];  // as in flash_kernel.cuh: where tile i's keys start, in slot i % 3
+  __shared__ int64_t s_row[3][kKvTile];  // as in flash_kernel.cuh: tile i's table slot i % 3
+  __shared__ bool s_full[3];
 
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
   // this warpgroup's item: the CTA's, or in a paired CTA its own of the pair; a pair's missing second
@@ -91,7 +92,6 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
-  auto tile_full = [&](int i) { return tile_list && p.item_tile_full[p.item_tile_indptr[blockIdx.x] + i]; };
   // whether this warpgroup computes tile i: always, but in a paired CTA only the tiles its item alone
   // would visit (those meeting its range; warpgroup-uniform, so wgmma's warpgroup stays whole)
   auto mine = [&](int i) {
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   // P packed
   auto softmax = [&](int ti) {
     float tile_max[2], corr[2];
-    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), tile_full(ti), s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
     softmax_step<NT>(s, tile_max, mx, den, corr);
     rescale_o<D>(o, corr);
     pack_p<T, NT>(s, a);
@@ -142,7 +142,10 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     wgmma_hold<D / 2>(&o[0][0]);
   };
   // where the keys start in the pool, into a slot of the table in shared memory (-1: a zero-filled key)
-  auto fetch_pages = [&](int i) { fetch_tile_rows(c, s_row[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0, kv_hi, D); };
+  auto fetch_pages = [&](int i) {
+    fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
+                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[blockIdx.x] + i : nullptr, kv_hi, D);
+  };
   // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     unsigned char* ks = (i & 1) ? stage1 : stage0;
