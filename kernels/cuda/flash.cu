@@ -76,6 +76,13 @@ bool pairing_allowed() {
   return !(v && std::string(v) == "0");
 }
 
+// ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order (A/B); by default the plan's last
+// items start first.
+bool heavy_first_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
+  return !(v && std::string(v) == "plan");
+}
+
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
 bool device_is_sm90() {
   int dev = 0, major = 0, minor = 0;
@@ -240,6 +247,10 @@ class FlashBackend final : public Backend {
     fp.o_indptr = d_oind.as<int>();
     fp.slopes = d_slopes.as<float>();
     fp.num_items = sp.num_items;
+    // The plan lists a unit's query tiles from the first; under a causal mask the last see the most
+    // keys, so they start first and the short ones fill the tail of the grid (FlashAttention-3's
+    // longest-first order). The order of launch changes no item, tile or sum.
+    fp.heavy_first = heavy_first_allowed() ? 1 : 0;
     fp.hq = Hq;
     fp.hk = Hk;
     fp.group = c.group_size();
@@ -284,6 +295,7 @@ class FlashBackend final : public Backend {
     if (hopper && D == 256 && sp.cta_tile_q == 64 && sp.item_tile_indptr.empty() && (mode == 0 || mode == 2) && pairing_allowed())
       for (const ItemPair& pr : pair_items(sp.items)) pair_xy.push_back(make_int2(pr.a, pr.b));
     const bool paired = !pair_xy.empty() && pair_xy.size() < sp.items.size();
+    if (fp.heavy_first) std::reverse(pair_xy.begin(), pair_xy.end());
     DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
     fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
     const dim3 grid(static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));

@@ -37,16 +37,17 @@ struct FlashCta {
   WorkItem it;
   WorkUnit un;
   RowMask m;
-  int kvh, G, g, t4, lane, blk0;
+  int item, kvh, G, g, t4, lane, blk0;
   const int* pages;
   int64_t tok0;
 
-  __device__ FlashCta(const FlashParams& params, int tid) : FlashCta(params, tid, static_cast<int>(blockIdx.x), 0) {}
-  __device__ FlashCta(const FlashParams& params, int tid, int item, int first_blk)
+  __device__ FlashCta(const FlashParams& params, int tid) : FlashCta(params, tid, params.item_of_cta(blockIdx.x), 0) {}
+  __device__ FlashCta(const FlashParams& params, int tid, int item_index, int first_blk)
       : p(params),
-        it(params.items[item]),
+        it(params.items[item_index]),
         un(params.units[it.unit]),
         m(params.view.masks[un.request]),
+        item(item_index),
         kvh(blockIdx.z),
         G(params.group),
         g(tid % 32 / 4),
@@ -153,6 +154,33 @@ struct FlashCta {
     }
     const int rlo[2] = {s_rlo[blk * 16 + g], s_rlo[blk * 16 + g + 8]};
     const int rhi[2] = {s_rhi[blk * 16 + g], s_rhi[blk * 16 + g + 8]};
+    if constexpr (kMode == 1) {
+      // a partial tile of the plain mask_mod kernel: each row's visible keys of this warp's part, and
+      // the mask_mod's bits of them, folded into one 64-bit word per row (bit n: key k0 + n) once per
+      // tile, so each element tests one bit at a place known at compile time: the same keys seen as by
+      // the per-key tests below (dilated mask_mod, every tile partial: docs/perf-notes.md v20). Not for
+      // kMode 0, whose partial tiles are few (a causal diagonal) and whose registers it would cost.
+      static_assert(kKeys <= 64, "a warp's keys fit one word");
+      const int sh = k0 & 63;
+      uint64_t seen_w[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int lo = max(rlo[i] - k0, 0), hi = min(rhi[i] - k0, kKeys);
+        uint64_t w = hi <= lo ? 0ull : (hi >= 64 ? ~0ull : (1ull << hi) - 1ull) & (~0ull << lo);
+        if constexpr (kBits) w &= sh ? (wlo[i] >> sh) | (whi[i] << (64 - sh)) : wlo[i];
+        seen_w[i] = w >> (2 * t4);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const float x = (seen_w[i] >> (8 * j + e % 2)) & 1ull ? s[j][e] * p.scale_log2 : -INFINITY;
+          s[j][e] = x;
+          tile_max[i] = fmaxf(tile_max[i], x);
+        }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll

@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // mask_mod's empty tiles inside the range too: the plan lists the item's non-empty tiles)
   const WorkItem& it = c.it;
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
-  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
+  const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[c.item] : nullptr;
+  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[c.item + 1] - p.item_tile_indptr[c.item] : 0)
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   __shared__ bool s_full[3];
   auto fetch_pages = [&](int i) {
     fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[blockIdx.x] + i : nullptr, kv_hi, D);
+                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi, D);
   };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {

@@ -22,6 +22,8 @@ struct FlashParams {
   const int* o_indptr;      // [units + 1] first partial row of each unit
   const float* slopes;      // [hq] ALiBi
   int num_items;            // grid x may be padded (CUDA graph): CTAs past this do nothing
+  int heavy_first;          // 1: CTA x runs item num_items - 1 - x (flash.cu: the plan's last items, a
+                            // causal batch's longest, start first)
   int hq, hk, group;
   float sm_scale, soft_cap;  // soft_cap 0 = off
   float scale_log2;          // sm_scale * log2(e), both as float (the plain-logit path)
@@ -45,6 +47,11 @@ struct FlashParams {
   float* lse;          // [total_q, hq] natural log (split == 0)
   float* part_o;       // [partial rows, hq, D] (split == 1)
   float* part_lse;     // [partial rows, hq] base 2 (split == 1)
+
+  // The item CTA x (< num_items) runs: the launch order is the kernel's choice, the items are the plan's.
+  __host__ __device__ int item_of_cta(unsigned x) const {
+    return heavy_first ? num_items - 1 - static_cast<int>(x) : static_cast<int>(x);
+  }
 };
 
 struct MergeParams {

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
   // this warpgroup's item: the CTA's, or in a paired CTA its own of the pair; a pair's missing second
   // item (-1) leaves its warpgroup with no rows: it only copies
-  int item = static_cast<int>(blockIdx.x), item_blk0 = 0;
+  int item = p.item_of_cta(blockIdx.x), item_blk0 = 0;
   bool no_rows = false;
   if constexpr (kPair) {
     const int2 pair = p.pairs[blockIdx.x];
@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   // never paired)
   const WorkItem& it = c.it;
   const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int* tile_list = !kPair && p.item_tiles ? p.item_tiles + p.item_tile_indptr[blockIdx.x] : nullptr;
-  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[blockIdx.x + 1] - p.item_tile_indptr[blockIdx.x] : 0)
+  const int* tile_list = !kPair && p.item_tiles ? p.item_tiles + p.item_tile_indptr[c.item] : nullptr;
+  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[c.item + 1] - p.item_tile_indptr[c.item] : 0)
                       : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
                                       : 0;
   auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   // where the keys start in the pool, into a slot of the table in shared memory (-1: a zero-filled key)
   auto fetch_pages = [&](int i) {
     fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[blockIdx.x] + i : nullptr, kv_hi, D);
+                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi, D);
   };
   // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
