@@ -167,7 +167,7 @@ struct FlashCta {
       for (int i = 0; i < 2; ++i) {
         const int lo = max(rlo[i] - k0, 0), hi = min(rhi[i] - k0, kKeys);
         uint64_t w = hi <= lo ? 0ull : (hi >= 64 ? ~0ull : (1ull << hi) - 1ull) & (~0ull << lo);
-        if constexpr (kBits) w &= sh ? (wlo[i] >> sh) | (whi[i] << (64 - sh)) : wlo[i];
+        w &= sh ? (wlo[i] >> sh) | (whi[i] << (64 - sh)) : wlo[i];
         seen_w[i] = w >> (2 * t4);
       }
 #pragma unroll
@@ -179,45 +179,45 @@ struct FlashCta {
           s[j][e] = x;
           tile_max[i] = fmaxf(tile_max[i], x);
         }
-      return;
-    }
+    } else {  // every other kernel variant: a test per key
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2;
-        const int key = k0 + 8 * j + 2 * t4 + (e % 2);
-        float x = -INFINITY;
-        bool seen = key >= rlo[i] && key < rhi[i];
-        if constexpr (kBits) {
-          const int off = key - (kw << 6);                                     // in [0, 128)
-          if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
-        }
-        if (seen) {
-          if constexpr (kPlain) {
-            x = s[j][e] * p.scale_log2;
-          } else if constexpr (kProg) {
-            const int row = row_of(blk, i);
-            ExprEnv env = p.score_envs[un.request];
-            env.doc_starts = m.doc_starts;  // the device copy
-            env.num_docs = m.num_docs;
-            env.v[kVarH] = kvh * G + row % G;
-            env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
-            env.v[kVarKv] = key;
-            env.v[kVarScore] = s[j][e] * p.sm_scale;
-            x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
-          } else {
-            // kModes 2 and 4 run only when a soft-cap or ALiBi is set (flash_mode)
-            x = s[j][e] * p.sm_scale;
-            if (p.soft_cap > 0.f) x = p.soft_cap * softcap_tanh(x * inv_cap);
-            // key - q as float: exact below 2^24, as the int difference the twins use
-            if (p.alibi) x += rb.aslope[i] * (static_cast<float>(key) - rb.aq[i]);
-            x *= 1.4426950408889634f;
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const int key = k0 + 8 * j + 2 * t4 + (e % 2);
+          float x = -INFINITY;
+          bool seen = key >= rlo[i] && key < rhi[i];
+          if constexpr (kBits) {
+            const int off = key - (kw << 6);                                     // in [0, 128)
+            if (seen) seen = ((off < 64 ? wlo[i] : whi[i]) >> (off & 63)) & 1u;  // the mask_mod's bit
           }
+          if (seen) {
+            if constexpr (kPlain) {
+              x = s[j][e] * p.scale_log2;
+            } else if constexpr (kProg) {
+              const int row = row_of(blk, i);
+              ExprEnv env = p.score_envs[un.request];
+              env.doc_starts = m.doc_starts;  // the device copy
+              env.num_docs = m.num_docs;
+              env.v[kVarH] = kvh * G + row % G;
+              env.v[kVarQ] = q_abs_of(m, un.q_begin + row / G);
+              env.v[kVarKv] = key;
+              env.v[kVarScore] = s[j][e] * p.sm_scale;
+              x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
+            } else {
+              // kModes 2 and 4 run only when a soft-cap or ALiBi is set (flash_mode)
+              x = s[j][e] * p.sm_scale;
+              if (p.soft_cap > 0.f) x = p.soft_cap * softcap_tanh(x * inv_cap);
+              // key - q as float: exact below 2^24, as the int difference the twins use
+              if (p.alibi) x += rb.aslope[i] * (static_cast<float>(key) - rb.aq[i]);
+              x *= 1.4426950408889634f;
+            }
+          }
+          s[j][e] = x;
+          tile_max[i] = fmaxf(tile_max[i], x);
         }
-        s[j][e] = x;
-        tile_max[i] = fmaxf(tile_max[i], x);
-      }
+    }
   }
 
   // The output of block `blk`'s rows: O / den and LSE, final (dtype, natural log) or a split-KV

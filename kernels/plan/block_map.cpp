@@ -56,15 +56,10 @@ void list_item_tiles(SplitPlan* sp, const std::vector<WorkUnit>& units, const st
     const int q0 = un.q_begin + it.row_begin / G, q1 = un.q_begin + (it.row_end - 1) / G;
     for (int k0 = it.kv_begin; k0 < it.kv_end; k0 += kKvTile) {
       const int k1 = std::min(k0 + kKvTile, it.kv_end);
-      bool any = false, all = true;
-      for (int q = q0; q <= q1 && (all || !any); ++q) {
-        const int n = allowed_in(m, q_abs_of(m, q), k0, k1);
-        any = any || n > 0;
-        all = all && n == k1 - k0;
-      }
-      if (!any) continue;
+      const TileClass tc = classify_tile(m, q_abs_of(m, q0), q_abs_of(m, q1) + 1, k0, k1);
+      if (tc == TileClass::kEmpty) continue;
       sp->item_tiles.push_back(k0);
-      sp->item_tile_full.push_back(all ? 1 : 0);
+      sp->item_tile_full.push_back(tc == TileClass::kFull ? 1 : 0);
     }
     sp->item_tile_indptr.push_back(static_cast<int>(sp->item_tiles.size()));
   }
