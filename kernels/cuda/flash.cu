@@ -142,6 +142,13 @@ void launch_merge(const MergeParams& p, DType dt, cudaStream_t s) {
 namespace {
 
 constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
+// the head dims this build compiled for a dtype (ATTNSCOPE_FLASH_HEAD_DIMS can keep fewer), for errors
+std::string compiled_head_dims(DType dt) {
+  std::string dims;
+  for (int d : kHeadDims)
+    if (find_flash_launcher(d, dt)) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  return dims.empty() ? "none" : dims;
+}
 
 // Zero-pads the innermost dimension of `rows` rows from d to dp (2-byte elements).
 __global__ void pad_rows_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int d, int dp) {
@@ -185,17 +192,16 @@ class FlashBackend final : public Backend {
       return "head_dim " + std::to_string(c.head_dim_qk) + " is not below the padded size " + std::to_string(kernel_dim(c)) +
              ": set /kernels/pad_head_dim_to above it";
     if (padded_ && !find_flash_launcher(kernel_dim(c), c.dtype))
-      return "pad_head_dim_to " + std::to_string(kernel_dim(c)) + " is not one of the compiled head dims (32, 64, 96, 128, 256)";
+      return "pad_head_dim_to " + std::to_string(kernel_dim(c)) + " is not one of the compiled head dims (" +
+             compiled_head_dims(c.dtype) + ")";
     if (padded_ && c.dtype != DType::kFp32) return "";
     if (c.dtype == DType::kFp32) return "dtype fp32: cuda.flash runs fp16/bf16 on tensor cores (use cuda.naive for fp32)";
     if (c.head_dim_qk != c.head_dim_vo)
       return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
              ": cuda.flash needs equal head dims";
-    if (!find_flash_launcher(c.head_dim_qk, c.dtype)) {
-      std::string dims;
-      for (int d : kHeadDims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      return "head_dim " + std::to_string(c.head_dim_qk) + " is not one of the compiled head dims (" + dims + ")";
-    }
+    if (!find_flash_launcher(c.head_dim_qk, c.dtype))
+      return "head_dim " + std::to_string(c.head_dim_qk) + " is not one of the compiled head dims (" +
+             compiled_head_dims(c.dtype) + ")";
     return "";
   }
 

@@ -288,8 +288,12 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max
     }
 }
 
+// A warp whose rows all kept their maxima (every corr exactly 1, the common case once a row has seen
+// its largest logits) skips the D / 2 multiplies: x * 1 is x, so the bits are the same (perf-notes
+// v25). Called by whole warps.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], const float (&corr)[2]) {
+  if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     o[j][0] *= corr[0];
@@ -322,9 +326,9 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
 }
 
 // A tile's slot of the kernel's table in shared memory, filled a tile ahead: where each of its keys
-// starts in the K / V pool (the element offset of its row for this CTA's KV head; one thread per key;
-// -1 past the tile list or the visible range: a zero-filled key) and the plan's full mark of the tile
-// (item_tile_full, read by the logits of the tile: no global load in the softmax's path). The page
+// starts in the K / V pool (the byte offset of its row for this CTA's KV head, cuda.flash's dtypes
+// being 2 bytes: no shift per copy; one thread per key; -1 past the tile list or the visible range: a zero-filled key) and the
+// plan's full mark of the tile (item_tile_full, read by the logits of the tile: no global load in the softmax's path). The page
 // lookup and the offset arithmetic run once per key here instead of once per 16-byte vector in every
 // copy (each key is D / 8 vectors, copied for K and for V).
 // full_mark: the tile's entry of item_tile_full, or nullptr (no tile list); read by one thread.
@@ -337,18 +341,22 @@ __device__ __forceinline__ void fetch_tile_slot(const FlashCta& c, int64_t* slot
       int col = 0, slot = 0;
       page_slot(c.p.view, key, &col, &slot);
       const int page = c.pages[col];
-      if (page >= 0) row = kv_offset(c.p.view.layout, page, slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim);
+      if (page >= 0) row = 2 * kv_offset(c.p.view.layout, page, slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim);
     }
     slot_rows[tid] = row;
   }
   if (tid == 0) *slot_full = valid_tile && full_mark && *full_mark;
 }
 
-// Element offset in the K / V pool of 16-byte vector cv of a key whose row starts at `row` (-1: none,
+// Byte offset in the K / V pool of 16-byte vector cv of a key whose row starts at byte `row` (-1: none,
 // then 0 and !*ok: keys past the range are zero, so 0 * P never meets a poisoned slot).
 __device__ __forceinline__ int64_t kv_source(int64_t row, int cv, bool* ok) {
   *ok = row >= 0;
-  return *ok ? row + cv * 8 : 0;
+  return *ok ? row + cv * 16 : 0;
+}
+// the pool's byte at `offset` (K or V)
+__device__ __forceinline__ const void* pool_at(const void* pool, int64_t offset) {
+  return static_cast<const unsigned char*>(pool) + offset;
 }
 
 // Q row r's 16-byte vector cv (head dim D) of this CTA (r counts from the CTA's first row, as blocks

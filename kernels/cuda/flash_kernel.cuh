@@ -131,6 +131,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   constexpr int kLoads = kKvTile * kVec / kThreads;
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
+  static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (fetch_tile_slot)");
   __shared__ int64_t s_row[3][kKvTile];
   __shared__ bool s_full[3];
   auto fetch_pages = [&](int i) {
@@ -147,8 +148,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
       const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
-      if (want_k) cp_async16(ks + r * S + cv * 8, static_cast<const T*>(p.k) + off, ok);
-      if (want_v) cp_async16(vs + r * S + cv * 8, static_cast<const T*>(p.v) + off, ok);
+      if (want_k) cp_async16(ks + r * S + cv * 8, pool_at(p.k, off), ok);
+      if (want_v) cp_async16(vs + r * S + cv * 8, pool_at(p.v, off), ok);
     }
   };
   // S = Q K^T of a tile: this warp's RB x 16 rows x kKeys keys (registers shared by the two steps)

@@ -48,7 +48,9 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   __shared__ int64_t s_row[3][kKvTile];  // as in flash_kernel.cuh: tile i's table slot i % 3
   __shared__ bool s_full[3];
 
-  const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
+  // wg broadcast from lane 0: the compiler then knows it is warp-uniform, and the descriptors built
+  // from it stay in uniform registers
+  const int tid = threadIdx.x, warp = tid / 32, wg = __shfl_sync(0xffffffffu, warp / 4, 0);
   // this warpgroup's item: the CTA's, or in a paired CTA its own of the pair; a pair's missing second
   // item (-1) leaves its warpgroup with no rows: it only copies
   int item = p.item_of_cta(blockIdx.x), item_blk0 = 0;
@@ -106,15 +108,21 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
   float s[NT][4];
   uint32_t a[NT / 2][4];  // P as wgmma's A fragments
-  // S = Q K^T from K tile `ks`: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16
+  // S = Q K^T from the K tile of `stage`: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16
   // columns kk * 16 at byte 32 (kk % 4) of panel kk / 4 (the swizzle is applied to the address bits,
   // so a k-step inside an atom is a start-address offset); 8-row groups 1024 bytes apart
-  auto qk = [&](const unsigned char* ks) {
+  // (descriptors: two bases, K-major and V's MN-major, at the CTA's shared memory; Q's rows, the
+  // stages and the k-steps are constant offsets from them. Stage 1 is stage 0 in the lean loop.)
+  const Sw128Desc kmaj = sw128_desc_base(qs, 16, 1024), vmaj = sw128_desc_base(qs, kKvTile * 128, 1024);
+  const uint32_t q_off = wg * 64 * 128, stage_off = static_cast<uint32_t>(stage0 - qs),
+                 stage_step = static_cast<uint32_t>(stage1 - stage0);
+  auto qk = [&](int stage) {
+    const uint32_t ks = stage_off + stage * stage_step;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = sw128_desc(qs + (kk / 4) * kRows * 128 + wg * 64 * 128 + (kk % 4) * 32, 16, 1024);
-      const uint64_t db = sw128_desc(ks + (kk / 4) * kKvTile * 128 + (kk % 4) * 32, 16, 1024);
+      const uint64_t da = kmaj.at(q_off + (kk / 4) * kRows * 128 + (kk % 4) * 32);
+      const uint64_t db = kmaj.at(ks + (kk / 4) * kKvTile * 128 + (kk % 4) * 32);
       Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
     }
     wgmma_commit();
@@ -130,13 +138,14 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     rescale_o<D>(o, corr);
     pack_p<T, NT>(s, a);
   };
-  // O += P V from V tile `vs`: k-step kk is keys 16 kk.. (two 8-key atoms, 1024 bytes apart), V's
+  // O += P V from the V tile of `stage`: k-step kk is keys 16 kk.. (two 8-key atoms, 1024 bytes apart), V's
   // 64-column panels kKvTile * 128 bytes apart
-  auto pv = [&](const unsigned char* vs) {
+  auto pv = [&](int stage) {
+    const uint32_t vs = stage_off + stage * stage_step + kTileBytes;
     wgmma_hold<D / 2>(&o[0][0]);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], a[kk], sw128_desc(vs + kk * 2048, kKvTile * 128, 1024));
+    for (int kk = 0; kk < NT / 2; ++kk) Wgmma<T>::pv<D>(&o[0][0], a[kk], vmaj.at(vs + kk * 2048));
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_hold<D / 2>(&o[0][0]);
@@ -153,6 +162,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     const int64_t* slot_rows = s_row[i % 3];
     constexpr int kLoads = kKvTile * kVec / kThreads;
     static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
+    static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (fetch_tile_slot)");
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int idx = tid + l * kThreads;
@@ -160,18 +170,18 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
       bool ok = false;
       const int64_t off = kv_source(slot_rows[r], cv, &ok);
       const int dst = sw128_offset(r, cv, kKvTile);
-      if (want_k) cp_async16(ks + dst, static_cast<const T*>(p.k) + off, ok);
-      if (want_v) cp_async16(vs + dst, static_cast<const T*>(p.v) + off, ok);
+      if (want_k) cp_async16(ks + dst, pool_at(p.k, off), ok);
+      if (want_v) cp_async16(vs + dst, pool_at(p.v, off), ok);
     }
   };
 
   auto qk_tile = [&](int ti) {
-    if (mine(ti)) qk((ti & 1) ? stage1 : stage0);
+    if (mine(ti)) qk(ti & 1);  // lean: stage1 is stage0
   };
   auto pv_tile = [&](int ti) {
     if (!mine(ti)) return;
     softmax(ti);
-    pv(((ti & 1) ? stage1 : stage0) + kTileBytes);
+    pv(ti & 1);
   };
   kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk_tile, pv_tile);
 

@@ -62,6 +62,20 @@ __device__ inline uint64_t sw128_desc(const void* smem, uint32_t lead_bytes, uin
          static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | 1ull << 62;
 }
 
+// The same descriptor split into its two 32-bit words, for a base address that many k-steps offset:
+// the start-address field (bits 0-13, address / 16) of the base plus offset / 16 is the field of the
+// offset address, and never carries into bit 14 (shared memory ends below 256 KB), so a k-step's
+// descriptor is one 32-bit add to the low word instead of rebuilding it from the address (docs/perf-
+// notes.md v24: the rebuilt descriptors were a fifth of the hd 128 loop's instructions).
+struct Sw128Desc {
+  uint32_t lo, hi;
+  __device__ uint64_t at(uint32_t byte_offset) const { return static_cast<uint64_t>(hi) << 32 | (lo + (byte_offset >> 4)); }
+};
+__device__ inline Sw128Desc sw128_desc_base(const void* smem, uint32_t lead_bytes, uint32_t stride_bytes) {
+  const uint64_t d = sw128_desc(smem, lead_bytes, stride_bytes);
+  return {static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32)};
+}
+
 // Byte offset of row r's 16-byte vector cv in a tile of `rows` rows stored as 128-byte swizzled
 // panels of 64 columns: panel cv / 8, then row r's 128 bytes, in which vector cv % 8 sits at
 // (cv % 8) ^ (r % 8). Each 8-row group is one 1024-byte swizzle atom.
