@@ -58,8 +58,11 @@ __device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
 
 __device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int n = valid ? 16 : 0;  // src-size 0: nothing is read, the 16 bytes are zero-filled
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(n));
+  // ignore-src (PTX 7.5) when !valid: nothing is read, the 16 bytes are zero-filled. The predicate
+  // form, not a src-size of 0: ptxas turned the size back into the predicate with five integer
+  // instructions per copy (docs/perf-notes.md v29)
+  asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, %2, 0;\ncp.async.cg.shared.global [%0], [%1], 16, p;\n}\n" ::"r"(dst), "l"(gmem),
+               "r"(static_cast<uint32_t>(valid)));
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
