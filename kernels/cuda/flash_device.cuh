@@ -327,25 +327,39 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
 
 // A tile's slot of the kernel's table in shared memory, filled a tile ahead: where each of its keys
 // starts in the K / V pool (the byte offset of its row for this CTA's KV head, cuda.flash's dtypes
-// being 2 bytes: no shift per copy; one thread per key; -1 past the tile list or the visible range: a zero-filled key) and the
-// plan's full mark of the tile (item_tile_full, read by the logits of the tile: no global load in the softmax's path). The page
-// lookup and the offset arithmetic run once per key here instead of once per 16-byte vector in every
-// copy (each key is D / 8 vectors, copied for K and for V).
+// being 2 bytes: no shift per copy; one thread per key; -1 past the tile list or the visible range: a
+// zero-filled key) and the plan's full mark of the tile (item_tile_full, read by the logits of the
+// tile: no global load in the softmax's path). The page lookup and the offset arithmetic run once per
+// key here instead of once per 16-byte vector in every copy (each key is D / 8 vectors, copied for K
+// and for V).
+// In two halves, load_tile_page (the page lookup and its global loads) and store_tile_slot, so a
+// kernel can issue the loads where its fetching warps would otherwise wait and store a tile's math
+// later (docs/perf-notes.md v30).
+struct TilePage {
+  int page = -1, slot = 0;  // this thread's key (-1: none)
+  bool full = false;        // the tile's full mark (thread 0)
+};
 // full_mark: the tile's entry of item_tile_full, or nullptr (no tile list); read by one thread.
-__device__ __forceinline__ void fetch_tile_slot(const FlashCta& c, int64_t* slot_rows, bool* slot_full, int tid, bool valid_tile,
-                                                int key0, const unsigned char* full_mark, int kv_hi, int head_dim) {
+__device__ __forceinline__ TilePage load_tile_page(const FlashCta& c, int tid, bool valid_tile, int key0,
+                                                   const unsigned char* full_mark, int kv_hi) {
+  TilePage t;
   if (tid < kKvTile) {
     const int key = (valid_tile ? key0 : 0) + tid;
-    int64_t row = -1;
     if (valid_tile && key < kv_hi) {
-      int col = 0, slot = 0;
-      page_slot(c.p.view, key, &col, &slot);
-      const int page = c.pages[col];
-      if (page >= 0) row = 2 * kv_offset(c.p.view.layout, page, slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim);
+      int col = 0;
+      page_slot(c.p.view, key, &col, &t.slot);
+      t.page = c.pages[col];
     }
-    slot_rows[tid] = row;
   }
-  if (tid == 0) *slot_full = valid_tile && full_mark && *full_mark;
+  if (tid == 0) t.full = valid_tile && full_mark && *full_mark;
+  return t;
+}
+__device__ __forceinline__ void store_tile_slot(const FlashCta& c, const TilePage& t, int64_t* slot_rows, bool* slot_full,
+                                                int tid, int head_dim) {
+  if (tid < kKvTile)
+    slot_rows[tid] =
+        t.page >= 0 ? 2 * kv_offset(c.p.view.layout, t.page, t.slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim) : -1;
+  if (tid == 0) *slot_full = t.full;
 }
 
 // Byte offset in the K / V pool of 16-byte vector cv of a key whose row starts at byte `row` (-1: none,
@@ -374,18 +388,21 @@ __device__ __forceinline__ uint4 q_vector(const FlashCta& c, int r, int cv) {
 // double-buffered (tile i + 1 copied into the other stage while tile i is computed, and the pages of
 // tile i + 2 fetched), or lean (head dim 256: one K and one V buffer, K refilled as soon as S = Q K^T
 // is done and V once P V is done, FlashAttention-2's schedule at this size). copy(i, k, v)
-// issues tile i's K and / or V copies (the loop commits them as one group); fetch(i) the pages of tile
-// i; qk(i) and pv(i) compute.
+// issues tile i's K and / or V copies (the loop commits them as one group); fetch(i) loads the pages
+// of tile i (a TilePage) and put(i, page) stores them into the tile's slot; qk(i) and pv(i) compute.
 // kAsyncProxy: the reads are wgmma's (the async proxy), so each thread's landed copies are fenced to
 // it before the barrier that publishes them.
-template <bool kLean, bool kAsyncProxy, class Copy, class Fetch, class QK, class PV>
-__device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& fetch, QK&& qk, PV&& pv) {
+// kShadow (wgmma, two stages): qk(i) only issues S = Q K^T, the loads of tile i + 2's pages run in
+// its shadow, pv(i) waits for it, and the pages are stored after P V.
+template <bool kLean, bool kAsyncProxy, bool kShadow, class Copy, class Fetch, class Put, class QK, class PV>
+__device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& fetch, Put&& put, QK&& qk, PV&& pv) {
+  static_assert(!kShadow || (kAsyncProxy && !kLean), "the shadow is an asynchronous S's, in the two-stage loop");
   auto publish = [] {
     if constexpr (kAsyncProxy) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for wgmma
     __syncthreads();
   };
-  fetch(0);
-  fetch(1);
+  put(0, fetch(0));
+  put(1, fetch(1));
   __syncthreads();  // tiles 0 and 1's pages
   if (n_tiles > 0) {
     copy(0, true, !kLean);  // lean: V(0) at the top of the first iteration
@@ -400,10 +417,19 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
       if (ti + 1 < n_tiles) {
         copy(ti + 1, true, true);
         cp_async_commit();
-        fetch(ti + 2);
       }
-      qk(ti);
-      pv(ti);
+      if constexpr (kShadow) {
+        // tile ti + 2's slot was tile ti - 1's, whose copies and logits every warp is past; the
+        // store is published by the next iteration's barrier, before tile ti + 2's copies
+        qk(ti);
+        const TilePage next = fetch(ti + 2);
+        pv(ti);
+        put(ti + 2, next);
+      } else {
+        if (ti + 1 < n_tiles) put(ti + 2, fetch(ti + 2));
+        qk(ti);
+        pv(ti);
+      }
       continue;
     }
     // lean, two barriers per tile: at the top K(ti) is the one group in flight, and every warp is
@@ -419,7 +445,7 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
     if (ti + 1 < n_tiles) {
       copy(ti + 1, true, false);
       cp_async_commit();
-      fetch(ti + 2);
+      put(ti + 2, fetch(ti + 2));
     }
     pv(ti);
   }

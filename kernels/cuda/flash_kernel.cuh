@@ -131,13 +131,14 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   constexpr int kLoads = kKvTile * kVec / kThreads;
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
-  static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (fetch_tile_slot)");
+  static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (store_tile_slot)");
   __shared__ int64_t s_row[3][kKvTile];
   __shared__ bool s_full[3];
   auto fetch_pages = [&](int i) {
-    fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi, D);
+    return load_tile_page(c, tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
+                          tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi);
   };
+  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       }
     }
   };
-  kv_tile_loop<kLean, false>(n_tiles, copy, fetch_pages, qk, pv);
+  kv_tile_loop<kLean, false, false>(n_tiles, copy, fetch_pages, put_pages, qk, pv);
 
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) quad_row_sums(den[rb]);

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
   constexpr bool kLean = D >= 256 && NWG == 1;
+  constexpr bool kShadow = !kLean && !kPair && kMode != 1;            // S's wait apart from its issue (qk_done)
   constexpr int kTileBytes = kKvTile * D * 2;                         // one K or V tile
   if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
 
@@ -116,6 +117,13 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   const Sw128Desc kmaj = sw128_desc_base(qs, 16, 1024), vmaj = sw128_desc_base(qs, kKvTile * 128, 1024);
   const uint32_t q_off = wg * 64 * 128, stage_off = static_cast<uint32_t>(stage0 - qs),
                  stage_step = static_cast<uint32_t>(stage1 - stage0);
+  // S's wait, apart from its issue (kShadow): the two-stage loop loads the next pages while the
+  // tensor cores run S (kv_tile_loop), and pv_tile waits. Not in a paired CTA (hd 256 measured 11%
+  // slower with it) nor the mask_mod kernel (its 128 registers spilled more: 5% slower): perf-notes v30
+  auto qk_done = [&] {
+    wgmma_wait<0>();
+    wgmma_hold<NT * 4>(&s[0][0]);
+  };
   auto qk = [&](int stage) {
     const uint32_t ks = stage_off + stage * stage_step;
     wgmma_fence();
@@ -126,8 +134,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
       Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    wgmma_hold<NT * 4>(&s[0][0]);
+    if constexpr (!kShadow) qk_done();
   };
   // the logits and the online-softmax step of tile ti (the mma.sync kernel's functions), O rescaled,
   // P packed
@@ -152,9 +159,10 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   };
   // where the keys start in the pool, into a slot of the table in shared memory (-1: a zero-filled key)
   auto fetch_pages = [&](int i) {
-    fetch_tile_slot(c, s_row[i % 3], &s_full[i % 3], tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                    tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi, D);
+    return load_tile_page(c, tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
+                          tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi);
   };
+  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
   // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     unsigned char* ks = (i & 1) ? stage1 : stage0;
@@ -162,7 +170,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     const int64_t* slot_rows = s_row[i % 3];
     constexpr int kLoads = kKvTile * kVec / kThreads;
     static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
-    static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (fetch_tile_slot)");
+    static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (store_tile_slot)");
 #pragma unroll
     for (int l = 0; l < kLoads; ++l) {
       const int idx = tid + l * kThreads;
@@ -180,10 +188,11 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   };
   auto pv_tile = [&](int ti) {
     if (!mine(ti)) return;
+    if constexpr (kShadow) qk_done();
     softmax(ti);
     pv(ti & 1);
   };
-  kv_tile_loop<kLean, true>(n_tiles, copy, fetch_pages, qk_tile, pv_tile);
+  kv_tile_loop<kLean, true, kShadow>(n_tiles, copy, fetch_pages, put_pages, qk_tile, pv_tile);
 
   quad_row_sums(den);
   c.store<D, T>(warp, o, mx, den);
