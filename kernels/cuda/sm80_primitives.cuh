@@ -60,8 +60,8 @@ __device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // ignore-src (PTX 7.5) when !valid: nothing is read, the 16 bytes are zero-filled. The predicate
   // form, not a src-size of 0: ptxas turned the size back into the predicate with five integer
-  // instructions per copy (docs/perf-notes.md v29). L2::256B: the whole 256-byte row of a key
-  // (head dim 128) comes into L2 on its first 16 bytes (decode 1-2% faster: v31)
+  // instructions per copy (docs/perf-notes.md v29). L2::256B: the aligned 256 bytes around the
+  // source come into L2 on a key's first copy (its whole row at head dim 128; decode 1-2% faster: v31)
   asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, %2, 0;\ncp.async.cg.shared.global.L2::256B [%0], [%1], 16, p;\n}\n" ::"r"(dst),
                "l"(gmem), "r"(static_cast<uint32_t>(valid)));
 }
