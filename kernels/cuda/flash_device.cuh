@@ -335,23 +335,47 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
 // In two halves, load_tile_page (the page lookup and its global loads) and store_tile_slot, so a
 // kernel can issue the loads where its fetching warps would otherwise wait and store a tile's math
 // later (docs/perf-notes.md v30).
+// The KV tiles an item visits, in order, as cpu.tiled does: every kKvTile-key tile from the one
+// holding the first visible key (kv_lo; the grid starts at the item's first key), or the plan's list
+// of the item's non-empty tiles with their full marks (a mask_mod's item_tiles; use_list false in a
+// paired Hopper CTA, which never has one). No visible key: no tile.
+struct ItemTiles {
+  const int* list = nullptr;  // the plan's tile keys of the item (nullptr: the grid from `first`)
+  int first = 0, n = 0;
+  __device__ ItemTiles(const FlashCta& c, int kv_lo, int kv_hi, bool use_list) {
+    const FlashParams& p = c.p;
+    const bool any = kv_lo < kv_hi;
+    first = any ? c.it.kv_begin + ((kv_lo - c.it.kv_begin) / kKvTile) * kKvTile : kv_hi;
+    if (use_list && p.item_tiles) {
+      list = p.item_tiles + p.item_tile_indptr[c.item];
+      n = any ? p.item_tile_indptr[c.item + 1] - p.item_tile_indptr[c.item] : 0;
+    } else {
+      n = any ? (kv_hi - first + kKvTile - 1) / kKvTile : 0;
+    }
+  }
+  __device__ int key(int i) const { return list ? list[i] : first + i * kKvTile; }
+  // the plan's full mark of tile i of c's item (item_tile_full; none without a list). Its address is
+  // rebuilt at each call rather than held: the two-CTA kernels sit at their register limit.
+  __device__ bool full(const FlashCta& c, int i) const { return list && c.p.item_tile_full[c.p.item_tile_indptr[c.item] + i]; }
+};
+
 struct TilePage {
   int page = -1, slot = 0;  // this thread's key (-1: none)
   bool full = false;        // the tile's full mark (thread 0)
 };
-// full_mark: the tile's entry of item_tile_full, or nullptr (no tile list); read by one thread.
-__device__ __forceinline__ TilePage load_tile_page(const FlashCta& c, int tid, bool valid_tile, int key0,
-                                                   const unsigned char* full_mark, int kv_hi) {
+// Tile i of `tiles` (none past the last: every key -1); the full mark is read by one thread.
+__device__ __forceinline__ TilePage load_tile_page(const FlashCta& c, int tid, const ItemTiles& tiles, int i, int kv_hi) {
   TilePage t;
+  const bool valid_tile = i < tiles.n;
   if (tid < kKvTile) {
-    const int key = (valid_tile ? key0 : 0) + tid;
+    const int key = (valid_tile ? tiles.key(i) : 0) + tid;
     if (valid_tile && key < kv_hi) {
       int col = 0;
       page_slot(c.p.view, key, &col, &t.slot);
       t.page = c.pages[col];
     }
   }
-  if (tid == 0) t.full = valid_tile && full_mark && *full_mark;
+  if (tid == 0) t.full = valid_tile && tiles.full(c, i);
   return t;
 }
 __device__ __forceinline__ void store_tile_slot(const FlashCta& c, const TilePage& t, int64_t* slot_rows, bool* slot_full,

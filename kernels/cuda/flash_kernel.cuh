@@ -116,13 +116,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 
   // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped (a
   // mask_mod's empty tiles inside the range too: the plan lists the item's non-empty tiles)
-  const WorkItem& it = c.it;
-  const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int* tile_list = p.item_tiles ? p.item_tiles + p.item_tile_indptr[c.item] : nullptr;
-  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[c.item + 1] - p.item_tile_indptr[c.item] : 0)
-                      : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
-                                      : 0;
-  auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
+  const ItemTiles tiles(c, kv_lo, kv_hi, true);
+  const int n_tiles = tiles.n;
   // Where every key of a tile starts in the pool, fetched one tile ahead into shared memory (one
   // thread per key) so the page-table reads overlap the previous tile's math; shared memory rather
   // than registers, which the two-row-block kernel has none of. Slot i % 3: tile i + 2's pages are
@@ -134,10 +129,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (store_tile_slot)");
   __shared__ int64_t s_row[3][kKvTile];
   __shared__ bool s_full[3];
-  auto fetch_pages = [&](int i) {
-    return load_tile_page(c, tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                          tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi);
-  };
+  auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
   auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
@@ -188,7 +180,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // the logits, the online softmax and O += P V of a tile
   auto pv = [&](int ti) {
     const T* vs = ((!kLean && (ti & 1)) ? stage1 : stage0) + kKvTile * S;
-    const int k0 = tile_key(ti) + wn * kKeys;  // this warp's first key
+    const int k0 = tiles.key(ti) + wn * kKeys;  // this warp's first key
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
       float tile_max[2];

@@ -88,18 +88,13 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
 
   // the item's tiles, as in flash_kernel.cuh (from its first key; a mask_mod's non-empty tiles only:
   // never paired)
-  const WorkItem& it = c.it;
-  const int first_tile = kv_lo < kv_hi ? it.kv_begin + ((kv_lo - it.kv_begin) / kKvTile) * kKvTile : kv_hi;
-  const int* tile_list = !kPair && p.item_tiles ? p.item_tiles + p.item_tile_indptr[c.item] : nullptr;
-  const int n_tiles = tile_list       ? (kv_lo < kv_hi ? p.item_tile_indptr[c.item + 1] - p.item_tile_indptr[c.item] : 0)
-                      : kv_lo < kv_hi ? (kv_hi - first_tile + kKvTile - 1) / kKvTile
-                                      : 0;
-  auto tile_key = [&](int i) { return tile_list ? tile_list[i] : first_tile + i * kKvTile; };
+  const ItemTiles tiles(c, kv_lo, kv_hi, !kPair);
+  const int n_tiles = tiles.n;
   // whether this warpgroup computes tile i: always, but in a paired CTA only the tiles its item alone
   // would visit (those meeting its range; warpgroup-uniform, so wgmma's warpgroup stays whole)
   auto mine = [&](int i) {
     if constexpr (!kPair) return true;
-    const int k0 = tile_key(i);
+    const int k0 = tiles.key(i);
     return own_lo < own_hi && k0 + kKvTile > own_lo && k0 < own_hi;
   };
 
@@ -140,7 +135,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   // P packed
   auto softmax = [&](int ti) {
     float tile_max[2], corr[2];
-    c.logits<kMode, NT>(s, tile_max, rows, warp, tile_key(ti), s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+    c.logits<kMode, NT>(s, tile_max, rows, warp, tiles.key(ti), s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
     softmax_step<NT>(s, tile_max, mx, den, corr);
     rescale_o<D>(o, corr);
     pack_p<T, NT>(s, a);
@@ -158,10 +153,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     wgmma_hold<D / 2>(&o[0][0]);
   };
   // where the keys start in the pool, into a slot of the table in shared memory (-1: a zero-filled key)
-  auto fetch_pages = [&](int i) {
-    return load_tile_page(c, tid, i < n_tiles, i < n_tiles ? tile_key(i) : 0,
-                          tile_list && i < n_tiles ? p.item_tile_full + p.item_tile_indptr[c.item] + i : nullptr, kv_hi);
-  };
+  auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
   auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
   // tile i's K (want_k) and / or V copies into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
