@@ -28,7 +28,7 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
-#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, bool, dim3, cudaStream_t);
 #include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
 #undef FLASH_SM90_INSTANCE
 
@@ -74,6 +74,14 @@ bool sm90_path_allowed() {
 bool pairing_allowed() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_PAIR");
   return !(v && std::string(v) == "0");
+}
+
+// ATTNSCOPE_FLASH_WS=1 runs the warp-specialised Hopper kernel where it fits (flash_sm90_ws_fits): the
+// Stage 2 structure, measured slower than the two-CTA form on every bench shape so far (docs/perf-notes.md
+// v34), hence not the default.
+bool ws_requested() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_WS");
+  return v && std::string(v) == "1";
 }
 
 // ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order (A/B); by default the plan's last
@@ -304,20 +312,27 @@ class FlashBackend final : public Backend {
     if (fp.heavy_first) std::reverse(pair_xy.begin(), pair_xy.end());
     DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
     fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
+    // on request (ATTNSCOPE_FLASH_WS=1), 128-row tiles of the plain and soft-cap / ALiBi variants at
+    // head dims 64 / 128 run the warp-specialised form (one CTA per SM, a producer warpgroup)
+    const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && ws_requested();
     const dim3 grid(static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
-    const dim3 block(hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
-    const size_t smem = hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q) : flash_smem_bytes(D, warps, warps_n, rb);
+    const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
+    const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
+                        : hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)
+                                 : flash_smem_bytes(D, warps, warps_n, rb);
     const std::string kname =
-        hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                     (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
-                     "> (wgmma)"
-               : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
-                     std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
+        ws ? "flash_sm90_ws_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) +
+                 ", warp-specialised: a producer and 2 consumer warpgroups> (wgmma)"
+        : hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                       (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
+                       "> (wgmma)"
+                 : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
+                       std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
     res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         if (hopper)
-          sm90(fp, sp.cta_tile_q, grid, nullptr);
+          sm90(fp, sp.cta_tile_q, ws, grid, nullptr);
         else
           launch(fp, warps, warps_n, rb, grid, nullptr);
         check_launch(kname.c_str(), grid, block, smem, sync);

@@ -114,6 +114,19 @@ constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
   return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 && rows == 64 ? 2 : 4) * tile + 1024;
 }
 
+// The warp-specialised Hopper kernel (flash_sm90_ws_kernel.cuh): one CTA per SM, a producer
+// warpgroup and two consumer warpgroups, for 128-row tiles at head dims 64 and 128 in the plain and
+// soft-cap / ALiBi variants (no tile lists or bits: those keep the two-CTA form). Its K / V ring has
+// kFlashWsStages stages; shared memory: Q, the stages, 1 KB to align the swizzle atoms.
+constexpr int kFlashWsStages = 4;
+constexpr bool flash_sm90_ws_fits(int tile, int head_dim, int mode) {
+  return tile == 128 && (head_dim == 64 || head_dim == 128) && (mode == 0 || mode == 2);
+}
+constexpr size_t flash_sm90_ws_smem_bytes(int head_dim) {
+  const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
+  return static_cast<size_t>(128) * head_dim * 2 + 2 * kFlashWsStages * tile + 1024;
+}
+
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather
 // than holding them in registers: FlashAttention-2's two-row-block layout and head dim 256 (the
 // lean form: no registers left). One rule for the kernel and for flash_smem_bytes.
@@ -127,9 +140,10 @@ constexpr bool flash_q_in_smem(int head_dim, int warps_m, int warps_n, int rb) {
 // warps_n = the plan's kv_warp_split.
 using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int row_blocks, dim3 grid, cudaStream_t);
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
-// The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows; nullptr when not built for
-// this head dim and dtype (a build without 90 in CMAKE_CUDA_ARCHITECTURES has none).
-using FlashSm90Launcher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
+// The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows, warp-specialised (ws: where
+// flash_sm90_ws_fits) or not; nullptr when not built for this head dim and dtype (a build without 90
+// in CMAKE_CUDA_ARCHITECTURES has none).
+using FlashSm90Launcher = void (*)(const FlashParams&, int rows, bool ws, dim3 grid, cudaStream_t);
 FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "flash_device.cuh"
+#include "flash_sm90_ws_kernel.cuh"
 #include "sm90_primitives.cuh"
 
 namespace attnscope::cuda {
@@ -191,11 +192,12 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
 }
 
 // The Hopper kernel for a plan tile of `rows` (64 or 128) rows, or with p.pairs two 64-row items per
-// CTA (head dim 256, kModes 0 and 2: flash.cu's rule); the caller has checked flash_sm90_fits (no
-// key-split warps, a mode it compiles).
+// CTA (head dim 256, kModes 0 and 2: flash.cu's rule), or its warp-specialised form (ws: flash.cu has
+// checked flash_sm90_ws_fits); the caller has checked flash_sm90_fits (no key-split warps, a mode it
+// compiles).
 template <int D, class T>
-void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
+void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaStream_t stream) {
+  const size_t smem = ws ? flash_sm90_ws_smem_bytes(D) : flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -203,6 +205,13 @@ void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t s
     kernel<<<grid, threads, smem, stream>>>(p);
   };
   const int mode = flash_mode(p);
+  if constexpr (D == 64 || D == 128) {
+    if (ws && flash_sm90_ws_fits(rows, D, mode))
+      return mode == 0 ? go(flash_sm90_ws_kernel<D, T, 0>, 384) : go(flash_sm90_ws_kernel<D, T, 2>, 384);
+  }
+  if (ws)
+    throw CudaError("cuda.flash (wgmma): no warp-specialised kernel for head_dim " + std::to_string(D) + " with " +
+                    std::to_string(rows) + "-row tiles, kernel variant " + std::to_string(mode));
   if (p.pairs) {
     if constexpr (D == 256) {
       if (mode == 0) return go(flash_sm90_kernel<D, T, 2, 0, true>, 256);

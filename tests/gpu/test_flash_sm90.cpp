@@ -209,3 +209,53 @@ TEST(FlashSm90, PairedItemsGiveTheBitsOfOneItemPerCta) {
   EXPECT_GT(ran, 0);
   EXPECT_GE(paired, std::max(1, ran / 3)) << "too few random cases ran paired to test it";
 }
+
+// With ATTNSCOPE_FLASH_WS=1, 128-row tiles at head dims 64 and 128, plain or soft-cap / ALiBi, run the
+// warp-specialised form (a producer warpgroup, mbarrier stages, each consumer's S(i) beside
+// P(i - 1) V(i - 1), the consumers' ping-pong): it gives the bits of the default two-CTA form, and
+// (check_case, the variable set) of the mma.sync kernel, and agrees with cpu.tiled and the 2x rule,
+// over random cases with short and long key ranges (one tile, and more tiles than the ring has
+// stages), causal or not, windows, local chunks, soft-cap, ALiBi, split-KV chunks, GQA, paged and
+// ragged. What it does not take (a mask_mod) keeps the two-CTA form and says so.
+TEST(FlashSm90, WarpSpecialisedFormGivesTheBitsOfTheTwoCtaForm) {
+  REQUIRE_HOPPER();
+  const char* kWs = "warp-specialised";
+  int ws = 0, ran = 0;
+  attnscope::testing::GenLimits lim;
+  lim.max_kv = 1100;  // up to 18 tiles: the 4-stage ring wraps several times
+  lim.max_q = 300;
+  for (uint64_t seed = 900; seed < 900 + static_cast<uint64_t>(cases(24)); ++seed) {
+    CaseSpec c = random_case(seed, lim);
+    set_head_dim(c, seed % 2 ? 64 : 128);
+    if (c.dtype == DType::kFp32) c.dtype = DType::kBf16;
+    c.data.outlier_channels.clear();
+    c.split.fixed_tile_q = 128;
+    validate_case(c);
+    SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
+    setenv("ATTNSCOPE_FLASH_WS", "1", 1);
+    check_case(c);
+    unsetenv("ATTNSCOPE_FLASH_WS");
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result on = run_with("ATTNSCOPE_FLASH_WS", "1", c, p, w), off = run_with("ATTNSCOPE_FLASH_WS", nullptr, c, p, w);
+    ASSERT_TRUE(on.ok() && off.ok()) << on.message << " / " << off.message;
+    EXPECT_EQ(off.message.find(kWs), std::string::npos) << off.message;
+    if (on.message.find(kWs) != std::string::npos) ++ws;
+    const DiffReport d = compare_results(c, on, off, {"warp-specialised", "two-CTA", CompareRule::kBitwise, 0, 0, ""}, nullptr);
+    EXPECT_TRUE(d.verdict.pass) << on.message << ": " << d.verdict.detail;
+    ++ran;
+  }
+  EXPECT_GT(ran, 0);
+  EXPECT_GE(ws, std::max(1, ran / 3)) << "too few random cases ran warp-specialised to test it";
+  // a mask_mod keeps the two-CTA form
+  CaseSpec z = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/zoo/dilated-window.json").spec;
+  set_head_dim(z, 128);
+  if (z.dtype == DType::kFp32) z.dtype = DType::kBf16;
+  z.split.fixed_tile_q = 128;
+  validate_case(z);
+  const Plan zp = make_plan(z);
+  const Result zr = run_with("ATTNSCOPE_FLASH_WS", "1", z, zp, make_workload(z, zp.pages));
+  ASSERT_TRUE(zr.ok()) << zr.message;
+  EXPECT_NE(zr.message.find("(wgmma)"), std::string::npos) << zr.message;
+  EXPECT_EQ(zr.message.find(kWs), std::string::npos) << zr.message;
+}
