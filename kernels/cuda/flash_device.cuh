@@ -24,7 +24,9 @@ template <int kMode>
 struct FlashRowBlock {
   static constexpr bool kBits = kMode == 1 || kMode >= 3;
   static constexpr bool kCapAlibi = kMode == 2 || kMode == 4;
-  const uint64_t* brow[2] = {nullptr, nullptr};      // a mask_mod's bit rows (kBits)
+  // a mask_mod's bit rows (kBits): the rows' indices in the mask (-1: none), not pointers: the two-CTA
+  // mask_mod kernels sit at 128 registers and spilled more with two 64-bit pointers held
+  int brow[2] = {-1, -1};
   float aslope[2] = {0.f, 0.f}, aq[2] = {0.f, 0.f};  // ALiBi slope and query position (kCapAlibi)
 };
 
@@ -104,8 +106,7 @@ struct FlashCta {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = row_of(blk, i);
-      if constexpr (FlashRowBlock<kMode>::kBits)
-        b.brow[i] = p.mask_bits && row < it.row_end ? m.bits + static_cast<int64_t>(un.q_begin + row / G) * m.words : nullptr;
+      if constexpr (FlashRowBlock<kMode>::kBits) b.brow[i] = p.mask_bits && row < it.row_end ? un.q_begin + row / G : -1;
       if constexpr (FlashRowBlock<kMode>::kCapAlibi) {
         if (p.alibi && row < it.row_end) {
           b.aslope[i] = p.slopes[kvh * G + row % G];
@@ -134,9 +135,10 @@ struct FlashCta {
     if constexpr (kBits) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        if (rb.brow[i] && !full) {  // a full tile keeps all-ones words: every bit test passes
-          wlo[i] = rb.brow[i][kw];
-          whi[i] = kw + 1 < m.words ? rb.brow[i][kw + 1] : 0ull;
+        if (rb.brow[i] >= 0 && !full) {  // a full tile keeps all-ones words: every bit test passes
+          const uint64_t* bits = m.bits + static_cast<int64_t>(rb.brow[i]) * m.words;
+          wlo[i] = bits[kw];
+          whi[i] = kw + 1 < m.words ? bits[kw + 1] : 0ull;
         }
     }
     // every key of this warp's part of the tile is visible to every one of its rows: the plain kernel
