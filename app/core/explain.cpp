@@ -44,10 +44,14 @@ std::string logit_formula(const SoftmaxTrace& t) {
     std::snprintf(b, sizeof b, "%.5g", v);
     return std::string(b);
   };
-  if (t.soft_cap <= 0 && !t.alibi) return "q.k x sm_scale x log2(e) = q.k x " + g(t.scale_log2);
-  return (t.soft_cap > 0 ? g(t.soft_cap) + " x tanh(q.k x " + g(t.sm_scale) + " / " + g(t.soft_cap) + ")"
-                         : "q.k x " + g(t.sm_scale)) +
-         (t.alibi ? " + slope x (k - q_abs)" : "") + ", times log2(e)";
+  // the plain path folds the scale into exp2's argument (one rounding): the logits shown are q.k x c
+  // rounded, P is exp2(fma(q.k, c, -m))
+  if (t.soft_cap <= 0 && !t.alibi && !t.score_mod)
+    return "q.k x sm_scale x log2(e) = q.k x " + g(t.scale_log2) + " (P = exp2(fma(q.k, " + g(t.scale_log2) + ", -m)))";
+  const std::string x = (t.soft_cap > 0 ? g(t.soft_cap) + " x tanh(q.k x " + g(t.sm_scale) + " / " + g(t.soft_cap) + ")"
+                                        : "q.k x " + g(t.sm_scale)) +
+                        (t.alibi ? " + slope x (k - q_abs)" : "");
+  return (t.score_mod ? "score_mod(" + x + ")" : x) + ", times log2(e)";
 }
 
 nlohmann::json trace_to_json(const SoftmaxTrace& t) {

@@ -14,8 +14,9 @@ namespace attnscope {
 // the case's inputs exceed the CPU limit.
 SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head);
 
-// How the trace's logits are formed, in words: "q.k x sm_scale x log2(e) = q.k x 0.12752", or with
-// the soft-cap and the ALiBi term. The CLI and the Softmax tab print the same line.
+// How the trace's logits are formed, in words: "q.k x sm_scale x log2(e) = q.k x 0.12752 (P =
+// exp2(fma(q.k, 0.12752, -m)))", or with the soft-cap, the ALiBi term, the score_mod. The CLI and
+// the Softmax tab print the same line.
 std::string logit_formula(const SoftmaxTrace& t);
 
 // schema attnscope/explain@1: the row, the plan, every tile step, the partials, the merge, the final

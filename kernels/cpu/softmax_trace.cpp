@@ -58,6 +58,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   tr.scale_log2 = a.scale_log2;
   tr.alibi = c.attention.alibi;
   tr.soft_cap = a.cap;
+  tr.score_mod = p.score_mod != nullptr;
 
   // the row's work items, in chunk order
   std::vector<int> items;

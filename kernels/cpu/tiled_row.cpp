@@ -1,6 +1,6 @@
 // cpu.tiled's arithmetic for one row (see tiled_row.h). Every operation is in the order and
-// precision cuda.flash uses: logits in fp32 (one multiply by sm_scale * log2(e) on the plain path),
-// exp2 per KV tile against the running max, the row sum from fp32 P, P rounded to the dtype before
+// precision cuda.flash uses: scores in fp32 (q.k on the plain path, its sm_scale * log2(e) fused into
+// exp2's argument), exp2 per KV tile against the running max, the row sum from fp32 P, P rounded to the dtype before
 // P.V, the key-split ways merged in way order, partials merged in chunk order.
 #include "tiled_row.h"
 
@@ -38,18 +38,23 @@ TiledArith::TiledArith(const CaseSpec& c_, const Plan& p_, const Workload& w_)
       scale_log2(scale * static_cast<float>(kLog2e)),
       cap(c_.attention.soft_cap ? static_cast<float>(*c_.attention.soft_cap) : 0.f),
       plain(!c_.attention.soft_cap && !c_.attention.alibi && !p_.score_mod),
+      exp_scale(plain ? scale_log2 : 1.f),
       unit_tok(unit_first_tokens(c_, p_)) {}
 
-float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
+float tiled_score(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
   const float* kr = a.kv.k(request, key, h / a.G);
   float dot = 0.f;
   for (int d = 0; d < a.Dq; ++d) dot += qv[d] * kr[d];
-  if (a.plain) return dot * a.scale_log2;  // one rounding, as the kernel's plain path
+  if (a.plain) return dot;  // scaled inside exp2's fma, as the kernel's plain path
   float x = dot * a.scale;
   if (a.cap > 0) x = a.cap * std::tanh(x / a.cap);
   if (a.c.attention.alibi) x += slope * static_cast<float>(key - q_abs);
   if (a.p.score_mod) x = static_cast<float>(apply_score_mod(a.c, a.p, request, h, q_abs, key, x));
   return x * static_cast<float>(kLog2e);  // base 2 from here on
+}
+
+float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
+  return tiled_score(a, qv, request, key, h, q_abs, slope) * a.exp_scale;
 }
 
 RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& sc, std::vector<TileStep>* steps,
@@ -84,11 +89,13 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       int visible = 0;
       for (int k = k0; k < k1; ++k) {
         const bool seen = k >= lo && k < hi && mask_bit(m, qa, k);
-        const float x = seen ? tiled_logit(a, qv, un.request, k, h, qa, slope) : -INFINITY;
+        const float x = seen ? tiled_score(a, qv, un.request, k, h, qa, slope) : -INFINITY;
         visible += seen;
         sc.s[k - k0] = x;
         tile_max = std::max(tile_max, x);
       }
+      // base 2: max(score) x exp_scale is the same float as max(score x exp_scale) (monotonic rounding)
+      tile_max *= a.exp_scale;
       const float m_new = std::max(mx, tile_max);
       TileStep st;
       if (steps) {
@@ -114,7 +121,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       den *= corr;
       for (float& x : o) x *= corr;
       for (int k = k0; k < k1; ++k) {
-        const float pk = std::exp2(sc.s[k - k0] - m_new);
+        const float pk = std::exp2(std::fma(sc.s[k - k0], a.exp_scale, -m_new));  // one rounding, as the kernel's FFMA
         if (pk == 0.f) continue;
         den += pk;                            // the row sum uses fp32 P, as FA2 does
         const float pr = round_to(a.dt, pk);  // P enters the MMA in the dtype

@@ -22,12 +22,17 @@ struct TiledArith {
   DType dt;
   int G, Hq, Dq, Dv;
   float scale, scale_log2, cap;
-  bool plain;                     // no soft-cap, ALiBi or score_mod: the logit is one multiply (the kernel's plain path)
+  bool plain;       // no soft-cap, ALiBi or score_mod: the kernel's plain path, the score is q.k
+  float exp_scale;  // what the softmax step multiplies a score by, inside exp2's fma: scale_log2 when plain, else 1
   std::vector<int64_t> unit_tok;  // first output token of each unit
 };
 
-// The logit of (query vector qv of qo head h at q_abs, key) in base 2: scale, soft-cap, ALiBi or the
-// score_mod, times log2(e).
+// The score the kernel holds for (query vector qv of qo head h at q_abs, key): q.k on the plain path
+// (sm_scale x log2(e) is folded into exp2's argument, fma(score, exp_scale, -max), as cuda.flash
+// does); otherwise the logit in base 2 (scale, soft-cap, ALiBi or the score_mod, times log2(e)).
+float tiled_score(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope);
+
+// The logit in base 2 (the score times exp_scale, rounded once): what the step-through shows.
 float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope);
 
 // One row's state after a work item: unnormalised O (Dv values in the scratch, valid until its

@@ -117,8 +117,18 @@ struct FlashCta {
     return b;
   }
 
-  // Logits in base 2 of a warp's NT x 8 keys from k0 for block `blk`'s rows, in place in s (scale,
-  // soft-cap, ALiBi, mask; -inf where a key is not visible), and the rows' maxima of the quad's part.
+  // The factor softmax_step still applies to this kernel's logits: the plain kernels (kModes 0, 1)
+  // leave q.k unscaled and fold sm_scale x log2(e) into exp2's argument, one FFMA per element where a
+  // multiply and a subtract were (docs/perf-notes.md v36); the others' logits are base 2 already, and
+  // x * 1 and fma(x, 1, -m) = x - m keep their bits.
+  template <int kMode>
+  __device__ __forceinline__ float exp_scale() const {
+    return kMode <= 1 ? p.scale_log2 : 1.f;
+  }
+
+  // Logits of a warp's NT x 8 keys from k0 for block `blk`'s rows, in place in s (q.k for the plain
+  // kernels, whose scale softmax_step folds in (exp_scale); base 2 after soft-cap, ALiBi or score_mod
+  // for the others; -inf where a key is not visible), and the rows' maxima of the quad's part.
   // full: the plan marked the tile full (item_tile_full: every row of the item has every key of it
   // allowed by the mask_mod), so its bits need no test: the same logits as testing them.
   template <int kMode, int NT>
@@ -142,16 +152,14 @@ struct FlashCta {
         }
     }
     // every key of this warp's part of the tile is visible to every one of its rows: the plain kernel
-    // (and the mask_mod's on a full tile) then scales without a per-key test (a warp-uniform branch)
+    // (and the mask_mod's on a full tile) then takes the maxima without a per-key test (a warp-uniform
+    // branch)
     const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
     if ((kMode == 0 || (kMode == 1 && full)) && whole) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] *= p.scale_log2;
-          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
-        }
+        for (int e = 0; e < 4; ++e) tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
       return;
     }
     const int rlo[2] = {s_rlo[blk * 16 + g], s_rlo[blk * 16 + g + 8]};
@@ -177,7 +185,7 @@ struct FlashCta {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = e / 2;
-          const float x = (seen_w[i] >> (8 * j + e % 2)) & 1ull ? s[j][e] * p.scale_log2 : -INFINITY;
+          const float x = (seen_w[i] >> (8 * j + e % 2)) & 1ull ? s[j][e] : -INFINITY;
           s[j][e] = x;
           tile_max[i] = fmaxf(tile_max[i], x);
         }
@@ -196,7 +204,7 @@ struct FlashCta {
           }
           if (seen) {
             if constexpr (kPlain) {
-              x = s[j][e] * p.scale_log2;
+              x = s[j][e];
             } else if constexpr (kProg) {
               const int row = row_of(blk, i);
               ExprEnv env = p.score_envs[un.request];
@@ -261,16 +269,18 @@ struct FlashCta {
 };
 
 // The online-softmax step of one 16-row block after its logits: the new running maxima, the row sums
-// rescaled by corr (returned: O's factor, for rescale_o), and P = exp2(S - max) in place in s
-// (fp32; the row sum uses it, as FA2 does).
+// rescaled by corr (returned: O's factor, for rescale_o), and P = exp2(fma(S, c, -max)) in place in s
+// (fp32; the row sum uses it, as FA2 does). c: the logits' pending scale (FlashCta::exp_scale). The
+// maxima are kept in base 2: max(S) x c rounds to the same float as max(S x c) (c > 0, rounding is
+// monotonic), so folding the scale changes P's argument (one rounding instead of two) and nothing else.
 template <int NT>
 __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max)[2], float (&mx)[2], float (&den)[2],
-                                             float (&corr)[2]) {
+                                             float (&corr)[2], float c) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-    const float m_new = fmaxf(mx[i], tile_max[i]);
+    const float m_new = fmaxf(mx[i], tile_max[i] * c);
     // nothing visible yet: keep the state (exp2(-inf - -inf) would be NaN)
     corr[i] = m_new == -INFINITY ? 1.f : fast_exp2(mx[i] - m_new);
     mx[i] = m_new;
@@ -284,7 +294,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = e / 2;
-      const float pv = fast_exp2(s[j][e] - mref[i]);
+      const float pv = fast_exp2(fmaf(s[j][e], c, -mref[i]));
       s[j][e] = pv;
       den[i] += pv;  // the row sum uses fp32 P, as FA2 does
     }

@@ -23,8 +23,9 @@ constexpr int kStride = D + 8;
 // between them (the decode path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged
 // in warp order at the end. K/V tiles are double-buffered with cp.async. With RB = 1, Q lives in
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
-// kPlain: no soft-cap and no ALiBi, so the logit is one multiply; a separate instantiation keeps
-// tanhf and the ALiBi term out of the hot loop's code (instruction-cache stalls on the prefill).
+// kPlain: no soft-cap and no ALiBi, so the logit is q.k (its scale folded into exp2's FFMA); a
+// separate instantiation keeps tanhf and the ALiBi term out of the hot loop's code
+// (instruction-cache stalls on the prefill).
 // kMode: 0 plain; 1 plain with a mask_mod's bits (two words per row per tile), so a mask_mod alone
 // keeps the lean code (measured: the same window as a mask_mod ran 2.07x the built-in window's time
 // in the non-plain kernel; docs/perf-notes.md); 2 soft-cap / ALiBi; 4 soft-cap / ALiBi with a
@@ -186,7 +187,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       float tile_max[2];
       c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
       float corr[2];
-      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr);
+      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, c.exp_scale<kMode>());
       rescale_o<D>(o[rb], corr);
     }
 

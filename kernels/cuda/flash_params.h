@@ -26,7 +26,7 @@ struct FlashParams {
                             // causal batch's longest, start first)
   int hq, hk, group;
   float sm_scale, soft_cap;  // soft_cap 0 = off
-  float scale_log2;          // sm_scale * log2(e), both as float (the plain-logit path)
+  float scale_log2;          // sm_scale * log2(e), both as float (the plain kernels fold it into exp2's fma)
   int alibi;
   int mask_bits;  // a mask_mod: the rows' RowMask bits are tested
   // a score_mod that is not soft-cap / ALiBi: its program and per-request variables (nullptr: none)

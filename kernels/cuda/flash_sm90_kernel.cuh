@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   auto softmax = [&](int ti) {
     float tile_max[2], corr[2];
     c.logits<kMode, NT>(s, tile_max, rows, warp, tiles.key(ti), s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
-    softmax_step<NT>(s, tile_max, mx, den, corr);
+    softmax_step<NT>(s, tile_max, mx, den, corr, c.exp_scale<kMode>());
     rescale_o<D>(o, corr);
     pack_p<T, NT>(s, a);
   };

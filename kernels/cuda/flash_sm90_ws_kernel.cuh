@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(384, 1) flash_sm90_ws_kernel(const FlashParams
   auto softmax = [&](int ti, float(&corr)[2]) {
     float tile_max[2];
     c.logits<kMode, NT>(s, tile_max, rows, warp, tiles.key(ti), false, s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
-    softmax_step<NT>(s, tile_max, mx, den, corr);
+    softmax_step<NT>(s, tile_max, mx, den, corr, c.exp_scale<kMode>());
   };
   // stage and phase of the tile being read, kept incrementally
   int st = 0, phase = 0, prev_st = 0;

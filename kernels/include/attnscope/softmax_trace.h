@@ -25,9 +25,10 @@ struct SoftmaxTrace {
   int tile_q = 0, chunk_pages = 0, kv_warp_split = 1;
   bool split = false;
   float sm_scale = 0;
-  float scale_log2 = 0;  // sm_scale * log2(e) (as float: the plain path's one multiply)
+  float scale_log2 = 0;  // sm_scale * log2(e) (as float: the plain path's factor, fused into exp2's fma)
   bool alibi = false;
-  float soft_cap = 0;  // 0 = none
+  float soft_cap = 0;      // 0 = none
+  bool score_mod = false;  // the case's attention.score_mod (logits: score_mod(q.k x sm_scale) x log2(e))
   std::vector<TileStep> steps;
   std::vector<ChunkPartial> partials;
   std::vector<MergeStep> merges;
