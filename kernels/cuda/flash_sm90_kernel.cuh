@@ -121,15 +121,7 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
     wgmma_hold<NT * 4>(&s[0][0]);
   };
   auto qk = [&](int stage) {
-    const uint32_t ks = stage_off + stage * stage_step;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = kmaj.at(q_off + (kk / 4) * kRows * 128 + (kk % 4) * 32);
-      const uint64_t db = kmaj.at(ks + (kk / 4) * kKvTile * 128 + (kk % 4) * 32);
-      Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
-    }
-    wgmma_commit();
+    wgmma_qk_tile<T, D, kRows, kKvTile>(&s[0][0], kmaj, q_off, stage_off + stage * stage_step);
     if constexpr (!kShadow) qk_done();
   };
   // the logits and the online-softmax step of tile ti (the mma.sync kernel's functions), O rescaled,

@@ -122,17 +122,7 @@ __global__ void __launch_bounds__(384, 1) flash_sm90_ws_kernel(const FlashParams
   // descriptors as in flash_sm90_kernel: two bases, Q's rows, the stages and the k-steps are offsets
   const Sw128Desc kmaj = sw128_desc_base(qs, 16, 1024), vmaj = sw128_desc_base(qs, kKvTile * 128, 1024);
   const uint32_t q_off = wg * 64 * 128, stage_off = static_cast<uint32_t>(stages - qs);
-  auto issue_qk = [&](int st) {
-    const uint32_t ks = stage_off + st * 2 * kTileBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = kmaj.at(q_off + (kk / 4) * kRows * 128 + (kk % 4) * 32);
-      const uint64_t db = kmaj.at(ks + (kk / 4) * kKvTile * 128 + (kk % 4) * 32);
-      Wgmma<T>::qk(&s[0][0], da, db, kk > 0);
-    }
-    wgmma_commit();
-  };
+  auto issue_qk = [&](int st) { wgmma_qk_tile<T, D, kRows, kKvTile>(&s[0][0], kmaj, q_off, stage_off + st * 2 * kTileBytes); };
   auto issue_pv = [&](int st) {
     const uint32_t vs = stage_off + st * 2 * kTileBytes + kTileBytes;
     wgmma_hold<D / 2>(&o[0][0]);

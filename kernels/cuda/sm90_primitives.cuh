@@ -85,6 +85,22 @@ __device__ inline Sw128Desc sw128_desc_base(const void* smem, uint32_t lead_byte
   return {static_cast<uint32_t>(d), static_cast<uint32_t>(d >> 32)};
 }
 
+// S = Q K^T of one warpgroup's 64 rows and one K tile, both in 128-byte swizzled panels of 64
+// columns: Q's rows from byte q_off (panels kRows rows apart), the K tile's keys from k_off (panels
+// kKeys rows apart); k-step kk is 16 columns, 32 bytes into panel kk / 4. Issued and committed, not
+// waited on (the callers differ in when they wait).
+template <class T, int D, int kRows, int kKeys>
+__device__ __forceinline__ void wgmma_qk_tile(float* s, const Sw128Desc& kmaj, uint32_t q_off, uint32_t k_off) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint64_t da = kmaj.at(q_off + (kk / 4) * kRows * 128 + (kk % 4) * 32);
+    const uint64_t db = kmaj.at(k_off + (kk / 4) * kKeys * 128 + (kk % 4) * 32);
+    Wgmma<T>::qk(s, da, db, kk > 0);
+  }
+  wgmma_commit();
+}
+
 // Byte offset of row r's 16-byte vector cv in a tile of `rows` rows stored as 128-byte swizzled
 // panels of 64 columns: panel cv / 8, then row r's 128 bytes, in which vector cv % 8 sits at
 // (cv % 8) ^ (r % 8). Each 8-row group is one 1024-byte swizzle atom.
