@@ -22,8 +22,8 @@ struct TiledArith {
   DType dt;
   int G, Hq, Dq, Dv;
   float scale, scale_log2, cap;
-  bool plain;       // no soft-cap, ALiBi or score_mod: the kernel's plain path, the score is q.k
-  float exp_scale;  // what the softmax step multiplies a score by, inside exp2's fma: scale_log2 when plain, else 1
+  bool plain;                     // no soft-cap, ALiBi or score_mod: the kernel's plain path, the score is q.k
+  float exp_scale;                // what the softmax step multiplies a score by, inside exp2's fma: scale_log2 when plain, else 1
   std::vector<int64_t> unit_tok;  // first output token of each unit
 };
 
