@@ -113,6 +113,21 @@ void check_case(const CaseSpec& c) {
 // Under compute-sanitizer (ATTNSCOPE_GPU_QUICK=1) the loop runs a sixth of its cases.
 int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }
 
+// A kernel form chosen by an environment knob against the default: `c` run with `var` = `form` (its
+// message names `marker` when the form ran; counted in *took) and with `var` = `base` (nullptr: unset;
+// its message must not name the marker) gives the same bits.
+void expect_form_gives_base_bits(const char* var, const char* form, const char* base, const char* marker, const char* form_name,
+                                 const char* base_name, const CaseSpec& c, int* took) {
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result a = run_with(var, form, c, p, w), b = run_with(var, base, c, p, w);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.message << " / " << b.message;
+  EXPECT_EQ(b.message.find(marker), std::string::npos) << b.message;
+  if (a.message.find(marker) != std::string::npos) ++*took;
+  const DiffReport d = compare_results(c, a, b, {form_name, base_name, CompareRule::kBitwise, 0, 0, ""}, nullptr);
+  EXPECT_TRUE(d.verdict.pass) << a.message << ": " << d.verdict.detail;
+}
+
 }  // namespace
 
 TEST(FlashSm90, RandomCasesMatchTheMmaSyncKernelBitForBit) {
@@ -196,14 +211,8 @@ TEST(FlashSm90, PairedItemsGiveTheBitsOfOneItemPerCta) {
     validate_case(c);
     SCOPED_TRACE(c.name);
     check_case(c);
-    const Plan p = make_plan(c);
-    const Workload w = make_workload(c, p.pages);
-    const Result two = run_with("ATTNSCOPE_FLASH_PAIR", nullptr, c, p, w), one = run_with("ATTNSCOPE_FLASH_PAIR", "0", c, p, w);
-    ASSERT_TRUE(two.ok() && one.ok()) << two.message << " / " << one.message;
-    EXPECT_EQ(one.message.find(kPaired), std::string::npos) << one.message;
-    if (two.message.find(kPaired) != std::string::npos) ++paired;
-    const DiffReport d = compare_results(c, two, one, {"paired", "one item per CTA", CompareRule::kBitwise, 0, 0, ""}, nullptr);
-    EXPECT_TRUE(d.verdict.pass) << two.message << ": " << d.verdict.detail;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_form_gives_base_bits("ATTNSCOPE_FLASH_PAIR", nullptr, "0", kPaired, "paired", "one item per CTA", c, &paired));
     ++ran;
   }
   EXPECT_GT(ran, 0);
@@ -235,14 +244,8 @@ TEST(FlashSm90, WarpSpecialisedFormGivesTheBitsOfTheTwoCtaForm) {
     setenv("ATTNSCOPE_FLASH_WS", "1", 1);
     check_case(c);
     unsetenv("ATTNSCOPE_FLASH_WS");
-    const Plan p = make_plan(c);
-    const Workload w = make_workload(c, p.pages);
-    const Result on = run_with("ATTNSCOPE_FLASH_WS", "1", c, p, w), off = run_with("ATTNSCOPE_FLASH_WS", nullptr, c, p, w);
-    ASSERT_TRUE(on.ok() && off.ok()) << on.message << " / " << off.message;
-    EXPECT_EQ(off.message.find(kWs), std::string::npos) << off.message;
-    if (on.message.find(kWs) != std::string::npos) ++ws;
-    const DiffReport d = compare_results(c, on, off, {"warp-specialised", "two-CTA", CompareRule::kBitwise, 0, 0, ""}, nullptr);
-    EXPECT_TRUE(d.verdict.pass) << on.message << ": " << d.verdict.detail;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_form_gives_base_bits("ATTNSCOPE_FLASH_WS", "1", nullptr, kWs, "warp-specialised", "two-CTA", c, &ws));
     ++ran;
   }
   EXPECT_GT(ran, 0);
