@@ -10,7 +10,8 @@
 # PyTorch's cuDNN wheel: the same library as SDPA's cuDNN backend), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
 # SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
 # PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE,
-# FLEX_GOLDEN=1 (record FlexAttention's block masks of the mask zoo, tests/peer/flex_block_masks.py).
+# FLEX_GOLDEN=1 (record FlexAttention's block masks of the mask zoo, tests/peer/flex_block_masks.py), BEFORE (a
+# saved run, e.g. docs/bench/<file>.json: issue 10's table gets its "before" column).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-90}"
@@ -77,7 +78,7 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   fi
 fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  python3 tests/peer/bench_table.py --cli "$cli" --reps "${REPS:-30}" --json-out "$out/bench-table.json" \
+  python3 tests/peer/bench_table.py --cli "$cli" --reps "${REPS:-30}" --json-out "$out/bench-table.json" ${BEFORE:+--before "$BEFORE"} \
     ${BENCH_CASES:-bench/prefill-*.json bench/decode-paged.json bench/decode-contiguous.json} > "$out/bench-table.md" 2> "$out/bench-table.log"
   echo "bench table: rc=$?"; cat "$out/bench-table.md"
 fi

@@ -30,3 +30,30 @@ TEST(BenchTable, WithoutCasesOrASavedRunItSaysWhatItNeeds) {
   EXPECT_EQ(o.code, 2) << o.out;
   EXPECT_NE(o.out.find("give case files, or --from-json RUN.json"), std::string::npos) << o.out;
 }
+
+// --before: issue 10's table with an earlier run's cuda.flash time and ratio per case (how the README's
+// "before" column is made); a case the earlier run lacks shows '-', a file that is not a run is refused.
+TEST(BenchTable, BeforeColumnComesFromTheEarlierRun) {
+  const std::string now = src("docs/bench/h100-2026-11-25-2026a0d.json"), was = src("docs/bench/h100-2026-11-25-82a6819.json");
+  const Out o = sh("python3 " + src("tests/peer/bench_table.py") + " --from-json " + now + " --before " + was);
+  ASSERT_EQ(o.code, 0) << o.out;
+  // 82a6819: 1.167 ms against flex 1.137 = 0.97; 2026a0d: 1.122 / 1.113 = 1.01
+  EXPECT_NE(o.out.find("| prefill-window-maskmod | 1.113 | 371 | flex_compiled | 1.122 | 1.01 | 1.167, 0.97 |"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("| decode-paged | 0.750 | 11 | sdpa_cudnn | 0.730 | 0.97 | 0.751, 0.97 |"), std::string::npos) << o.out;
+  // an earlier run with only its first row: every other case has no "before"
+  const std::string one = ::testing::TempDir() + "/bench_before_one_row.json";
+  ASSERT_EQ(sh("python3 -c \"import json; d = json.load(open('" + was + "')); d['rows'] = d['rows'][:1]; json.dump(d, open('" +
+               one + "', 'w'))\"")
+                .code,
+            0);
+  const Out p = sh("python3 " + src("tests/peer/bench_table.py") + " --from-json " + now + " --before " + one);
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("| prefill-causal | 0.712 | 386 | sdpa_fa2 | 0.923 | 1.30 | 0.715, 1.30 |"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("| decode-paged | 0.750 | 11 | sdpa_cudnn | 0.730 | 0.97 | - |"), std::string::npos) << p.out;
+  const Out bad = sh("python3 " + src("tests/peer/bench_table.py") + " --from-json " + now + " --before " + src("README.md"));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--before"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("not a saved run"), std::string::npos) << bad.out;
+}

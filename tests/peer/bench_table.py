@@ -168,8 +168,9 @@ def issue10_peer(row):
     return None, None
 
 
-def render(rows, dev, torch_version, cudnn, reps):
-    """Both Markdown tables of a run (stdout)."""
+def render(rows, dev, torch_version, cudnn, reps, before=None):
+    """Both Markdown tables of a run (stdout); before: an earlier run's rows by case name, for issue 10's "before"
+    column (how the README's table shows what moved)."""
     cols = ATTNSCOPE + PEERS
     print(f"\nDevice: {dev}; PyTorch {torch_version} (its cuDNN {cudnn}); CUDA events, median of {reps} after 3 warm-ups; bf16.\n")
     print("| case | " + " | ".join(cols) + " | cudnn.sdpa / sdpa_cudnn_lse | best attnscope / best SDPA (time) | fastest |")
@@ -187,20 +188,31 @@ def render(rows, dev, torch_version, cudnn, reps):
           "attnscope and through PyTorch. The last ratio is attnscope's fastest backend time over PyTorch's fastest "
           "SDPA time on the same shapes, with or without LSE (below 1.0: attnscope's backend is faster). "
           "'-': not run (reasons in --json-out).")
-    print("\n| case | cuda.flash ms | TFLOP/s | issue 10 peer | peer ms | cuda.flash speed / peer |")
-    print("|---|---|---|---|---|---|")
+    extra = " before: cuda.flash ms, ratio |" if before is not None else ""
+    print("\n| case | cuda.flash ms | TFLOP/s | issue 10 peer | peer ms | cuda.flash speed / peer |" + extra)
+    print("|---|---|---|---|---|---|" + ("---|" if before is not None else ""))
     for row in rows:
         t = row["times"]
         peer, peer_ms = issue10_peer(row)
+        was = ""
+        if before is not None:
+            old = before.get(row["case"])
+            old_peer, old_peer_ms = issue10_peer(old) if old else (None, None)
+            if old and "cuda.flash" in old["times"] and old_peer is not None:
+                old_ms = old["times"]["cuda.flash"]
+                was = f" {old_ms:.3f}, {old_peer_ms / old_ms:.2f} |"
+            else:
+                was = " - |"
         if "cuda.flash" not in t or peer is None:
-            print(f"| {row['case']} | {t.get('cuda.flash', '-')} | - | - | - | - |")
+            print(f"| {row['case']} | {t.get('cuda.flash', '-')} | - | - | - | - |" + was)
             continue
         ms = t["cuda.flash"]
         tflops = f"{row['flops'] / ms / 1e9:.0f}" if row.get("flops") else "-"
-        print(f"| {row['case']} | {ms:.3f} | {tflops} | {peer} | {peer_ms:.3f} | {peer_ms / ms:.2f} |")
+        print(f"| {row['case']} | {ms:.3f} | {tflops} | {peer} | {peer_ms:.3f} | {peer_ms / ms:.2f} |" + was)
     print("\nIssue 10's ratio: the peer's time over cuda.flash's on the same shapes in the same run (>= 1.0: cuda.flash "
           "is at the peer's speed or better). Peers: sdpa_fa2 (prefill), flex_compiled (masks SDPA cannot express), "
-          "sdpa_cudnn (decode).")
+          "sdpa_cudnn (decode)." + (" Before: the same columns in the earlier run given by --before ('-': not in it)."
+                                    if before is not None else ""))
 
 
 def main():
@@ -210,10 +222,17 @@ def main():
     ap.add_argument("--cli", default="build/app/attnscope-cli")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json-out", help="write every number and reason here")
+    ap.add_argument("--before", help="an earlier saved run (--json-out): issue 10's table gets its cuda.flash time and ratio")
     a = ap.parse_args()
+    before = None
+    if a.before:
+        try:
+            before = {r["case"]: r for r in json.load(open(a.before))["rows"]}
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--before {a.before}: not a saved run ({e})")
     if a.from_json:
         run = json.load(open(a.from_json))
-        render(run["rows"], run["device"], run["torch"], run.get("cudnn", "?"), run["reps"])
+        render(run["rows"], run["device"], run["torch"], run.get("cudnn", "?"), run["reps"], before)
         return 0
     if not a.cases:
         ap.error("give case files, or --from-json RUN.json")
@@ -252,7 +271,7 @@ def main():
         print(f"{case['name']}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in row["times"].items()), file=sys.stderr, flush=True)
 
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none"
-    render(rows, dev, torch.__version__, cudnn, a.reps)
+    render(rows, dev, torch.__version__, cudnn, a.reps, before)
     if a.json_out:
         json.dump({"device": dev, "torch": torch.__version__, "cudnn": cudnn, "reps": a.reps, "rows": rows}, open(a.json_out, "w"),
                   indent=2)
