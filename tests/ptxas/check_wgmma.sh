@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# ptxas' wgmma pipeline report on cuda.flash's Hopper kernels: fails when ptxas serialises a wgmma
+# ("wgmma.mma_async instructions are serialized ...", C7510-C7520) or injects a warpgroup.arrive
+# (C7519). ptxas says so only at -v and the kernel still computes the same bits, just without its
+# overlap, so neither the build nor a GPU test would notice (docs/perf-notes.md v37: a chain whose
+# length a branch decided, or a 64-register S accumulator, serialised every wgmma of the kernel).
+# A probe with a known trap comes first, so a silent ptxas (another version's wording) fails rather
+# than passes.
+# Usage: check_wgmma.sh NVCC PROBE.cu -I<dir>... -- INSTANCE.cu...
+set -uo pipefail
+nvcc=$1 probe=$2
+shift 2
+incs=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do incs+=("$1"); shift; done
+shift
+flags=(-cubin -o /dev/null -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++20 -O3 -Xptxas -v)
+pat='wgmma.mma_async instructions are serialized|warpgroup.arrive is injected'
+out=$("$nvcc" "${flags[@]}" "${incs[@]}" "$probe" 2>&1) || { echo "the probe did not compile:"; echo "$out" | tail -20; exit 1; }
+if ! grep -qE "$pat" <<<"$out"; then
+  echo "ptxas did not report the probe's known wgmma trap: this check cannot see its messages"
+  echo "$out" | tail -5
+  exit 1
+fi
+echo "probe: ptxas reports its wgmma trap, as it should"
+fail=0
+for f in "$@"; do
+  out=$("$nvcc" "${flags[@]}" "${incs[@]}" "$f" 2>&1) || { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
+  if grep -E "$pat" <<<"$out"; then
+    echo "$(basename "$f"): ptxas serialises wgmma (above)"
+    fail=1
+  else
+    echo "$(basename "$f"): no wgmma serialised"
+  fi
+done
+exit $fail
