@@ -5,7 +5,8 @@
 #   base: `git archive ${BASE_REF:-HEAD}`; new: this working tree (committed or not)
 #   cuda.flash alone (no FlashInfer, cuDNN, GUI), head dims DIMS (default "64;128")
 #   TESTS=1: the new tree also builds gpu_tests, with every head dim (its cases choose their own)
-# Packs .carry/prebuilt.tar.gz (base/attnscope-cli, new/attnscope-cli, new/gpu_tests with TESTS=1, INFO).
+# Packs .carry/prebuilt.tar.xz (base/attnscope-cli, new/attnscope-cli, new/gpu_tests with TESTS=1, INFO; xz:
+# the device carries at most 64 MiB in all, and a cli of every head dim is 84 MB unpacked).
 # There: PREBUILT=1 CASES="prefill-noncausal ..." bash scripts/gpu-ab.sh (carry .carry).
 # The binaries need the GPU machine's libcudart.so.13 and a glibc / libstdc++ at least as new as the
 # symbols they use (built on Debian 12: up to GLIBC_2.34, GLIBCXX_3.4.29); gpu-ab.sh checks that they
@@ -48,5 +49,12 @@ cp "$work/b-new/app/attnscope-cli" "$work/pack/new/"
   echo "head dims: base $dims, new $new_dims; sm_90; built $(date -u +%FT%TZ)"
 } > "$work/pack/INFO"
 mkdir -p .carry
-tar czf .carry/prebuilt.tar.gz -C "$work/pack" .
-echo "packed .carry/prebuilt.tar.gz ($(du -h .carry/prebuilt.tar.gz | cut -f1)): $(tr '\n' ' ' < "$work/pack/INFO")"
+rm -f .carry/prebuilt.tar.gz  # an older pack's name
+tar cJf .carry/prebuilt.tar.xz -C "$work/pack" .
+echo "packed .carry/prebuilt.tar.xz ($(du -h .carry/prebuilt.tar.xz | cut -f1)): $(tr '\n' ' ' < "$work/pack/INFO")"
+# what travels to the GPU machine: the tracked files and .carry (the device tool's limit: 64 MiB)
+total=$(( $(git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1) + $(du -sb .carry | cut -f1) ))
+if [ "$total" -gt $(( 64 * 1024 * 1024 )) ]; then
+  echo "warning: the tree and .carry come to $(( total / 1024 / 1024 )) MiB, over the 64 MiB a device call carries:" \
+    "remove what this call does not need from .carry, or build fewer head dims (DIMS=128) or without TESTS=1"
+fi
