@@ -6,16 +6,17 @@
 # length a branch decided, or a 64-register S accumulator, serialised every wgmma of the kernel).
 # A probe with a known trap comes first, so a silent ptxas (another version's wording) fails rather
 # than passes.
-# Usage: check_wgmma.sh NVCC PROBE.cu -I<dir>... -- INSTANCE.cu...
+# Usage: check_wgmma.sh NVCC PROBE.cu FLAG... -- INSTANCE.cu... (FLAG: the build's sm_90a flags and -I dirs,
+# tests/CMakeLists.txt passes ATTNSCOPE_SM90_CUDA_FLAGS)
 set -uo pipefail
 nvcc=$1 probe=$2
 shift 2
-incs=()
-while [ $# -gt 0 ] && [ "$1" != -- ]; do incs+=("$1"); shift; done
+given=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
 shift
-flags=(-cubin -o /dev/null -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++20 -O3 -Xptxas -v)
+flags=(-cubin -o /dev/null -std=c++20 -O3 -Xptxas -v "${given[@]}")
 pat='wgmma.mma_async instructions are serialized|warpgroup.arrive is injected'
-out=$("$nvcc" "${flags[@]}" "${incs[@]}" "$probe" 2>&1) || { echo "the probe did not compile:"; echo "$out" | tail -20; exit 1; }
+out=$("$nvcc" "${flags[@]}" "$probe" 2>&1) || { echo "the probe did not compile:"; echo "$out" | tail -20; exit 1; }
 if ! grep -qE "$pat" <<<"$out"; then
   echo "ptxas did not report the probe's known wgmma trap: this check cannot see its messages"
   echo "$out" | tail -5
@@ -24,7 +25,7 @@ fi
 echo "probe: ptxas reports its wgmma trap, as it should"
 fail=0
 for f in "$@"; do
-  out=$("$nvcc" "${flags[@]}" "${incs[@]}" "$f" 2>&1) || { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
+  out=$("$nvcc" "${flags[@]}" "$f" 2>&1) || { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
   if grep -E "$pat" <<<"$out"; then
     echo "$(basename "$f"): ptxas serialises wgmma (above)"
     fail=1
