@@ -61,9 +61,11 @@ if [ "$prebuilt" = 0 ]; then
   wait
   grep -h -A3 ' error' /tmp/ab-build-new.log /tmp/ab-build-base.log 2>/dev/null | head -30
 fi
-if [ -n "${TESTS:-}" ] && [ ! -x "$tests_bin" ]; then
-  echo "TESTS: no $tests_bin (prebuilt without TESTS=1?): not run"
-elif [ -n "${TESTS:-}" ]; then
+if [ -n "${TESTS:-}${MEMCHECK:-}${RACE:-}" ] && [ ! -x "$tests_bin" ]; then
+  echo "TESTS / MEMCHECK / RACE: no $tests_bin (prebuilt without TESTS=1?): not run"
+  TESTS="" MEMCHECK="" RACE=""
+fi
+if [ -n "${TESTS:-}" ]; then
   timeout 400 "$tests_bin" --gtest_filter="$TESTS" > "$out/tests.log" 2>&1; echo "gpu_tests $TESTS: rc=$?"
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |Failure|^\[==========\]' "$out/tests.log" | head -30
 fi
