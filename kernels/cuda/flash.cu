@@ -43,15 +43,16 @@ FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
-// Two K/V stages (Q is staged in the second); with split warps, the merge buffer reuses them.
+// Two K/V stages of flash_smem_stride rows (Q is staged in the second); with split warps, the merge
+// buffer reuses them.
 // Head dim 256 (the kernel's lean form): one K/V stage and Q's own region.
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
   const bool lean = head_dim >= 256;
-  const size_t q =
-      flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * (head_dim + 8) * 2 : 0;
-  const size_t stages = static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * (head_dim + 8) * 2 + q;
+  const size_t row = static_cast<size_t>(flash_smem_stride(head_dim)) * 2;
+  const size_t q = flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * row : 0;
+  const size_t stages = static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * row + q;
   const size_t merge = warps_n > 1 ? static_cast<size_t>(warps_n) * warps_m * 16 * (head_dim + 2) * 4 : 0;
-  return std::max(stages, merge);
+  return std::max(stages, merge) + kTileAlign;
 }
 
 namespace {
@@ -84,11 +85,16 @@ bool ws_requested() {
   return v && std::string(v) == "1";
 }
 
-// ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order (A/B); by default the plan's last
-// items start first.
+// ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order with the KV heads outermost (A/B);
+// =heads-outer keeps the last items first but the heads outermost (the order before v39); by default
+// the plan's last items start first, and in the mma.sync decode layout a request's heads run together.
 bool heavy_first_allowed() {
   const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
   return !(v && std::string(v) == "plan");
+}
+bool heads_inner_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
+  return !(v && (std::string(v) == "plan" || std::string(v) == "heads-outer"));
 }
 
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
@@ -315,7 +321,14 @@ class FlashBackend final : public Backend {
     // on request (ATTNSCOPE_FLASH_WS=1), 128-row tiles of the plain and soft-cap / ALiBi variants at
     // head dims 64 / 128 run the warp-specialised form (one CTA per SM, a producer warpgroup)
     const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && ws_requested();
-    const dim3 grid(static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1)), 1, static_cast<unsigned>(Hk));
+    // The mma.sync decode layout (16-row tiles with key-split warps) launches an item's KV heads side by
+    // side, grid (hk, 1, items): in the NHD layout they read the same tokens' rows (one 2 KB run at head
+    // dim 128 and 8 KV heads). Measured on the decode benchmarks (docs/perf-notes.md v39): 1.4% faster
+    // paged, 1.5% contiguous. Elsewhere the items are innermost, so a unit's neighbouring query tiles,
+    // which read the same K / V, run together.
+    fp.heads_inner = !hopper && warps_n > 1 && heads_inner_allowed() ? 1 : 0;
+    const unsigned n_x = static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1));
+    const dim3 grid = fp.heads_inner ? dim3(static_cast<unsigned>(Hk), 1, n_x) : dim3(n_x, 1, static_cast<unsigned>(Hk));
     const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
     const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
                         : hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)

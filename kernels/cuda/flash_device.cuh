@@ -43,14 +43,14 @@ struct FlashCta {
   const int* pages;
   int64_t tok0;
 
-  __device__ FlashCta(const FlashParams& params, int tid) : FlashCta(params, tid, params.item_of_cta(blockIdx.x), 0) {}
+  __device__ FlashCta(const FlashParams& params, int tid) : FlashCta(params, tid, params.item_of_cta(params.item_cta()), 0) {}
   __device__ FlashCta(const FlashParams& params, int tid, int item_index, int first_blk)
       : p(params),
         it(params.items[item_index]),
         un(params.units[it.unit]),
         m(params.view.masks[un.request]),
         item(item_index),
-        kvh(blockIdx.z),
+        kvh(params.heads_inner ? blockIdx.x : blockIdx.z),
         G(params.group),
         g(tid % 32 / 4),
         t4(tid % 4),

@@ -13,10 +13,37 @@
 
 namespace attnscope::cuda {
 
-// Shared-memory row stride in elements: +8 halves (16 bytes) staggers rows across banks for
-// ldmatrix and keeps every row 16-byte aligned.
+// Shared-memory tiles (K, V, Q): rows of D elements, their 16-byte vectors XOR-swizzled by the row's
+// low three bits (vector c of row r at c ^ (r % 8)), so the 8 rows an ldmatrix reads fall on 8 bank
+// groups; a row keeps its 128-byte lines whole. Where D is not a multiple of 64 (32, 96), the swizzle
+// would leave the row, so rows are padded by 8 elements instead (16 bytes: the same stagger).
+// Why not pad everywhere: cp.async.cg moves 128-byte lines from L2 into shared memory, and a padded
+// row (272 bytes at head dim 128) puts 7 of 8 rows' lines across two 128-byte shared segments: ncu
+// on decode counted 1.5x the L2 sectors of the bytes copied (100.7M for 67.1M) and 2.7x the
+// requests, against cuDNN's one request per line (docs/perf-notes.md v39).
 template <int D>
-constexpr int kStride = D + 8;
+constexpr int kStride = flash_smem_stride(D);
+template <int D>
+constexpr bool kSwizzle = kStride<D> == D;
+// element offset of row r's column col (a multiple of 8) in such a tile
+template <int D>
+__device__ __forceinline__ int tile_at(int r, int col) {
+  if constexpr (kSwizzle<D>)
+    return r * D + (((col >> 3) ^ (r & 7)) << 3);
+  else
+    return r * (D + 8) + col;
+}
+// The shared-memory address of row r's column c0 + 16 j from that of column c0 (c0 = 0 or 8): an
+// XOR of 32 j bytes in a swizzled row ((2 j + c0 / 8) ^ (r % 8) = 2 j ^ (c0 / 8 ^ r % 8)), exact because
+// every tile starts at a multiple of 2 D bytes (kTileAlign) and 32 j < 2 D; one LOP3 per ldmatrix.
+template <int D>
+__device__ __forceinline__ uint32_t col_step(uint32_t a, int j) {
+  return kSwizzle<D> ? a ^ static_cast<uint32_t>(32 * j) : a + static_cast<uint32_t>(32 * j);
+}
+template <int D, class T>
+__device__ __forceinline__ uint32_t tile_addr(const T* tile, int r, int col) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(tile + tile_at<D>(r, col)));
+}
 
 // WM warps own RB x 16 query rows each (RB = 2 is FlashAttention-2's layout for 128-row tiles: every
 // K/V fragment loaded from shared memory feeds twice the MMAs); WN warps split every KV tile's keys
@@ -55,9 +82,14 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
   constexpr bool kLean = D >= 256;
   static_assert(!kLean || RB == 1, "the lean form has one row block");
-  if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
+  if (static_cast<int>(p.item_cta()) >= p.num_items) return;  // CUDA-graph padding CTA
 
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  // the dynamic region starts after the static one; aligned here (flash_smem_bytes adds kTileAlign)
+  // (an offset from the shared array, not a rounded integer: the compiler keeps its addresses 32-bit
+  // shared ones; rounded through uintptr_t they became generic: the decode kernel 252 registers, not 186)
+  unsigned char* smem_raw =
+      smem_dyn + ((kTileAlign - static_cast<uint32_t>(__cvta_generic_to_shared(smem_dyn)) % kTileAlign) % kTileAlign);
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
   T* stage1 = stage0 + 2 * kKvTile * S;        // the second stage (lean: none, Q's region)
   // Q read from shared memory: Q has its own region (lean: where the second stage would be); else
@@ -74,7 +106,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // Q rows -> shared memory; invalid rows are zero
   for (int i = tid; i < kRows * kVec; i += kThreads) {
     const int r = i / kVec, cv = i % kVec;
-    *reinterpret_cast<uint4*>(qs + r * S + cv * 8) = q_vector<D, T>(c, r, cv);
+    *reinterpret_cast<uint4*>(qs + tile_at<D>(r, cv * 8)) = q_vector<D, T>(c, r, cv);
   }
   if (tid == 0) {
     s_lo = INT_MAX;
@@ -86,7 +118,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   uint32_t qf[kQf][4];
   if constexpr (kQRegs) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + (wm * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + tile_at<D>(wm * 16 + (lane % 16), kk * 16 + (lane / 16) * 8));
   }
 
   // The rows' visible key ranges live in shared memory, not registers (8 registers at RB = 2, where
@@ -132,6 +164,11 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   __shared__ bool s_full[3];
   auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
   auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
+  // Copy l of a thread is row tid / kVec + l * kRowStep; where kRowStep is a multiple of 8 the rows keep
+  // their swizzle, so the destination is the first row's plus a constant
+  constexpr int kRowStep = kThreads / kVec;
+  constexpr bool kSameSwizzle = kThreads % kVec == 0 && (!kSwizzle<D> || kRowStep % 8 == 0);
+  const int dst0 = tile_at<D>(tid / kVec, (tid % kVec) * 8);
   // copies tile i's K (want_k) and / or V into stage `i & 1` (lean: the one stage); kv_tile_loop commits
   auto copy = [&](int i, bool want_k, bool want_v) {
     T* ks = (!kLean && (i & 1)) ? stage1 : stage0;
@@ -142,14 +179,19 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
       const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
-      if (want_k) cp_async16(ks + r * S + cv * 8, pool_at(p.k, off), ok);
-      if (want_v) cp_async16(vs + r * S + cv * 8, pool_at(p.v, off), ok);
+      const int dst = kSameSwizzle ? dst0 + l * kRowStep * S : tile_at<D>(r, cv * 8);
+      if (want_k) cp_async16(ks + dst, pool_at(p.k, off), ok);
+      if (want_v) cp_async16(vs + dst, pool_at(p.v, off), ok);
     }
   };
   // S = Q K^T of a tile: this warp's RB x 16 rows x kKeys keys (registers shared by the two steps)
   float s[RB][NT][4];
   auto qk = [&](int ti) {
     const T* ks = (!kLean && (ti & 1)) ? stage1 : stage0;
+    const int mi = lane / 8;
+    // this lane's ldmatrix rows at column 0 / 8 (col_step moves them along the k-steps)
+    const uint32_t k0 = tile_addr<D>(ks, wn * kKeys + (mi / 2) * 8 + lane % 8, (mi % 2) * 8);
+    const uint32_t q0 = tile_addr<D>(qs, (wm * RB) * 16 + (lane % 16), (lane / 16) * 8);
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb)
 #pragma unroll
@@ -162,14 +204,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
         for (int x = 0; x < 4; ++x) a[0][x] = qf[kk][x];
       } else {
 #pragma unroll
-        for (int rb = 0; rb < RB; ++rb)
-          ldmatrix_x4(a[rb], qs + ((wm * RB + rb) * 16 + (lane % 16)) * S + kk * 16 + (lane / 16) * 8);
+        for (int rb = 0; rb < RB; ++rb) ldmatrix_x4(a[rb], col_step<D>(q0 + rb * 16 * S * 2, kk));
       }
 #pragma unroll
       for (int jj = 0; jj < NT / 2; ++jj) {
         uint32_t b[4];
-        const int mi = lane / 8;
-        ldmatrix_x4(b, ks + (wn * kKeys + jj * 16 + (mi / 2) * 8 + lane % 8) * S + kk * 16 + (mi % 2) * 8);
+        ldmatrix_x4(b, col_step<D>(k0 + jj * 16 * S * 2, kk));
 #pragma unroll
         for (int rb = 0; rb < RB; ++rb) {
           Mma<T>::run(s[rb][2 * jj], a[rb], b[0], b[1]);
@@ -181,6 +221,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // the logits, the online softmax and O += P V of a tile
   auto pv = [&](int ti) {
     const T* vs = ((!kLean && (ti & 1)) ? stage1 : stage0) + kKvTile * S;
+    const int mi = lane / 8;
+    const uint32_t v0 = tile_addr<D>(vs, wn * kKeys + (mi % 2) * 8 + lane % 8, (mi / 2) * 8);
     const int k0 = tiles.key(ti) + wn * kKeys;  // this warp's first key
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
@@ -205,8 +247,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
       for (int nn = 0; nn < D / 16; ++nn) {
         uint32_t b[4];
-        const int mi = lane / 8;
-        ldmatrix_x4_trans(b, vs + (wn * kKeys + kk * 16 + (mi % 2) * 8 + lane % 8) * S + nn * 16 + (mi / 2) * 8);
+        ldmatrix_x4_trans(b, col_step<D>(v0 + kk * 16 * S * 2, nn));
 #pragma unroll
         for (int rb = 0; rb < RB; ++rb) {
           Mma<T>::run(o[rb][2 * nn], a[rb], b[0], b[1]);

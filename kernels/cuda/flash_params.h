@@ -24,6 +24,8 @@ struct FlashParams {
   int num_items;            // grid x may be padded (CUDA graph): CTAs past this do nothing
   int heavy_first;          // 1: CTA x runs item num_items - 1 - x (flash.cu: the plan's last items, a
                             // causal batch's longest, start first)
+  int heads_inner;          // 1: grid (hk, 1, items), the KV head in x and the item in z (the mma.sync
+                            // decode layout: a request's KV heads run side by side); 0: (items, 1, hk)
   int hq, hk, group;
   float sm_scale, soft_cap;  // soft_cap 0 = off
   float scale_log2;          // sm_scale * log2(e), both as float (the plain kernels fold it into exp2's fma)
@@ -52,6 +54,10 @@ struct FlashParams {
   __host__ __device__ int item_of_cta(unsigned x) const {
     return heavy_first ? num_items - 1 - static_cast<int>(x) : static_cast<int>(x);
   }
+#ifdef __CUDACC__
+  // this CTA's index along the items (grid x, or z with heads_inner)
+  __device__ unsigned item_cta() const { return heads_inner ? blockIdx.z : blockIdx.x; }
+#endif
 };
 
 struct MergeParams {
@@ -126,6 +132,13 @@ constexpr size_t flash_sm90_ws_smem_bytes(int head_dim) {
   const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
   return static_cast<size_t>(128) * head_dim * 2 + 2 * kFlashWsStages * tile + 1024;
 }
+
+// The mma.sync kernel's shared-memory row stride in elements (flash_kernel.cuh's tile_at): D where its
+// rows are swizzled (D a multiple of 64), else D + 8. One rule for the kernel and flash_smem_bytes.
+constexpr int flash_smem_stride(int head_dim) { return head_dim % 64 == 0 ? head_dim : head_dim + 8; }
+// The alignment of the kernel's dynamic shared memory (each tile at a multiple of 2 D bytes: col_step),
+// which it aligns itself: flash_smem_bytes asks for this much more.
+constexpr int kTileAlign = 512;
 
 // Whether the kernel reads Q's fragments from shared memory (its own region) at every k-step rather
 // than holding them in registers: FlashAttention-2's two-row-block layout and head dim 256 (the

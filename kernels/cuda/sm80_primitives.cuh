@@ -43,17 +43,22 @@ struct Mma<__half> {
   static constexpr DType kDType = DType::kFp16;
 };
 
-__device__ inline void ldmatrix_x4(uint32_t* r, const void* smem) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+// ldmatrix at a shared-memory address (a 32-bit shared-window address) or a generic pointer into shared memory
+__device__ inline void ldmatrix_x4(uint32_t* r, uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
 }
-__device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+__device__ inline void ldmatrix_x4_trans(uint32_t* r, uint32_t a) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+}
+__device__ inline void ldmatrix_x4(uint32_t* r, const void* smem) {
+  ldmatrix_x4(r, static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  ldmatrix_x4_trans(r, static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
 }
 
 __device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
