@@ -8,8 +8,8 @@
 # There:           CASES="prefill-noncausal decode-paged" bash scripts/gpu-ab.sh
 # (carry .carry; the device has no network, so the real-library backends build only when .deps is
 # there: DEPS=1 unpacks .carry/deps.tar.gz; cuda.flash alone needs nothing).
-# PREBUILT=1: no build here; the binaries come from .carry/prebuilt.tar.xz (scripts/gpu-prebuild.sh, run on
-# the CPU machine), and when they do not start on this machine's image, it builds as without it.
+# PREBUILT=1: no build here; the binaries come from .carry/prebuilt.tar.xz (or PACK; scripts/gpu-prebuild.sh,
+# run on the CPU machine), and when they do not start on this machine's image, it builds as without it.
 # Knobs: CASES (names under bench/), ROUNDS (2), REPS (30), BASE_DIMS (head dims the base builds,
 # "64;128"), NEW_DIMS (empty: all, as the tests need), TESTS / MEMCHECK / RACE (gtest filters for
 # gpu_tests, plain / under memcheck / under racecheck, ATTNSCOPE_GPU_QUICK=1), ENV_A / ENV_B
@@ -32,8 +32,8 @@ try:
     t.extractall(sys.argv[2], filter="data")
 except TypeError:  # a Python without extraction filters
     t.extractall(sys.argv[2])'
-  if ! python3 -c "$unpack" .carry/prebuilt.tar.xz "$pb"; then
-    echo "PREBUILT=1: could not unpack .carry/prebuilt.tar.xz (scripts/gpu-prebuild.sh makes it); building instead"
+  if ! python3 -c "$unpack" "${PACK:-.carry/prebuilt.tar.xz}" "$pb"; then
+    echo "PREBUILT=1: could not unpack ${PACK:-.carry/prebuilt.tar.xz} (scripts/gpu-prebuild.sh makes it); building instead"
   elif "$pb/new/attnscope-cli" --help > /dev/null 2>&1 && "$pb/base/attnscope-cli" --help > /dev/null 2>&1; then
     prebuilt=1 new_cli=$pb/new/attnscope-cli tests_bin=$pb/new/gpu_tests
     base_cli=$pb/base/attnscope-cli

@@ -5,6 +5,9 @@
 #   base: `git archive ${BASE_REF:-HEAD}`; new: this working tree (committed or not)
 #   cuda.flash alone (no FlashInfer, cuDNN, GUI), head dims DIMS (default "64;128")
 #   TESTS=1: the new tree also builds gpu_tests, with every head dim (its cases choose their own)
+#   BASE_BIN=path: take this attnscope-cli as the base instead of building one (INFO names the path;
+#   its tree is whatever built it); PACK=path: where to pack (several variants of one base: one pack each,
+#   timed in one GPU call with gpu-ab.sh's PACK)
 # Packs .carry/prebuilt.tar.xz (base/attnscope-cli, new/attnscope-cli, new/gpu_tests with TESTS=1, INFO; xz:
 # the device carries at most 64 MiB in all, and a cli of every head dim is 84 MB unpacked).
 # There: PREBUILT=1 CASES="prefill-noncausal ..." bash scripts/gpu-ab.sh (carry .carry).
@@ -35,8 +38,12 @@ build() {  # source dir, build dir, head dims ("" = all), tests ON/OFF, targets.
 dims="${DIMS:-64;128}"
 new_dims=$dims
 [ "${TESTS:-0}" = 1 ] && new_dims="all (TESTS=1)"
-build "$work/src-base" "$work/b-base" "$dims" OFF attnscope-cli
-cp "$work/b-base/app/attnscope-cli" "$work/pack/base/"
+if [ -n "${BASE_BIN:-}" ]; then  # a base attnscope-cli built before (e.g. another pack's base/), not built again
+  cp "$BASE_BIN" "$work/pack/base/attnscope-cli"
+else
+  build "$work/src-base" "$work/b-base" "$dims" OFF attnscope-cli
+  cp "$work/b-base/app/attnscope-cli" "$work/pack/base/"
+fi
 if [ "${TESTS:-0}" = 1 ]; then
   build "$root" "$work/b-new" "" ON attnscope-cli gpu_tests
   cp "$work/b-new/tests/gpu_tests" "$work/pack/new/"
@@ -45,16 +52,17 @@ else
 fi
 cp "$work/b-new/app/attnscope-cli" "$work/pack/new/"
 {
-  echo "base: $(git rev-parse --short "${BASE_REF:-HEAD}"); new: the working tree at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes')"
+  echo "base: ${BASE_BIN:+the binary $BASE_BIN, not built here; }$(git rev-parse --short "${BASE_REF:-HEAD}"); new: the working tree at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes')"
   echo "head dims: base $dims, new $new_dims; sm_90; built $(date -u +%FT%TZ)"
 } > "$work/pack/INFO"
 mkdir -p .carry
 rm -f .carry/prebuilt.tar.gz  # an older pack's name
-tar cJf .carry/prebuilt.tar.xz -C "$work/pack" .
-echo "packed .carry/prebuilt.tar.xz ($(du -h .carry/prebuilt.tar.xz | cut -f1)): $(tr '\n' ' ' < "$work/pack/INFO")"
-# what travels to the GPU machine: the tracked files and .carry (the device tool's limit: 64 MiB)
-total=$(( $(git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1) + $(du -sb .carry | cut -f1) ))
+pack="${PACK:-.carry/prebuilt.tar.xz}"
+tar cJf "$pack" -C "$work/pack" .
+echo "packed $pack ($(du -h "$pack" | cut -f1)): $(tr '\n' ' ' < "$work/pack/INFO")"
+# what travels to the GPU machine: the tracked files and the carried paths (the device tool's limit: 64 MiB)
+total=$(( $(git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1) + $(du -b "$pack" | cut -f1) ))
 if [ "$total" -gt $(( 64 * 1024 * 1024 )) ]; then
-  echo "warning: the tree and .carry come to $(( total / 1024 / 1024 )) MiB, over the 64 MiB a device call carries:" \
-    "remove what this call does not need from .carry, or build fewer head dims (DIMS=128) or without TESTS=1"
+  echo "warning: the tree and this pack come to $(( total / 1024 / 1024 )) MiB, over the 64 MiB a device call carries:" \
+    "build fewer head dims (DIMS=128) or without TESTS=1"
 fi
