@@ -182,6 +182,47 @@ TEST(Gpu, FlashRowBlockLayoutsGiveTheSameBits) {
   EXPECT_GT(ran, 0);
 }
 
+// The launch order is the kernel's, not the plan's (FlashParams::heads_inner, item_of_cta): on decode batches,
+// where the 16-row tile with key-split warps runs (its message names "x4 warps"), the grid with the KV heads
+// innermost (the default), outermost (ATTNSCOPE_FLASH_ORDER=heads-outer) and the plan's order (=plan) give the
+// same bits; a split plan's partials too (the merge reads them by item, not by CTA).
+TEST(Gpu, DecodeLaunchOrdersGiveTheSameBits) {
+  REQUIRE_GPU();
+  int decode_layout = 0, split = 0;
+  for (uint64_t seed = 400; seed < 400 + static_cast<uint64_t>(cases(18)); ++seed) {
+    CaseSpec c = flash_ok(random_case(seed), seed);
+    for (RequestSpec& r : c.requests) {
+      r.q_len = 1;
+      r.prefix_len.reset();
+    }
+    c.attention.mask_mod.reset();
+    c.attention.score_mod.reset();
+    c.split = SplitSpec{};  // FlashInfer's rule: one query row per request picks the 16-row tile
+    try {
+      validate_case(c);
+    } catch (const std::exception&) {
+      continue;  // a mask this generator drew that single-token queries cannot have
+    }
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result inner = run("cuda.flash", c, p, w);
+    setenv("ATTNSCOPE_FLASH_ORDER", "heads-outer", 1);
+    const Result outer = run("cuda.flash", c, p, w);
+    setenv("ATTNSCOPE_FLASH_ORDER", "plan", 1);
+    const Result plan_order = run("cuda.flash", c, p, w);
+    unsetenv("ATTNSCOPE_FLASH_ORDER");
+    ASSERT_TRUE(inner.ok() && outer.ok() && plan_order.ok()) << c.name << ": " << inner.message << outer.message;
+    if (inner.message.find("x4 warps") != std::string::npos) ++decode_layout;
+    split += p.split.split_kv;
+    for (const Result* other : {&outer, &plan_order})
+      EXPECT_TRUE(compare_results(c, inner, *other, {"heads inner", "other order", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass)
+          << c.name << " head_dim " << c.head_dim_qk;
+  }
+  EXPECT_GT(decode_layout, 0) << "no case ran the decode layout: the test checked nothing it names";
+  RecordProperty("decode_layout_cases", decode_layout);
+  RecordProperty("split_cases", split);
+}
+
 TEST(Gpu, StorageDoesNotChangeTheBits) {
   REQUIRE_GPU();
   for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(16)); ++seed) {
