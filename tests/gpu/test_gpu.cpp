@@ -215,7 +215,8 @@ TEST(Gpu, DecodeLaunchOrdersGiveTheSameBits) {
     if (inner.message.find("x4 warps") != std::string::npos) ++decode_layout;
     split += p.split.split_kv;
     for (const Result* other : {&outer, &plan_order})
-      EXPECT_TRUE(compare_results(c, inner, *other, {"heads inner", "other order", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass)
+      EXPECT_TRUE(compare_results(c, inner, *other, {"heads inner", "other order", CompareRule::kBitwise, 0, 0, ""}, nullptr)
+                      .verdict.pass)
           << c.name << " head_dim " << c.head_dim_qk;
   }
   EXPECT_GT(decode_layout, 0) << "no case ran the decode layout: the test checked nothing it names";
