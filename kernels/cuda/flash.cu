@@ -44,8 +44,8 @@ FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
 }
 
 // Two K/V stages of flash_smem_stride rows (Q is staged in the second); with split warps, the merge
-// buffer reuses them.
-// Head dim 256 (the kernel's lean form): one K/V stage and Q's own region.
+// buffer reuses them. Head dim 256 (the kernel's lean form): one K/V stage and Q's own region. Plus
+// kTileAlign: the kernel aligns its region itself.
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
   const bool lean = head_dim >= 256;
   const size_t row = static_cast<size_t>(flash_smem_stride(head_dim)) * 2;

@@ -211,7 +211,8 @@ TEST(Gpu, DecodeLaunchOrdersGiveTheSameBits) {
     setenv("ATTNSCOPE_FLASH_ORDER", "plan", 1);
     const Result plan_order = run("cuda.flash", c, p, w);
     unsetenv("ATTNSCOPE_FLASH_ORDER");
-    ASSERT_TRUE(inner.ok() && outer.ok() && plan_order.ok()) << c.name << ": " << inner.message << outer.message;
+    ASSERT_TRUE(inner.ok() && outer.ok() && plan_order.ok())
+        << c.name << ": " << inner.message << " / " << outer.message << " / " << plan_order.message;
     if (inner.message.find("x4 warps") != std::string::npos) ++decode_layout;
     split += p.split.split_kv;
     for (const Result* other : {&outer, &plan_order})
