@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "attnscope/registry.h"
 #include "../core/bench.h"
 #include "../core/case_json.h"
 #include "../core/dump.h"
@@ -80,7 +81,7 @@ int cmd_validate(const Args& a) {
 
 int cmd_plan(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
-  const Plan p = make_plan(f.spec);
+  const Plan p = plan_case(f.spec);
   if (a.value("flex-block-mask")) {
     // what FlexAttention's create_block_mask prints for each request's mask (B = 1, H = 1)
     const int bs = *a.int_value("flex-block-mask", 1, 1 << 20);

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/device.h"
 #include "attnscope/plan.h"
 
@@ -23,10 +23,10 @@ WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
 BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps) {
   BenchReport r;
   r.case_name = c.name;
-  const Plan p = make_plan(c);
+  const Plan p = plan_case(c);
   // plan time: median of a few plans (the first one pays for allocations)
   std::vector<double> us;
-  for (int i = 0; i < 5; ++i) us.push_back(make_plan(c).plan_us);
+  for (int i = 0; i < 5; ++i) us.push_back(plan_case(c).plan_us);
   std::sort(us.begin(), us.end());
   r.plan_us = us[us.size() / 2];
   std::string why;

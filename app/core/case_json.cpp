@@ -1,4 +1,5 @@
 // Strict reader and canonical writer of the case format.
+#include "attnscope/registry.h"
 #include "case_json.h"
 
 #include <fstream>
@@ -244,7 +245,8 @@ CaseFile parse_case(const json& j) {
       c.backends.push_back(b[i].get<std::string>());
     }
   } else {
-    c.backends = {"cpu.reference", "cpu.lowp", "cpu.tiled"};
+    // the registry's reference, low-precision baseline and plan twin (the cpu family's)
+    for (Role r : {Role::kReference, Role::kLowp, Role::kPlanTwin}) c.backends.push_back(backend_for_role(r));
   }
   if (top.has("comparisons")) {
     const json& cs = top.array("comparisons");
@@ -264,7 +266,7 @@ CaseFile parse_case(const json& j) {
       // defaults: allclose at vLLM's looser tolerance; twice_lowp's floor is a rounding allowance
       cmp.rtol = k.get_num("rtol", 1e-2);
       cmp.atol = k.get_num("atol", cmp.rule == CompareRule::kTwiceLowp ? 1e-5 : 1e-3);
-      cmp.lowp = k.get_str("lowp", "cpu.lowp");
+      cmp.lowp = k.get_str("lowp", backend_for_role(Role::kLowp));
       c.comparisons.push_back(cmp);
     }
   }
@@ -288,7 +290,7 @@ CaseFile parse_case(const json& j) {
     validate_recorded(top.raw("recorded"));
     f.recorded = top.raw("recorded");
   }
-  validate_case(c);
+  validate_case(c, &registry_ids());
   return f;
 }
 

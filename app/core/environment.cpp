@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/device.h"
 
 #ifndef ATTNSCOPE_VERSION

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "../../kernels/peers/flashinfer/fi_conventions.h"
+#include "fi_conventions.h"  // interim: moves into the flashinfer family with the script writer
 #include "attnscope/mask.h"
 #include "dump.h"
 #include "npy.h"

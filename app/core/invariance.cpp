@@ -1,6 +1,7 @@
 // Batch-invariance check: the batch, then every request alone, compared bit for bit.
 #include "invariance.h"
 
+#include "attnscope/registry.h"
 #include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
 #include "session.h"
@@ -15,11 +16,14 @@ int PlannerInvariance::identical_requests() const {
 
 namespace {
 
-// flashinfer.* backends plan with FlashInfer's own planner (Plan::library), not attnscope's model:
-// their tile and chunk are FlashInfer's, and the flash_attn model has no FlashInfer equivalent.
-bool runs_flashinfer_plan(const std::string& backend) { return backend.rfind("flashinfer.", 0) == 0; }
+// Backends that run their library's own plan (Plan::library.flashinfer, the only library planner so
+// far) take their tile and chunk from it, and the flash_attn model has no equivalent there.
+bool runs_flashinfer_plan(const std::string& backend) {
+  const BackendInfo* b = backend_info(backend);
+  return b && b->library_plan;
+}
 
-// The tile and chunk (pages) the backend ran with: FlashInfer's plan for flashinfer.*, else the
+// The tile and chunk (pages) the backend ran with: FlashInfer's plan for those, else the
 // model's. FlashInfer's chunk is in tokens, converted to pages; -1 = unbounded (disable_split_kv).
 void plan_tile_chunk(const std::string& backend, const Plan& p, int* tile, int* chunk_pages) {
   const FlashInferPlan& lib = p.library.flashinfer;
@@ -35,7 +39,7 @@ void plan_tile_chunk(const std::string& backend, const Plan& p, int* tile, int* 
 }  // namespace
 
 InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions& opt) {
-  validate_case(base);
+  validate_case(base, &registry_ids());
   InvarianceReport rep;
   rep.backend = opt.backend;
   rep.case_name = base.name;

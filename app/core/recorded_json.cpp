@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/case_spec.h"
 #include "json_strict.h"
 

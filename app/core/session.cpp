@@ -1,6 +1,7 @@
 // Running a case: plan, workload, backends, comparisons, replay check.
 #include "session.h"
 
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "report_json.h"
 
@@ -86,7 +87,7 @@ Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Wo
 std::shared_ptr<Session> begin_session(const CaseFile& f, const SessionOptions& opt) {
   auto s = std::make_shared<Session>();
   s->file = f;
-  s->plan = make_plan(s->file.spec);
+  s->plan = plan_case(s->file.spec);
   s->env = capture_environment();
   s->sample_rows = opt.sample_rows ? opt.sample_rows : s->file.spec.sample_rows;
   return s;
@@ -103,7 +104,7 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
     if (opt.progress) opt.progress(stage, x);
   };
   bool need_host = false;
-  for (const auto& id : ids) need_host |= id.rfind("cpu.", 0) == 0;
+  for (const auto& id : ids) need_host |= !is_gpu_backend(id);  // GPU backends generate their inputs on the device
   const int64_t bytes = workload_bytes(c, s.plan.pages);
   const bool host_ok = bytes <= kMaxHostWorkloadBytes;
   Workload w;
@@ -113,7 +114,7 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
   }
   for (const auto& id : ids) {
     if (opt.cancel && opt.cancel->load()) break;
-    if (id.rfind("cpu.", 0) == 0 && !host_ok) {
+    if (!is_gpu_backend(id) && !host_ok) {
       Result r;
       r.backend = id;
       r.status = Status::kUnsupported;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "attnscope/registry.h"
 #include "attnscope/device.h"
 #include "case_json.h"
 #include "draw/colormap.h"
@@ -99,7 +100,7 @@ void App::adopt(const CaseFile& f) {
   // plan now, on this thread: the plan views follow the edit in the next frame
   auto s = std::make_shared<Session>();
   s->file = f;
-  s->plan = make_plan(f.spec);
+  s->plan = plan_case(f.spec);
   if (shown_) s->env = shown_->env;
   shown_ = s;
 }
@@ -233,7 +234,7 @@ void App::frame() {
   std::string preset;
   if (editor_.draw(edit_, examples_, &preset)) {
     try {
-      validate_case(edit_);
+      validate_case(edit_, &registry_ids());
       CaseFile f = current_;
       f.spec = edit_;
       f.recorded = nullptr;  // an edited case no longer matches what a repro recorded

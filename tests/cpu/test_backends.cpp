@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "bench.h"
 #include "case_gen.h"

@@ -8,6 +8,8 @@
 #include <map>
 
 #include "attnscope/library_plan.h"
+#include "attnscope/registry.h"
+#include "fi_library_plan.h"
 #include "attnscope/plan.h"
 #include "attnscope/rng.h"
 #include "case_gen.h"
@@ -286,11 +288,11 @@ TEST(LibraryPlan, ProfileAnswersReachTheTileRule) {
 }
 
 TEST(LibraryPlan, EveryPlanCarriesTheLibraryPlan) {
-  // make_plan fills library_plans.flashinfer for every case; flash_attn says why there is none,
+  // plan_case fills library_plans.flashinfer for every case; flash_attn says why there is none,
   // and the device source is stated (a profile, never silently)
   for (uint64_t seed = 0; seed < 60; ++seed) {
     const CaseSpec c = attnscope::testing::random_case(seed);
-    const Plan p = make_plan(c);
+    const Plan p = plan_case(c);
     const FlashInferPlan& fi = p.library.flashinfer;
     SCOPED_TRACE(c.name);
     if (!flashinfer_planner_compiled()) {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/softmax_trace.h"
 #include "case_gen.h"
 #include "case_json.h"

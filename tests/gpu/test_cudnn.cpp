@@ -1,7 +1,7 @@
 // cudnn.sdpa (the real cuDNN through its frontend graph API) against the fp64 GPU reference with
 // FlashAttention's 2x rule (cpu.lowp as the same-precision baseline): every example cuDNN
 // supports and seeded random cases; targeted cases for the conventions translated in
-// kernels/peers/cudnn/cudnn_conventions.cpp (bottom-right causal, window W, ALiBi, padding rows);
+// backends/cudnn/cudnn_conventions.cpp (bottom-right causal, window W, ALiBi, padding rows);
 // the refusals and their reasons; poisoned pages; the graph cache and the timing.
 // Skips with the reason when the cudnn family is not compiled; the device tests also skip without
 // a device. The refusal tests need no device: check() decides them from the case alone.
@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
 #include "case_gen.h"
@@ -121,7 +121,8 @@ TEST(CudnnSdpa, FamilyIsRegistered) {
   const BackendFamily* f = family_of(kId);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->name, "cudnn");
-  EXPECT_EQ(f->ids, std::vector<std::string>{kId});
+  ASSERT_EQ(f->backends.size(), 1u);
+  EXPECT_EQ(f->backends[0].id, kId);
   auto b = make_backend(kId);
   ASSERT_NE(b, nullptr);
   if (f->compiled) {

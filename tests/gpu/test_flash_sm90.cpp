@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
 #include "case_gen.h"

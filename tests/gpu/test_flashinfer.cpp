@@ -19,8 +19,8 @@
 #include <map>
 #include <regex>
 
-#include "../../kernels/peers/flashinfer/fi_conventions.h"
-#include "attnscope/backend.h"
+#include "fi_conventions.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
 #include "case_gen.h"

@@ -17,7 +17,7 @@
 #include <map>
 #include <set>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
 #include "case_gen.h"

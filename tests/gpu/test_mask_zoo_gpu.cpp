@@ -12,7 +12,7 @@
 #include <functional>
 #include <iostream>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
 #include "case_json.h"

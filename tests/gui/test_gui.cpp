@@ -14,6 +14,8 @@
 #include <stb/stb_image.h>
 
 #include "attnscope/library_plan.h"
+#include "attnscope/registry.h"
+#include "fi_library_plan.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/plan.h"
@@ -154,7 +156,7 @@ TEST(GuiItems, FlashInfersOwnPlanBesideTheModel) {
   for (uint64_t seed = 0; seed < 80; ++seed) {
     Session s;
     s.file.spec = attnscope::testing::random_case(seed);
-    s.plan = make_plan(s.spec());
+    s.plan = plan_case(s.spec());
     SCOPED_TRACE(s.spec().name);
     if (seed % 2 == 1 && flashinfer_planner_compiled()) {
       const DeviceProfile other = h100_profile(s.spec().split.num_sms * 3 + 1, "another part");

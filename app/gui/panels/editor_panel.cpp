@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "attnscope/backend.h"
+#include "attnscope/registry.h"
 #include "attnscope/rng.h"
 #include "desktop.h"
 
@@ -368,6 +368,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
             ComparisonSpec k;
             k.backend = a;
             k.baseline = b;
+            k.lowp = backend_for_role(Role::kLowp);
             c.comparisons.push_back(k);
             ch = true;
           }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "attnscope/registry.h"
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_bits.h"
@@ -90,7 +91,7 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
   int64_t token = 0;
   for (int i = 0; i < request; ++i) token += c.requests[i].q_len;
   token += q;
-  for (const char* id : {"cpu.reference", "cuda.reference"}) {
+  for (const std::string& id : backends_with_role(Role::kReference)) {
     const Result* ref = s.result(id);
     if (ref && ref->ok() && ref->row_ok(token) && r.allowed) {
       r.has_prob = true;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "attnscope/registry.h"
 #include "attnscope/plan.h"
 
 namespace attnscope::gui {

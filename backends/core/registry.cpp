@@ -1,0 +1,172 @@
+// The registry: every question about backend ids answered from the families' descriptors, and the
+// helpers that run any backend (expressions, check, exceptions as statuses).
+#include "attnscope/registry.h"
+
+#include <chrono>
+#include <exception>
+
+#include "attnscope/mask_expr.h"
+
+namespace attnscope {
+
+const BackendFamily* family_of(const std::string& id) {
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (b.id == id) return &f;
+  return nullptr;
+}
+
+const BackendInfo* backend_info(const std::string& id) {
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (b.id == id) return &b;
+  return nullptr;
+}
+
+const std::vector<std::string>& known_backends() {
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> v;
+    for (const auto& f : backend_families())
+      for (const auto& b : f.backends) v.push_back(b.id);
+    return v;
+  }();
+  return ids;
+}
+
+bool is_known_backend(const std::string& id) { return backend_info(id) != nullptr; }
+
+std::string known_backends_text() {
+  std::string s;
+  for (const auto& k : known_backends()) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+const BackendIds& registry_ids() {
+  static const BackendIds ids{&is_known_backend, &known_backends_text};
+  return ids;
+}
+
+bool is_gpu_backend(const std::string& id) {
+  const BackendInfo* b = backend_info(id);
+  return b && b->gpu;
+}
+
+std::vector<std::string> default_bench_backends() {
+  std::vector<std::string> v;
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (b.bench_default) v.push_back(b.id);
+  return v;
+}
+
+std::vector<std::string> backends_with_role(Role r) {
+  std::vector<std::string> v;
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (b.role == r) v.push_back(b.id);
+  return v;
+}
+
+std::string backend_for_role(Role r) {
+  const auto v = backends_with_role(r);
+  return v.empty() ? "" : v.front();
+}
+
+bool cuda_compiled() {
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (b.gpu && f.compiled) return true;
+  return false;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& id) {
+  const BackendFamily* f = family_of(id);
+  if (!f) return nullptr;
+  if (!f->compiled || !f->make) return make_not_compiled_backend(id, f->name + " family: " + f->note);
+  return f->make(id);
+}
+
+namespace {
+
+// "a, b and c" from the ids whose support `pick` accepts (the refusal messages name who runs it).
+template <class Pick>
+std::string who_runs(Pick pick) {
+  std::vector<std::string> v;
+  for (const auto& f : backend_families())
+    for (const auto& b : f.backends)
+      if (pick(b)) v.push_back(b.id);
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+  return s.empty() ? "no backend of this build" : s;
+}
+
+}  // namespace
+
+std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* out) {
+  *out = c;
+  using E = Expressions;
+  if (c.attention.mask_mod && b.mask_mod == E::kNone)
+    return b.id + " runs only the built-in masks, not a mask_mod (" +
+           who_runs([](const BackendInfo& i) { return i.mask_mod != E::kNone; }) + " run it)";
+  if (!c.attention.score_mod) return "";
+  const E s = b.score_mod;
+  if (s == E::kFull) return "";
+  const std::string full = who_runs([](const BackendInfo& i) { return i.score_mod == E::kFull; });
+  if (s == E::kNone)
+    return b.id + " does not run a score_mod (" + full + " evaluate any; " +
+           who_runs([](const BackendInfo& i) { return i.score_mod == E::kLowered; }) + " run " + lowered_score_forms_text() + ")";
+  const auto lowered = lower_score_mod(Expr::parse(*c.attention.score_mod, Expr::Kind::kScore));
+  if (!lowered)
+    return b.id + " runs a score_mod only of the forms it takes as parameters (" + lowered_score_forms_text() + "), not \"" +
+           *c.attention.score_mod + "\" (" + full + " evaluate any)";
+  out->attention.score_mod.reset();
+  out->attention.soft_cap = lowered->soft_cap;
+  out->attention.alibi = lowered->alibi;
+  return "";
+}
+
+Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Workload& w, const RunOptions& opt,
+                   const BackendInfo* info) {
+  Result r;
+  r.backend = b.id();
+  try {
+    const BackendInfo unknown{b.id()};
+    if (!info) info = backend_info(b.id());
+    if (!info) info = &unknown;
+    CaseSpec c = c_in;
+    std::string why;
+    // a family absent from this build: check() says "not compiled", the more basic reason
+    const BackendFamily* f = family_of(b.id());
+    if (!f || f->compiled) why = expressions_for(*info, c_in, &c);
+    if (why.empty()) why = b.check(c);
+    if (!why.empty()) {
+      r.status = status_of_reason(why);
+      r.message = why;
+      return r;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    r = b.run(c, p, w, opt);
+    r.timing.host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (opt.cancel && opt.cancel->load() && r.ok()) {
+      r.status = Status::kCancelled;
+      r.message = "cancelled";
+    }
+  } catch (const std::exception& e) {
+    r.status = Status::kError;
+    r.message = e.what();
+    r.o.clear();
+    r.lse.clear();
+  }
+  return r;
+}
+
+Plan plan_case(const CaseSpec& c) {
+  Plan p = make_plan(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& f : backend_families())
+    if (f.library_plan) f.library_plan(c, p.units, &p.library);
+  p.plan_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,78 @@
+// Helpers shared by the CPU backends: a small parallel loop and K/V row access in the paged pool.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "attnscope/backend.h"
+#include "attnscope/mask.h"
+#include "cpu_family.h"
+
+namespace attnscope::cpu {
+
+// Runs body(i) for i in [0, n) on all hardware threads; dynamic scheduling in blocks of `grain`.
+// Stops handing out work once *cancel is set; reports progress after each block.
+inline void parallel_for(int64_t n, int64_t grain, const RunOptions& opt, const std::function<void(int64_t)>& body) {
+  const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0}, done{0};
+  auto worker = [&]() {
+    for (;;) {
+      if (opt.cancel && opt.cancel->load()) return;
+      const int64_t b = next.fetch_add(grain);
+      if (b >= n) return;
+      const int64_t e = std::min(n, b + grain);
+      for (int64_t i = b; i < e; ++i) body(i);
+      const int64_t d = done.fetch_add(e - b) + (e - b);
+      if (opt.progress) opt.progress(static_cast<double>(d) / static_cast<double>(n));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+struct KvAccess {
+  const CaseSpec& c;
+  const PageTable& pt;
+  const Workload& w;
+  const float* k(int r, int key, int h) const {
+    return w.k_pool.data() + kv_offset(c.kv_cache.layout, pt.page_of(r, key), key % pt.page_size, h, 0, pt.page_size,
+                                       c.num_kv_heads, c.head_dim_qk);
+  }
+  const float* v(int r, int key, int h) const {
+    return w.v_pool.data() + kv_offset(c.kv_cache.layout, pt.page_of(r, key), key % pt.page_size, h, 0, pt.page_size,
+                                       c.num_kv_heads, c.head_dim_vo);
+  }
+};
+
+// The plan's score_mod applied to one scaled logit x (q.k * sm_scale) of request r, head h, query
+// at qa, key k, in doubles; x unchanged without one.
+inline double apply_score_mod(const CaseSpec& c, const Plan& p, int r, int h, int qa, int k, double x) {
+  if (!p.score_mod) return x;
+  return p.score_mod->eval(expr_env(c, r, h, qa, k, x));
+}
+
+// A result with O and LSE poisoned (NaN) so any element a backend forgets to write shows up.
+inline Result poisoned_result(const std::string& id, const CaseSpec& c) {
+  Result r;
+  r.backend = id;
+  r.o.assign(static_cast<size_t>(c.total_q()) * c.num_qo_heads * c.head_dim_vo, std::numeric_limits<float>::quiet_NaN());
+  r.lse.assign(static_cast<size_t>(c.total_q()) * c.num_qo_heads, std::numeric_limits<float>::quiet_NaN());
+  return r;
+}
+
+// (request, query) of every token, in token order.
+inline std::vector<std::pair<int, int>> token_list(const CaseSpec& c) {
+  std::vector<std::pair<int, int>> t;
+  t.reserve(static_cast<size_t>(c.total_q()));
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+    for (int q = 0; q < c.requests[r].q_len; ++q) t.emplace_back(r, q);
+  return t;
+}
+
+}  // namespace attnscope::cpu

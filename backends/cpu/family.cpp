@@ -1,0 +1,31 @@
+// The cpu family: attnscope's own CPU backends, always compiled. It plays the case format's default
+// roles: the fp64 reference, the same-precision baseline of twice_lowp, and the plan's CPU twin.
+#include "attnscope/backend.h"
+#include "cpu_family.h"
+
+namespace attnscope {
+
+BackendFamily cpu_family() {
+  using E = Expressions;
+  const std::string any = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format";
+  BackendFamily f;
+  f.name = "cpu";
+  f.backends = {
+      {"cpu.reference", "fp64 naive softmax on the CPU (ground truth)", any, E::kFull, E::kFull, false, false, false,
+       Role::kReference},
+      {"cpu.lowp", "naive attention rounded like an eager low-precision implementation", any, E::kFull, E::kFull, false, false,
+       false, Role::kLowp},
+      {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin", any, E::kFull,
+       E::kFull, false, false, false, Role::kPlanTwin},
+  };
+  f.compiled = true;
+  f.note = "attnscope's CPU backends";
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "cpu.reference") return make_cpu_reference();
+    if (id == "cpu.lowp") return make_cpu_lowp();
+    return make_cpu_tiled();
+  };
+  return f;
+}
+
+}  // namespace attnscope

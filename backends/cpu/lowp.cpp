@@ -1,0 +1,93 @@
+// cpu.lowp: the naive computation in the case's low precision, rounding where an eager PyTorch
+// implementation in that dtype rounds (FlashAttention's attention_ref with upcast=False): the
+// scaled Q, the score matrix, each soft-cap step, the probabilities and the output are tensors in
+// the dtype; matmul accumulation and the softmax itself run in fp32. It is the same-precision
+// baseline of the "2x" rule: max|A - ref64| <= 2 max|lowp - ref64|.
+#include <cmath>
+#include <limits>
+
+#include "cpu_common.h"
+
+namespace attnscope::cpu {
+namespace {
+
+class Lowp final : public Backend {
+ public:
+  std::string id() const override { return "cpu.lowp"; }
+  std::string describe() const override { return "naive attention rounded like an eager low-precision implementation"; }
+  std::string check(const CaseSpec&) const override { return ""; }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
+    Result res = poisoned_result(id(), c);
+    const auto tokens = token_list(c);
+    const auto sel = row_selection(c, opt.sample_rows);
+    if (opt.sample_rows) {
+      res.row_valid = sel;
+      res.message = "sampled " + std::to_string(*opt.sample_rows) + " query rows per request";
+    }
+    const DType dt = c.dtype;
+    auto rd = [dt](float x) { return round_to(dt, x); };
+    const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
+    const float scale = static_cast<float>(c.sm_scale_or_default());
+    const KvAccess kv{c, p.pages, w};
+    parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
+      const int64_t t = i / Hq;
+      const int h = static_cast<int>(i % Hq);
+      if (!sel[t]) return;
+      const auto [r, q] = tokens[t];
+      const RowMask& m = p.masks[r];
+      const int qa = q_abs_of(m, q);
+      int lo, hi;
+      visible_range(m, qa, &lo, &hi);
+      float* o = res.o.data() + (t * Hq + h) * Dv;
+      if (hi <= lo) {
+        for (int d = 0; d < Dv; ++d) o[d] = 0.f;
+        res.lse[t * Hq + h] = -std::numeric_limits<float>::infinity();
+        return;
+      }
+      const float* qv = w.q_row(t, h, c);
+      std::vector<float> qs(Dq);
+      for (int d = 0; d < Dq; ++d) qs[d] = rd(qv[d] * scale);  // q * sm_scale is a dtype tensor
+      const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
+      const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
+      std::vector<float> s(hi - lo);
+      float mx = -INFINITY;
+      for (int k = lo; k < hi; ++k) {
+        if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
+          s[k - lo] = -INFINITY;
+          continue;
+        }
+        const float* kr = kv.k(r, k, h / G);
+        float dot = 0;
+        for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
+        float x = rd(dot);  // score matrix in the dtype
+        if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
+        if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));
+        if (p.score_mod) x = rd(static_cast<float>(apply_score_mod(c, p, r, h, qa, k, x)));  // a dtype tensor
+        s[k - lo] = x;
+        mx = std::max(mx, x);
+      }
+      float den = 0;
+      for (float& x : s) {
+        x = std::exp(x - mx);
+        den += x;
+      }
+      std::vector<float> acc(Dv, 0.f);
+      for (int k = lo; k < hi; ++k) {
+        const float pk = rd(s[k - lo] / den);  // softmax output is a dtype tensor
+        const float* vr = kv.v(r, k, h / G);
+        for (int d = 0; d < Dv; ++d) acc[d] += pk * vr[d];
+      }
+      for (int d = 0; d < Dv; ++d) o[d] = rd(acc[d]);
+      res.lse[t * Hq + h] = mx + std::log(den);
+    });
+    return res;
+  }
+};
+
+}  // namespace
+}  // namespace attnscope::cpu
+
+namespace attnscope {
+std::unique_ptr<Backend> make_cpu_lowp() { return std::make_unique<cpu::Lowp>(); }
+}  // namespace attnscope

@@ -1,0 +1,45 @@
+// The cuda family: attnscope's own CUDA kernels (a reference, a naive baseline, the plan-executing
+// flash kernel). Compiled in every build; its backends exist only where CMake found a CUDA compiler.
+#include "attnscope/backend.h"
+#if ATTNSCOPE_FAMILY_COMPILED
+#include <cuda_runtime.h>
+
+#include "cuda_backends.h"
+#endif
+
+namespace attnscope {
+
+BackendFamily cuda_family() {
+  using E = Expressions;
+  BackendFamily f;
+  f.name = "cuda";
+  f.backends = {
+      {"cuda.reference", "fp64 naive attention on the GPU (ground truth at any size)",
+       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format", E::kFull, E::kFull, true, false, false,
+       Role::kReference},
+      {"cuda.naive", "fp32 naive attention with materialised scores",
+       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format", E::kFull, E::kFull, true},
+      {"cuda.flash",
+       "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge (wgmma on sm_90, mma.sync elsewhere)",
+       "bf16 / fp16, the head dims of instances/flash_instances.def, every mask and storage, any mask_mod and score_mod "
+       "(soft-cap / ALiBi as parameters, others interpreted), any planner",
+       E::kFull, E::kFull, true, true},
+      {"cuda.flash_padded", "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (FlashInfer's head_dim-32 workaround)",
+       "as cuda.flash, at the padded head dim", E::kFull, E::kFull, true},
+  };
+#if ATTNSCOPE_FAMILY_COMPILED
+  f.compiled = true;
+  f.note = "attnscope's CUDA kernels, CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+           std::to_string(CUDART_VERSION % 1000 / 10);
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "cuda.flash") return cuda::make_flash_backend(false);
+    if (id == "cuda.flash_padded") return cuda::make_flash_backend(true);
+    return cuda::make_naive_backend(id);
+  };
+#else
+  f.note = ATTNSCOPE_FAMILY_WHY;
+#endif
+  return f;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,402 @@
+// cuda.flash: executes the SplitPlan on the GPU (flash kernel per work item and KV head, then the
+// merge of split-KV partials in chunk order), and times it with CUDA events when asked.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "attnscope/item_pairs.h"
+#include "attnscope/mask.h"
+#include "attnscope/softmax_state.h"
+#include "cuda_backends.h"
+#include "flash_params.h"
+
+namespace attnscope::cuda {
+
+#define FLASH_INSTANCE(D, N, T) void launch_flash_d##D##_##N(const FlashParams&, int, int, int, dim3, cudaStream_t);
+#include "flash_instances_built.def"  // instances/flash_instances.def as CMake filtered it
+#undef FLASH_INSTANCE
+
+FlashLauncher find_flash_launcher(int head_dim, DType dt) {
+  const char* name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
+#define FLASH_INSTANCE(D, N, T) \
+  if (head_dim == D && std::string(name) == #N) return &launch_flash_d##D##_##N;
+#include "flash_instances_built.def"  // instances/flash_instances.def as CMake filtered it
+#undef FLASH_INSTANCE
+  return nullptr;
+}
+
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, bool, dim3, cudaStream_t);
+#include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
+#undef FLASH_SM90_INSTANCE
+
+FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
+  const char* name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
+  (void)head_dim;
+  (void)name;
+#define FLASH_SM90_INSTANCE(D, N, T) \
+  if (head_dim == D && std::string(name) == #N) return &launch_flash_sm90_d##D##_##N;
+#include "flash_sm90_instances_built.def"
+#undef FLASH_SM90_INSTANCE
+  return nullptr;
+}
+
+// Two K/V stages of flash_smem_stride rows (Q is staged in the second); with split warps, the merge
+// buffer reuses them. Head dim 256 (the kernel's lean form): one K/V stage and Q's own region. Plus
+// kTileAlign: the kernel aligns its region itself.
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
+  const bool lean = head_dim >= 256;
+  const size_t row = static_cast<size_t>(flash_smem_stride(head_dim)) * 2;
+  const size_t q = flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * row : 0;
+  const size_t stages = static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * row + q;
+  const size_t merge = warps_n > 1 ? static_cast<size_t>(warps_n) * warps_m * 16 * (head_dim + 2) * 4 : 0;
+  return std::max(stages, merge) + kTileAlign;
+}
+
+namespace {
+
+// ATTNSCOPE_FLASH_RB=1 or 2 forces the 128-row tile's layout (flash_geometry): a knob for A/B
+// measurements of the two layouts on one build; anything else leaves the default.
+int rb_override() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_RB");
+  return v && (std::string(v) == "1" || std::string(v) == "2") ? std::stoi(v) : 0;
+}
+
+// ATTNSCOPE_FLASH_PATH=mma runs the mma.sync kernel where the Hopper kernel would run (A/B
+// measurements on one build; the default, or wgmma, takes the Hopper kernel where it fits).
+bool sm90_path_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
+  return !(v && std::string(v) == "mma");
+}
+
+// ATTNSCOPE_FLASH_PAIR=0 runs one 64-row item per Hopper CTA where two would be paired (A/B).
+bool pairing_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_PAIR");
+  return !(v && std::string(v) == "0");
+}
+
+// ATTNSCOPE_FLASH_WS=1 runs the warp-specialised Hopper kernel where it fits (flash_sm90_ws_fits): the
+// Stage 2 structure, measured slower than the two-CTA form on every bench shape so far (docs/perf-notes.md
+// v34), hence not the default.
+bool ws_requested() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_WS");
+  return v && std::string(v) == "1";
+}
+
+// ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order with the KV heads outermost (A/B);
+// =heads-outer keeps the last items first but the heads outermost (the order before v39); by default
+// the plan's last items start first, and in the mma.sync decode layout a request's heads run together.
+bool heavy_first_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
+  return !(v && std::string(v) == "plan");
+}
+bool heads_inner_allowed() {
+  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
+  return !(v && (std::string(v) == "plan" || std::string(v) == "heads-outer"));
+}
+
+// The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
+bool device_is_sm90() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+// One warp per (token, head): fold the row's partials in chunk order with merge_weights, the
+// same function cpu.tiled uses; write O in the dtype (fp16 or bf16 bits) and LSE in natural log.
+__global__ void merge_kernel(const MergeParams p, int fp16) {
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= p.total_q * p.hq) return;
+  const int64_t t = row / p.hq;
+  const int h = static_cast<int>(row % p.hq);
+  const int64_t first = p.merge_indptr[t];
+  const int n = p.merge_indptr[t + 1] - p.merge_indptr[t];
+  constexpr int kPer = 8;  // head_dim <= 256: up to 8 values per lane
+  const int per = (p.d + 31) / 32;
+  float acc[kPer];
+  float lse = p.part_lse[first * p.hq + h];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int d = lane + 32 * i;
+    acc[i] = (i < per && d < p.d) ? p.part_o[(first * p.hq + h) * p.d + d] : 0.f;
+  }
+  for (int c = 1; c < n; ++c) {
+    const int64_t pr = first + c;
+    float wa, wb, l;
+    merge_weights(lse, p.part_lse[pr * p.hq + h], &wa, &wb, &l);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int d = lane + 32 * i;
+      if (i < per && d < p.d) acc[i] = wa * acc[i] + wb * p.part_o[(pr * p.hq + h) * p.d + d];
+    }
+    lse = l;
+  }
+  uint16_t* o = static_cast<uint16_t*>(p.o) + (t * p.hq + h) * p.d;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int d = lane + 32 * i;
+    if (i < per && d < p.d) o[d] = fp16 ? f32_to_f16_bits(acc[i]) : f32_to_bf16_bits(acc[i]);
+  }
+  if (lane == 0) p.lse[t * p.hq + h] = lse2_to_e(lse);
+}
+
+}  // namespace
+
+void launch_merge(const MergeParams& p, DType dt, cudaStream_t s) {
+  const int64_t rows = p.total_q * p.hq;
+  const dim3 grid(static_cast<unsigned>((rows * 32 + 127) / 128));
+  merge_kernel<<<grid, 128, 0, s>>>(p, dt == DType::kFp16 ? 1 : 0);
+}
+
+namespace {
+
+constexpr int kHeadDims[] = {32, 64, 96, 128, 256};
+// the head dims this build compiled for a dtype (ATTNSCOPE_FLASH_HEAD_DIMS can keep fewer), for errors
+std::string compiled_head_dims(DType dt) {
+  std::string dims;
+  for (int d : kHeadDims)
+    if (find_flash_launcher(d, dt)) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  return dims.empty() ? "none" : dims;
+}
+
+// Zero-pads the innermost dimension of `rows` rows from d to dp (2-byte elements).
+__global__ void pad_rows_kernel(const uint16_t* in, uint16_t* out, int64_t rows, int d, int dp) {
+  const int64_t n = rows * dp;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / dp;
+    const int c = static_cast<int>(i % dp);
+    out[i] = c < d ? in[r * d + c] : 0;
+  }
+}
+
+DeviceBuffer pad_rows(const DeviceBuffer& in, int64_t rows, int d, int dp) {
+  DeviceBuffer out(std::max<int64_t>(rows, 1) * dp * 2);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((rows * dp + 255) / 256, 65535 * 4)));
+  if (rows > 0) {
+    pad_rows_kernel<<<grid, 256>>>(in.as<uint16_t>(), out.as<uint16_t>(), rows, d, dp);
+    check_launch("pad_rows_kernel", grid, dim3(256), 0);
+  }
+  return out;
+}
+
+class FlashBackend final : public Backend {
+ public:
+  explicit FlashBackend(bool padded) : padded_(padded) {}
+  std::string id() const override { return padded_ ? "cuda.flash_padded" : "cuda.flash"; }
+  std::string describe() const override {
+    return padded_ ? "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (default 64), sm_scale of the true head dim: "
+                     "FlashInfer's head_dim-32 workaround"
+                   : "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge: wgmma on an "
+                     "H100 / H200 (sm_90) for 64- and 128-row tiles at head dims 64, 128, 256, mma.sync elsewhere";
+  }
+  int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
+  std::string check(const CaseSpec& c) const override {
+    if (auto why = device_check(); !why.empty()) return why;
+    if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
+      return "head_dim " + std::to_string(c.head_dim_qk) + " is not below the padded size " + std::to_string(kernel_dim(c)) +
+             ": set /kernels/pad_head_dim_to above it";
+    if (padded_ && !find_flash_launcher(kernel_dim(c), c.dtype))
+      return "pad_head_dim_to " + std::to_string(kernel_dim(c)) + " is not one of the compiled head dims (" +
+             compiled_head_dims(c.dtype) + ")";
+    if (padded_ && c.dtype != DType::kFp32) return "";
+    if (c.dtype == DType::kFp32) return "dtype fp32: cuda.flash runs fp16/bf16 on tensor cores (use cuda.naive for fp32)";
+    if (c.head_dim_qk != c.head_dim_vo)
+      return "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
+             ": cuda.flash needs equal head dims";
+    if (!find_flash_launcher(c.head_dim_qk, c.dtype))
+      return "head_dim " + std::to_string(c.head_dim_qk) + " is not one of the compiled head dims (" +
+             compiled_head_dims(c.dtype) + ")";
+    return "";
+  }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    Result res;
+    res.backend = id();
+    const SplitPlan& sp = p.split;
+    const int D = kernel_dim(c), Hq = c.num_qo_heads, Hk = c.num_kv_heads;
+    const int64_t total_q = c.total_q();
+    const int64_t part_rows = sp.split_kv ? sp.o_indptr.back() : 0;
+    const int eb = dtype_bytes(c.dtype);
+    const int64_t need = device_workload_bytes(c, p) + total_q * Hq * (D * eb + 4) + part_rows * Hq * (D + 1) * 4 +
+                         static_cast<int64_t>(sp.items.size()) * sizeof(WorkItem);
+    require_device_memory(need, "cuda.flash (inputs, outputs, split-KV partials)");
+    DeviceWorkload w = make_device_workload(c, p);
+    if (padded_) {  // the FlashInfer workaround: zero-pad Q, K, V to D; sm_scale stays 1/sqrt(true head dim)
+      w.q = pad_rows(w.q, w.q_elems / c.head_dim_qk, c.head_dim_qk, D);
+      w.k = pad_rows(w.k, w.k_elems / c.head_dim_qk, c.head_dim_qk, D);
+      w.v = pad_rows(w.v, w.v_elems / c.head_dim_vo, c.head_dim_vo, D);
+    }
+
+    const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
+    std::vector<float> slopes(Hq);
+    for (int h = 0; h < Hq; ++h) slopes[h] = static_cast<float>(alibi_slope(h, Hq));
+    DeviceBuffer d_items = DeviceBuffer::from(sp.items), d_units = DeviceBuffer::from(p.units),
+                 d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
+                 d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr),
+                 d_slopes = DeviceBuffer::from(slopes);
+    DeviceBuffer d_tile_ind, d_tiles, d_tile_full;  // a mask_mod's non-empty tiles per item, and which are full
+    if (!sp.item_tile_indptr.empty()) {
+      d_tile_ind = DeviceBuffer::from(sp.item_tile_indptr);
+      d_tiles = DeviceBuffer::from(sp.item_tiles.empty() ? std::vector<int>{0} : sp.item_tiles);
+      d_tile_full = DeviceBuffer::from(sp.item_tile_full.empty() ? std::vector<unsigned char>{0} : sp.item_tile_full);
+    }
+    DeviceBuffer o(total_q * Hq * D * eb), lse(total_q * Hq * 4);
+    DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * D * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
+    // poison every output: an element the kernels forget stays NaN (0xffff is NaN in fp16 and bf16)
+    for (DeviceBuffer* b : {&o, &lse, &part_o, &part_lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset");
+
+    FlashParams fp{};
+    fp.view = w.view;
+    fp.q = w.q.as<void>();
+    fp.k = w.k.as<void>();
+    fp.v = w.v.as<void>();
+    fp.items = d_items.as<WorkItem>();
+    fp.units = d_units.as<WorkUnit>();
+    fp.unit_tok = d_tok.as<int64_t>();
+    fp.unit_chunks = d_chunks.as<int>();
+    fp.o_indptr = d_oind.as<int>();
+    fp.slopes = d_slopes.as<float>();
+    fp.num_items = sp.num_items;
+    // The plan lists a unit's query tiles from the first; under a causal mask the last see the most
+    // keys, so they start first and the short ones fill the tail of the grid (FlashAttention-3's
+    // longest-first order). The order of launch changes no item, tile or sum.
+    fp.heavy_first = heavy_first_allowed() ? 1 : 0;
+    fp.hq = Hq;
+    fp.hk = Hk;
+    fp.group = c.group_size();
+    fp.sm_scale = static_cast<float>(c.sm_scale_or_default());
+    fp.scale_log2 = fp.sm_scale * static_cast<float>(kLog2e);
+    // a score_mod of the soft-cap / ALiBi forms runs as those parameters; any other is interpreted
+    const auto lowered = p.score_mod ? lower_score_mod(*p.score_mod) : std::nullopt;
+    fp.soft_cap = static_cast<float>((lowered ? lowered->soft_cap : c.attention.soft_cap).value_or(0.0));
+    fp.alibi = (lowered ? lowered->alibi : c.attention.alibi) ? 1 : 0;
+    DeviceScoreMod sm;
+    if (p.score_mod && !lowered) {
+      sm = upload_score_mod(c, *p.score_mod);
+      fp.score_ops = sm.ops.as<ExprOp>();
+      fp.score_n = sm.n;
+      fp.score_envs = sm.envs.as<ExprEnv>();
+    }
+    fp.mask_bits = p.mask_store ? 1 : 0;
+    fp.item_tile_indptr = sp.item_tile_indptr.empty() ? nullptr : d_tile_ind.as<int>();
+    fp.item_tiles = sp.item_tile_indptr.empty() ? nullptr : d_tiles.as<int>();
+    fp.item_tile_full = sp.item_tile_indptr.empty() ? nullptr : d_tile_full.as<unsigned char>();
+    fp.split = sp.split_kv ? 1 : 0;
+    fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
+    fp.o = o.as<void>();
+    fp.lse = lse.as<float>();
+    fp.part_o = part_o.as<float>();
+    fp.part_lse = part_lse.as<float>();
+    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
+
+    const FlashLauncher launch = find_flash_launcher(D, c.dtype);
+    const int mode = flash_mode(fp);
+    int warps = 0, warps_n = 0, rb = 0;
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, mode, rb_override(), &warps, &warps_n, &rb);
+    // the Hopper kernel where it fits (flash_sm90_fits), is built and the device is sm_90
+    const FlashSm90Launcher sm90 = flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && sm90_path_allowed()
+                                       ? find_flash_sm90_launcher(D, c.dtype)
+                                       : nullptr;
+    const bool hopper = sm90 && device_is_sm90();
+    // Head dim 256 on the Hopper kernel: two 64-row items per CTA where the plan has neighbours with the
+    // same keys (the plain and soft-cap / ALiBi variants: a mask_mod's per-item tile lists stay one per
+    // CTA). A 64-row CTA loads 64 KB of K / V per 64 keys for 64 rows; a pair serves 128 rows with it.
+    std::vector<int2> pair_xy;
+    if (hopper && D == 256 && sp.cta_tile_q == 64 && sp.item_tile_indptr.empty() && (mode == 0 || mode == 2) && pairing_allowed())
+      for (const ItemPair& pr : pair_items(sp.items)) pair_xy.push_back(make_int2(pr.a, pr.b));
+    const bool paired = !pair_xy.empty() && pair_xy.size() < sp.items.size();
+    if (fp.heavy_first) std::reverse(pair_xy.begin(), pair_xy.end());
+    DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
+    fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
+    // on request (ATTNSCOPE_FLASH_WS=1), 128-row tiles of the plain and soft-cap / ALiBi variants at
+    // head dims 64 / 128 run the warp-specialised form (one CTA per SM, a producer warpgroup)
+    const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && ws_requested();
+    // The mma.sync decode layout (16-row tiles with key-split warps) launches an item's KV heads side by
+    // side, grid (hk, 1, items): in the NHD layout they read the same tokens' rows (one 2 KB run at head
+    // dim 128 and 8 KV heads). Measured on the decode benchmarks (docs/perf-notes.md v39): 1.4% faster
+    // paged, 1.5% contiguous. Elsewhere the items are innermost, so a unit's neighbouring query tiles,
+    // which read the same K / V, run together.
+    fp.heads_inner = !hopper && warps_n > 1 && heads_inner_allowed() ? 1 : 0;
+    const unsigned n_x = static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1));
+    const dim3 grid = fp.heads_inner ? dim3(static_cast<unsigned>(Hk), 1, n_x) : dim3(n_x, 1, static_cast<unsigned>(Hk));
+    const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
+    const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
+                        : hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)
+                                 : flash_smem_bytes(D, warps, warps_n, rb);
+    const std::string kname =
+        ws ? "flash_sm90_ws_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) +
+                 ", warp-specialised: a producer and 2 consumer warpgroups> (wgmma)"
+        : hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+                       (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
+                       "> (wgmma)"
+                 : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
+                       std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
+    res.message = "kernel " + kname;
+    auto once = [&](bool sync) {
+      if (sp.num_items > 0) {
+        if (hopper)
+          sm90(fp, sp.cta_tile_q, ws, grid, nullptr);
+        else
+          launch(fp, warps, warps_n, rb, grid, nullptr);
+        check_launch(kname.c_str(), grid, block, smem, sync);
+      }
+      if (sp.split_kv) {
+        launch_merge(mp, c.dtype, nullptr);
+        check_launch("merge_kernel", dim3(static_cast<unsigned>((total_q * Hq * 32 + 127) / 128)), dim3(128), 0, sync);
+      }
+    };
+    once(true);
+    res.o = download_as_float(o, total_q * Hq * D, c.dtype);
+    if (D != c.head_dim_vo) {  // slice the padded output back to the true head dim
+      std::vector<float> sliced(static_cast<size_t>(total_q) * Hq * c.head_dim_vo);
+      for (int64_t r = 0; r < total_q * Hq; ++r)
+        for (int d = 0; d < c.head_dim_vo; ++d) sliced[r * c.head_dim_vo + d] = res.o[r * D + d];
+      res.o = std::move(sliced);
+    }
+    res.lse = lse.to_host<float>(total_q * Hq);
+
+    if (opt.bench_reps > 0) {
+      cudaEvent_t a, b;
+      cuda::check(cudaEventCreate(&a), "cudaEventCreate");
+      cuda::check(cudaEventCreate(&b), "cudaEventCreate");
+      for (int i = 0; i < 3; ++i) once(false);  // warm-up
+      std::vector<float> ms;
+      for (int i = 0; i < opt.bench_reps; ++i) {
+        if (opt.cancel && opt.cancel->load()) break;
+        cuda::check(cudaEventRecord(a), "cudaEventRecord");
+        once(false);
+        cuda::check(cudaEventRecord(b), "cudaEventRecord");
+        cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
+        float t = 0;
+        cuda::check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
+        ms.push_back(t);
+      }
+      check_launch("benchmark loop", grid, block, 0, true);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      if (!ms.empty()) {
+        std::sort(ms.begin(), ms.end());
+        res.timing.device_ms = ms[ms.size() / 2];
+        res.timing.device_ms_min = ms.front();
+        res.timing.device_ms_max = ms.back();
+        res.timing.reps = static_cast<int>(ms.size());
+      }
+    }
+    return res;
+  }
+
+ private:
+  bool padded_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_flash_backend(bool padded) { return std::make_unique<FlashBackend>(padded); }
+
+}  // namespace attnscope::cuda

@@ -1,0 +1,192 @@
+// cudnn.sdpa: runs cuDNN's SDPA graph on the case's device workload. The inputs are attnscope's
+// own device-generated tensors (the same bits as every other backend's), K/V are read in place
+// from the paged or ragged pool, O and LSE are written in place in attnscope's layouts; only the
+// small index tensors (sequence lengths, ragged offsets, page table) are made for cuDNN.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "attnscope/plan.h"
+#include "cuda_backends.h"
+#include "cudnn_conventions.h"
+#include "cudnn_graph.h"
+#include "cudnn_sdpa.h"
+#include "device_workload.h"
+
+namespace attnscope::peers::cudnn {
+
+namespace {
+
+using attnscope::cuda::DeviceBuffer;
+
+std::string fixed(double x, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << x;
+  return s.str();
+}
+
+// The index tensors of one run on the device.
+struct DeviceIndices {
+  DeviceBuffer seq_q, seq_kv, q_offsets, o_offsets, stats_offsets, k_offsets, v_offsets, page_table;
+  explicit DeviceIndices(const SdpaProblem& s)
+      : seq_q(DeviceBuffer::from(s.seq_q)),
+        seq_kv(DeviceBuffer::from(s.seq_kv)),
+        q_offsets(DeviceBuffer::from(s.q_offsets)),
+        o_offsets(DeviceBuffer::from(s.o_offsets)),
+        stats_offsets(DeviceBuffer::from(s.stats_offsets)),
+        k_offsets(DeviceBuffer::from(s.k_offsets)),
+        v_offsets(DeviceBuffer::from(s.v_offsets)),
+        page_table(DeviceBuffer::from(s.page_table)) {}
+  static int64_t bytes(const SdpaProblem& s) {
+    return 4 * static_cast<int64_t>(s.seq_q.size() + s.seq_kv.size() + s.q_offsets.size() + s.o_offsets.size() +
+                                    s.stats_offsets.size() + s.k_offsets.size() + s.v_offsets.size() + s.page_table.size());
+  }
+};
+
+class SdpaBackend final : public Backend {
+ public:
+  std::string id() const override { return "cudnn.sdpa"; }
+  std::string describe() const override {
+    return "cuDNN's fused scaled-dot-product attention (cuDNN frontend graph API): ragged Q/O/LSE through ragged offsets, "
+           "the paged K/V pool through cuDNN page tables, padding and causal/window masks per sequence; uniform "
+           "contiguous batches as plain dense tensors; " +
+           cudnn_version_note();
+  }
+
+
+  std::string check(const CaseSpec& c) const override {
+    // What no cuDNN graph can express comes first: it holds on every machine, so a repro case
+    // says "unsupported" with the reason rather than "no device".
+    if (auto why = refusal_reason(c, cudnn_runtime_version()); !why.empty()) return why;
+    return cuda::device_check();
+  }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    Result res;
+    res.backend = id();
+    SdpaProblem s = translate(c, p);
+    const int Hq = c.num_qo_heads, dv = c.head_dim_vo, eb = dtype_bytes(c.dtype);
+    const int64_t total_q = c.total_q();
+    cuda::require_device_memory(cuda::device_workload_bytes(c, p) + total_q * Hq * (dv * eb + 4) + DeviceIndices::bytes(s),
+                                "cudnn.sdpa (inputs, outputs, index tensors)");
+    cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    DeviceBuffer o(std::max<int64_t>(total_q * Hq * dv, 1) * eb), lse(std::max<int64_t>(total_q * Hq, 1) * 4);
+    // Poison both outputs: an element cuDNN does not write stays NaN (0xffff is NaN in fp16 and
+    // bf16, 0xffffffff in fp32) and shows in the comparison.
+    for (DeviceBuffer* b : {&o, &lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset (poison outputs)");
+
+    if (s.key.batch == 0) {
+      // Every query is padding: nothing for cuDNN to compute, every row is fully masked.
+      res.o = cuda::download_as_float(o, total_q * Hq * dv, c.dtype);
+      res.lse = lse.to_host<float>(total_q * Hq);
+      apply_conventions(c, s, &res.o, &res.lse);
+      res.message = "every query is padding: cuDNN not called; " + s.masks;
+      return res;
+    }
+
+    const auto lock = cudnn_lock();
+    GraphLookup g;
+    try {
+      // A cuDNN that refuses the dense form runs the ragged one; one that refuses the packed GQA
+      // decode view runs the plain one. Each refusal is said in the result.
+      bool pack = true, dense = true;
+      std::string refused;
+      for (;;) {
+        try {
+          g = find_or_build_graph(s.key);
+          break;
+        } catch (const CudnnError& e) {
+          if (!e.unsupported || (s.key.group == 1 && !s.key.dense)) throw;
+          refused += "; " + std::string(s.key.dense ? "the dense form" : "the packed GQA decode view") + " was refused (" +
+                     e.what() + ")";
+          (s.key.dense ? dense : pack) = false;
+          s = translate(c, p, pack, dense);
+        }
+      }
+      s.masks += refused;
+    } catch (const CudnnError& e) {
+      if (!e.unsupported) throw;
+      // cuDNN's own support check refused the graph: the library's reason, not a failure.
+      res.status = Status::kUnsupported;
+      res.message = e.what();
+      return res;
+    }
+    DeviceIndices idx(s);  // after the lookup: a refused packed view re-translates `s`
+    DeviceBuffer workspace(static_cast<size_t>(g.graph->workspace_bytes));
+    Bindings b;
+    b.q = w.q.as<void>();
+    b.k = w.k.as<void>();
+    b.v = w.v.as<void>();
+    b.o = o.as<void>();
+    b.lse = lse.as<float>();
+    b.seq_q = idx.seq_q.as<int32_t>();
+    b.seq_kv = idx.seq_kv.as<int32_t>();
+    b.q_offsets = idx.q_offsets.as<int32_t>();
+    b.o_offsets = idx.o_offsets.as<int32_t>();
+    b.stats_offsets = idx.stats_offsets.as<int32_t>();
+    b.k_offsets = idx.k_offsets.as<int32_t>();
+    b.v_offsets = idx.v_offsets.as<int32_t>();
+    b.page_table = idx.page_table.as<int32_t>();
+    b.workspace = workspace.as<void>();
+
+    g.graph->execute(b);
+    cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa graph execution");
+    res.o = cuda::download_as_float(o, total_q * Hq * dv, c.dtype);
+    res.lse = lse.to_host<float>(total_q * Hq);
+    apply_conventions(c, s, &res.o, &res.lse);
+
+    if (opt.bench_reps > 0) {
+      // The graph execution only, as cuda.flash times its kernels: 3 warm-ups, then each rep
+      // between two events on the stream cuDNN runs on (the default stream).
+      cudaEvent_t e0, e1;
+      cuda::check(cudaEventCreate(&e0), "cudaEventCreate");
+      cuda::check(cudaEventCreate(&e1), "cudaEventCreate");
+      std::vector<float> ms;
+      try {
+        for (int i = 0; i < 3; ++i) g.graph->execute(b);
+        for (int i = 0; i < opt.bench_reps; ++i) {
+          if (opt.cancel && opt.cancel->load()) break;
+          cuda::check(cudaEventRecord(e0), "cudaEventRecord");
+          g.graph->execute(b);
+          cuda::check(cudaEventRecord(e1), "cudaEventRecord");
+          cuda::check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+          float t = 0;
+          cuda::check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+          ms.push_back(t);
+        }
+        cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop");
+      } catch (...) {
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        throw;
+      }
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      if (!ms.empty()) {
+        std::sort(ms.begin(), ms.end());
+        res.timing.device_ms = ms[ms.size() / 2];
+        res.timing.device_ms_min = ms.front();
+        res.timing.device_ms_max = ms.back();
+        res.timing.reps = static_cast<int>(ms.size());
+      }
+    }
+
+    // The graph's build time beside the run: on a miss the whole build, on a hit the lookup.
+    const std::string graph_time = g.cached ? "graph cached: " + fixed(g.lookup_ms, 3) + " ms (built in " +
+                                                  fixed(g.graph->build_ms, 1) + " ms for this shape class)"
+                                            : "graph built in " + fixed(g.graph->build_ms, 1) + " ms";
+    res.message = graph_time + "; " + g.graph->implementation + " SDPA, plan " +
+                  (g.graph->engine.empty() ? std::string("?") : g.graph->engine) + "; shape class " + s.key.describe() + "; " +
+                  s.masks;
+    return res;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_sdpa_backend() { return std::make_unique<SdpaBackend>(); }
+
+}  // namespace attnscope::peers::cudnn

@@ -1,0 +1,47 @@
+// The flashinfer family: FlashInfer's own kernels and planner, compiled from the pinned wheel's
+// headers. The descriptor is compiled in every build; the backends and planner only where found.
+#include "attnscope/backend.h"
+#include "fi_library_plan.h"
+#if ATTNSCOPE_FAMILY_COMPILED
+#include "fi_backends.h"
+#endif
+
+namespace attnscope {
+
+BackendFamily flashinfer_family() {
+  using E = Expressions;
+  BackendFamily f;
+  f.name = "flashinfer";
+  f.backends = {
+      {"flashinfer.prefill", "FlashInfer FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched) planned by its PrefillPlan",
+       "bf16 / fp16, the head dims of fi_instances.def, paged or ragged KV, causal / window / chunked local (as vLLM's "
+       "virtual batches), a mask_mod as its custom mask, soft-cap / ALiBi score_mods; FlashInfer's own plan",
+       E::kFull, E::kLowered, true, true, true},
+      {"flashinfer.prefill_sm90",
+       "FlashInfer Hopper paged prefill (prefill_sm90.cuh: wgmma, TMA, warp-specialised) planned by PrefillSM90Plan",
+       "bf16 / fp16 on sm_90, the head dims of fi_sm90_instances.def, paged KV, causal / window, soft-cap; FlashInfer's own plan",
+       E::kNone, E::kLowered, true, true, true},
+      {"flashinfer.decode", "FlashInfer CUDA-core batch decode (BatchDecodeWithPagedKVCacheDispatched) planned by its DecodePlan",
+       "single-token queries, bf16 / fp16, the head dims of fi_instances.def, paged KV, window, soft-cap / ALiBi; FlashInfer's "
+       "own plan",
+       E::kNone, E::kLowered, true, true, true},
+  };
+  f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
+    out->flashinfer = flashinfer_library_plan(c, units);
+  };
+#if ATTNSCOPE_FAMILY_COMPILED
+  f.compiled = true;
+  f.note = ATTNSCOPE_FLASHINFER_PIN;  // the pinned flashinfer-python wheel whose headers were compiled
+  f.pin = ATTNSCOPE_FLASHINFER_PIN;
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "flashinfer.prefill") return peers::flashinfer::make_prefill_backend();
+    if (id == "flashinfer.prefill_sm90") return peers::flashinfer::make_prefill_sm90_backend();
+    return peers::flashinfer::make_decode_backend();
+  };
+#else
+  f.note = ATTNSCOPE_FAMILY_WHY;
+#endif
+  return f;
+}
+
+}  // namespace attnscope

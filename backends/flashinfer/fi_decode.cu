@@ -1,0 +1,230 @@
+// flashinfer.decode: FlashInfer's CUDA-core batch decode (BatchDecodeWithPagedKVCacheDispatched),
+// planned by FlashInfer's DecodePlan, for batches of single-token queries on attnscope's paged pool.
+// Chunked local attention runs on vLLM's virtual batches (one per request when every q_len is 1).
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "device_workload.h"
+#include "fi_backends.h"
+#include "fi_params.cuh"
+#include "fi_runtime.h"
+
+namespace attnscope::peers::flashinfer {
+
+namespace {
+
+// FlashInfer's decode launch shape (decode.cuh): bdx = head_dim / vec_size with vec_size =
+// max(16 / sizeof(dtype), head_dim / 32), bdy = the GQA group, bdz = max(128, bdx * bdy) / (bdx *
+// bdy); grid (padded_batch_size, num_kv_heads).
+std::string decode_kernel_name(const CaseSpec& c, const fi::DecodePlanInfo& info, FiVariant v) {
+  const unsigned vec = std::max(8, c.head_dim_qk / 32), bdx = c.head_dim_qk / vec, bdy = c.group_size();
+  const unsigned bdz = std::max(128u, bdx * bdy) / (bdx * bdy);
+  std::string s = "BatchDecodeWithPagedKVCacheKernel<head_dim " + std::to_string(c.head_dim_qk) + ", " + dtype_name(c.dtype) +
+                  ", group " + std::to_string(bdy) + ", variant " + fi_variant_name(v) + "> with " +
+                  grid_block(dim3(static_cast<unsigned>(info.padded_batch_size), c.num_kv_heads), dim3(bdx, bdy, bdz));
+  if (info.split_kv) s += ", then VariableLengthMergeStates";
+  return s;
+}
+
+template <class T>
+class Launch {
+ public:
+  Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
+         const fi::DecodePlanInfo& info, FiVariant v, uint32_t batch, const float* slopes)
+      : v_(v) {
+    const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
+    p_.paged_kv =
+        fi::paged_kv_t<T, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_qk, batch, layout, w.k.as<T>(), w.v.as<T>(),
+                                du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
+    p_.q = w.q.as<T>();  // [batch, hq, d]: one query per unit, units in token order
+    p_.o = out.o.as<T>();
+    p_.lse = out.lse.as<float>();
+    p_.maybe_alibi_slopes = const_cast<float*>(slopes);
+    p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
+    p_.sm_scale = c.sm_scale_or_default();
+    p_.num_qo_heads = c.num_qo_heads;
+    p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;
+    p_.q_stride_h = c.head_dim_qk;
+    p_.window_left = v == FiVariant::kPlain ? -1 : window_left(c);
+    char* iw = ws.int_ws.as<char>();
+    p_.request_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.request_indices_offset);
+    p_.kv_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_tile_indices_offset);
+    p_.o_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.o_indptr_offset);
+    p_.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_chunk_size_ptr_offset);
+    if (info.split_kv) {
+      tmp_v_ = fi::GetPtrFromBaseOffset<T>(ws.float_ws.as<void>(), info.v_offset);  // partials in the dtype
+      tmp_s_ = fi::GetPtrFromBaseOffset<float>(ws.float_ws.as<void>(), info.s_offset);
+      // as batch_decode.cu: the mask exists (and padded CTAs read it) only for split-KV CUDA-graph plans
+      if (info.enable_cuda_graph) p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
+    }
+    p_.padded_batch_size = static_cast<uint32_t>(info.padded_batch_size);
+    kernels_ = find_kernels<T>(c.head_dim_qk);
+    name_ = decode_kernel_name(c, info, v);
+  }
+
+  void operator()(bool sync) {
+    if (!kernels_) throw cuda::CudaError("no instance for " + name_);
+    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, nullptr), name_, sync);
+  }
+
+ private:
+  FiVariant v_;
+  DecodeParams<T> p_;
+  T* tmp_v_ = nullptr;
+  float* tmp_s_ = nullptr;
+  const FiKernels<T>* kernels_ = nullptr;
+  std::string name_;
+};
+
+// DecodePlan (or its workspace size) through the instance of the case's dtype.
+cudaError_t decode_plan(const CaseSpec& c, const DecodePlanArgs& a, FiVariant v, fi::DecodePlanInfo* info, size_t* fb,
+                        size_t* ib) {
+  if (c.dtype == DType::kBf16) {
+    const auto* k = find_kernels<nv_bfloat16>(c.head_dim_qk);
+    return k ? k->decode_plan(a, v, info, fb, ib) : cudaErrorNotSupported;
+  }
+  const auto* k = find_kernels<half>(c.head_dim_qk);
+  return k ? k->decode_plan(a, v, info, fb, ib) : cudaErrorNotSupported;
+}
+
+class DecodeBackend final : public Backend {
+ public:
+  std::string id() const override { return "flashinfer.decode"; }
+  std::string describe() const override {
+    return std::string("FlashInfer ") + ATTNSCOPE_FLASHINFER_PIN +
+           " CUDA-core batch decode (BatchDecodeWithPagedKVCacheDispatched), planned by FlashInfer's DecodePlan, for "
+           "single-token queries on attnscope's paged pool";
+  }
+
+
+  std::string check(const CaseSpec& c) const override {
+    for (size_t r = 0; r < c.requests.size(); ++r)
+      if (c.requests[r].q_len != 1)
+        return "request " + std::to_string(r) + " has q_len " + std::to_string(c.requests[r].q_len) +
+               ": flashinfer.decode runs batches of single-token queries (BatchDecodeWithPagedKVCache); flashinfer.prefill "
+               "runs the rest";
+    if (auto why = shape_refusal(c, true); !why.empty()) return why;
+    if (auto why = variant_refusal(c); !why.empty()) return why;
+    if (c.split.planner == Planner::kFixed)
+      return "planner fixed: FlashInfer's CUDA-core decode has no fixed split size (its wrapper raises \"fixed_split_size "
+             "is only supported by tensor core decode for now.\")";
+    const FiVariant v = choose_variant(c);
+    if (!has_decode(c.head_dim_qk, c.dtype, v))
+      return std::string("decode variant ") + fi_variant_name(v) + " is not instantiated for head_dim " +
+             std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype) + " in this build (fi_instances.def)";
+    // the decode kernel has no custom mask: the single query must see exactly the keys from the
+    // window (or chunk) start to the end
+    for (size_t r = 0; r < c.requests.size(); ++r) {
+      const RowMask m = row_mask(c, static_cast<int>(r));
+      const int qa = c.requests[r].kv_len - 1;
+      int lo, hi;
+      visible_range(m, qa, &lo, &hi);
+      int want_lo = c.attention.window ? std::max(0, qa - *c.attention.window + 1) : 0;
+      if (c.attention.local_chunk) want_lo = (qa / *c.attention.local_chunk) * *c.attention.local_chunk;
+      if (hi <= lo || lo != want_lo || hi != c.requests[r].kv_len)
+        return "request " + std::to_string(r) + "'s query sees keys [" + std::to_string(lo) + ", " +
+               std::to_string(std::max(lo, hi)) + ") of " + std::to_string(c.requests[r].kv_len) +
+               " (documents, padding): FlashInfer's decode kernel has no custom mask (flashinfer.prefill has)";
+    }
+    // the case's own refusals come first, so they read the same with or without a device
+    return device_refusal();
+  }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    Result res;
+    res.backend = id();
+    const FiUnits u = fi_units(c, p);
+    check_units_in_token_order(c, p, u);
+    const uint32_t B = static_cast<uint32_t>(p.units.size());
+    if (u.total_q != B) return refused(res, "flashinfer.decode needs one query per unit");
+    std::string why;
+    if (choose_mask(c, p, &why) == FiMask::kCustom) return refused(res, "FlashInfer's decode kernel has no custom mask: " + why);
+    const FiVariant v = choose_variant(c);
+    const SplitArgs sa = split_args(c);
+    std::vector<int> kv_h = u.kv_indptr;
+
+    DecodePlanArgs a;
+    a.kv_indptr_h = kv_h.data();
+    a.batch_size = B;
+    a.num_qo_heads = c.num_qo_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.page_size = u.page_size;
+    a.enable_cuda_graph = sa.enable_cuda_graph;
+    a.size_only = true;
+    size_t fbytes = 0, ibytes = 0;
+    try {
+      cuda::check(decode_plan(c, a, v, nullptr, &fbytes, &ibytes), "DecodePlanWorkspaceSize");
+    } catch (const fi::Error& e) {
+      return refused(res, std::string("FlashInfer's DecodePlan refuses the batch: ") + e.what());
+    }
+
+    const int64_t out_bytes = u.total_q * c.num_qo_heads * (c.head_dim_vo * dtype_bytes(c.dtype) + 4);
+    cuda::require_device_memory(cuda::device_workload_bytes(c, p) + out_bytes + static_cast<int64_t>(fbytes + ibytes) +
+                                    16 * static_cast<int64_t>(u.kv_indices.size() + B),
+                                "flashinfer.decode (inputs, outputs, FlashInfer's workspaces)");
+    const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const DeviceUnits du = upload_units(u);
+    const DeviceOutputs out = poisoned_outputs(c, u.total_q);
+    const std::vector<float> slopes = alibi_slopes(c);
+    const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+    Workspaces ws;
+    ws.alloc(fbytes, ibytes);
+    cuda::check(cudaMemset(ws.float_ws.as<void>(), 0xff, ws.float_bytes), "cudaMemset (poison FlashInfer's float workspace)");
+
+    fi::DecodePlanInfo info;
+    a.size_only = false;
+    a.float_buffer = ws.float_ws.as<void>();
+    a.float_bytes = ws.float_bytes;
+    a.int_buffer = ws.int_ws.as<void>();
+    a.host_buffer = ws.host;
+    a.int_bytes = ws.int_bytes;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      cuda::check(decode_plan(c, a, v, &info, &fbytes, &ibytes), "DecodePlan");
+    } catch (const fi::Error& e) {
+      return refused(res, std::string("FlashInfer's DecodePlan refuses the batch: ") + e.what());
+    }
+    cuda::check(cudaDeviceSynchronize(), "DecodePlan (copy of the plan to the int workspace)");
+    const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    const int kv_chunk_tokens = *fi::GetPtrFromBaseOffset<FiId>(ws.host, info.kv_chunk_size_ptr_offset);
+
+    // one launch checked synchronously, the outputs, then the timed launches (kernels only)
+    auto go = [&](auto dtype_tag) {
+      Launch<decltype(dtype_tag)> launch(c, w, du, out, ws, info, v, B, d_slopes.as<float>());
+      launch(true);
+      download_outputs(c, u, slopes, out, &res);
+      const auto once = [&] { launch(false); };
+      time_launches(opt, once, &res.timing);
+    };
+    try {
+      if (c.dtype == DType::kBf16)
+        go(nv_bfloat16{});
+      else
+        go(half{});
+    } catch (const fi::Error& e) {
+      return refused(res, std::string("FlashInfer refuses the launch: ") + e.what());
+    }
+
+    std::string msg = "FlashInfer DecodePlan: split_kv " +
+                      (info.split_kv ? "yes, kv chunk " + std::to_string(kv_chunk_tokens) + " tokens" : std::string("no")) +
+                      ", grid " + std::to_string(info.padded_batch_size) + " x " + std::to_string(c.num_kv_heads) +
+                      " CTAs; variant " + fi_variant_name(v) + "; plan " + std::to_string(static_cast<int>(plan_us)) +
+                      " us on the host";
+    if (sa.disable_split_kv)
+      msg +=
+          "; planner off: FlashInfer's CUDA-core decode plan has no disable_split_kv (its wrapper passes it to the "
+          "tensor-core path only), so FlashInfer chose the split itself";
+    if (!sa.note.empty()) msg += "; " + sa.note;
+    if (info.split_kv && !partials_note(c).empty()) msg += "; " + partials_note(c);
+    if (v == FiVariant::kAlibi && !c.attention.alibi) msg += "; window without ALiBi: the ALiBi variant with zero slopes";
+    res.message = msg;
+    return res;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_decode_backend() { return std::make_unique<DecodeBackend>(); }
+
+}  // namespace attnscope::peers::flashinfer

@@ -1,0 +1,252 @@
+// flashinfer.prefill: FlashInfer's FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched), planned
+// by FlashInfer's own PrefillPlan on the host, run in-process on attnscope's paged pool as it is
+// (NHD or HND, any page size, the plan's page table, the device-generated inputs). The units are
+// the requests, or vLLM's virtual batches of chunked local attention, run exactly as vLLM's FlashInfer
+// backend runs them: causal prefill over the virtual requests with their sliced block tables.
+#include <chrono>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "device_workload.h"
+#include "fi_backends.h"
+#include "fi_params.cuh"
+#include "fi_runtime.h"
+
+namespace attnscope::peers::flashinfer {
+
+namespace {
+
+// The launch's name and shape for error messages: FlashInfer launches grid (padded_batch_size, 1,
+// num_kv_heads) with block (32, NUM_WARPS_Q, NUM_WARPS_KV): 1 x 4 warps for tile 16, 4 x 1 beyond
+// (prefill.cuh get_num_warps_q / get_num_warps_kv); shared memory is FlashInfer's choice.
+std::string prefill_kernel_name(const CaseSpec& c, const fi::PrefillPlanInfo& info, FiVariant v, FiMask m) {
+  const unsigned wq = info.cta_tile_q > 16 ? 4 : 1;
+  const dim3 grid(static_cast<unsigned>(info.padded_batch_size), 1, static_cast<unsigned>(c.num_kv_heads));
+  std::string s = "BatchPrefillWithPagedKVCacheKernel<cta_tile_q " + std::to_string(info.cta_tile_q) + ", head_dim " +
+                  std::to_string(c.head_dim_qk) + ", " + dtype_name(c.dtype) + ", mask " + fi_mask_name(m) + ", variant " +
+                  fi_variant_name(v) + "> with " + grid_block(grid, dim3(32, wq, 4 / wq));
+  if (info.split_kv) s += ", then VariableLengthMergeStates over " + std::to_string(info.total_num_rows) + " rows";
+  return s;
+}
+
+template <class T>
+class Launch {
+ public:
+  // Fills FlashInfer's params from the plan (PrefillPlanInfo offsets into the workspaces) and the
+  // device inputs; every field the kernel reads is set here.
+  Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
+         const fi::PrefillPlanInfo& info, FiVariant v, FiMask m, const uint8_t* mask, const int* mask_indptr, const float* slopes)
+      : info_(info), v_(v), m_(m) {
+    const int B = static_cast<int>(du.qo_indptr.bytes() / sizeof(int)) - 1;
+    const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
+    // K and V pools share one shape (equal head dims): the contiguous-pool constructor's strides,
+    // NHD [pages, page_size, heads, dim] / HND [pages, heads, page_size, dim], are attnscope's
+    // kv_offset() layouts
+    p_.paged_kv = fi::paged_kv_t<T, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_vo, B, layout, w.k.as<T>(), w.v.as<T>(),
+                                          du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
+    p_.q = w.q.as<T>();
+    p_.q_indptr = du.qo_indptr.as<FiId>();
+    p_.o = out.o.as<T>();
+    p_.lse = out.lse.as<float>();
+    p_.group_size = fi::uint_fastdiv(static_cast<uint32_t>(c.group_size()));
+    p_.maybe_custom_mask = const_cast<uint8_t*>(mask);
+    p_.maybe_mask_indptr = const_cast<FiId*>(mask_indptr);
+    p_.maybe_alibi_slopes = const_cast<float*>(slopes);
+    p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
+    p_.sm_scale = c.sm_scale_or_default();  // double, as FlashInfer's Python passes it
+    p_.num_qo_heads = c.num_qo_heads;
+    p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;  // Q is [total_q, hq, dqk], contiguous
+    p_.q_stride_h = c.head_dim_qk;
+    // the plain variant has no window predicate, but the kernel still skips KV tiles left of
+    // params.window_left: it must be -1 there
+    p_.window_left = v == FiVariant::kPlain ? -1 : window_left(c);
+    char* iw = ws.int_ws.as<char>();
+    p_.request_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.request_indices_offset);
+    p_.qo_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.qo_tile_indices_offset);
+    p_.kv_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_tile_indices_offset);
+    p_.o_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.o_indptr_offset);
+    p_.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_chunk_size_ptr_offset);
+    if (info.split_kv) {
+      p_.merge_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.merge_indptr_offset);
+      tmp_v_ = fi::GetPtrFromBaseOffset<T>(ws.float_ws.as<void>(), info.v_offset);  // partials in the dtype
+      tmp_s_ = fi::GetPtrFromBaseOffset<float>(ws.float_ws.as<void>(), info.s_offset);
+    }
+    p_.padded_batch_size = static_cast<uint32_t>(info.padded_batch_size);
+    p_.max_total_num_rows = static_cast<uint32_t>(info.total_num_rows);
+    if (info.enable_cuda_graph) {  // padded CTAs read block_valid_mask; the merge reads total_num_rows
+      p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
+      p_.total_num_rows = fi::GetPtrFromBaseOffset<uint32_t>(iw, info.total_num_rows_offset);
+    }
+    kernels_ = find_kernels<T>(c.head_dim_qk);
+    name_ = prefill_kernel_name(c, info, v, m);
+  }
+
+  // One run: the kernel and, with split-KV, the merge. FlashInfer takes params by value, so they
+  // stay as filled for the next run.
+  void operator()(bool sync) {
+    if (!kernels_) throw cuda::CudaError("no instance for " + name_);
+    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, nullptr), name_, sync);
+  }
+
+ private:
+  fi::PrefillPlanInfo info_;
+  FiVariant v_;
+  FiMask m_;
+  PrefillParams<T> p_;
+  T* tmp_v_ = nullptr;
+  float* tmp_s_ = nullptr;
+  const FiKernels<T>* kernels_ = nullptr;
+  std::string name_;
+};
+
+class PrefillBackend final : public Backend {
+ public:
+  std::string id() const override { return "flashinfer.prefill"; }
+  std::string describe() const override {
+    return std::string("FlashInfer ") + ATTNSCOPE_FLASHINFER_PIN +
+           " FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched), planned by FlashInfer's PrefillPlan, on attnscope's "
+           "paged pool; chunked local attention as vLLM's virtual batches";
+  }
+
+  std::string check(const CaseSpec& c) const override {
+    if (auto why = shape_refusal(c, false); !why.empty()) return why;
+    if (auto why = variant_refusal(c); !why.empty()) return why;
+    const FiVariant v = choose_variant(c);
+    // the mask mode depends on the plan (run() picks it); a native mode without its line falls
+    // back to the custom mode, so the custom line alone is enough
+    const FiMask native = c.attention.causal ? FiMask::kCausal : FiMask::kNone;
+    if (!has_prefill(c.head_dim_qk, c.dtype, v, native) && !has_prefill(c.head_dim_qk, c.dtype, v, FiMask::kCustom))
+      return std::string("variant ") + fi_variant_name(v) + " (" + variant_text(c) + ") is not instantiated for head_dim " +
+             std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype) + " in this build (fi_instances.def)";
+    // the case's own refusals come first, so they read the same with or without a device
+    return device_refusal();
+  }
+
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    Result res;
+    res.backend = id();
+    const FiUnits u = fi_units(c, p);
+    check_units_in_token_order(c, p, u);
+    const FiVariant v = choose_variant(c);
+    std::string why_custom;
+    FiMask m = choose_mask(c, p, &why_custom);
+    std::vector<std::string> notes;
+    if (m != FiMask::kCustom && !has_prefill(c.head_dim_qk, c.dtype, v, m)) {
+      notes.push_back(std::string("mask mode ") + fi_mask_name(m) + " is not instantiated with variant " + fi_variant_name(v) +
+                      ": runs FlashInfer's custom-mask mode with the same mask as bits");
+      m = FiMask::kCustom;
+    } else if (m == FiMask::kCustom) {
+      notes.push_back("custom mask: " + why_custom);
+    }
+    if (!has_prefill(c.head_dim_qk, c.dtype, v, m))
+      return refused(res, std::string("mask mode ") + fi_mask_name(m) + " with variant " + fi_variant_name(v) +
+                              " is not instantiated for head_dim " + std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype));
+
+    // FlashInfer's plan inputs: int32 indptrs built on the host from attnscope's plan
+    const SplitArgs sa = split_args(c);
+    std::vector<int> qo_h = u.qo_indptr, kv_h = u.kv_indptr;
+    const uint32_t B = static_cast<uint32_t>(p.units.size());
+    const int wl = v == FiVariant::kPlain ? -1 : window_left(c);
+    auto plan_call = [&](bool size_only, Workspaces* ws, fi::PrefillPlanInfo* info, size_t* fb, size_t* ib) {
+      if (size_only)
+        return fi::PrefillPlanWorkspaceSize<FiId>(*fb, *ib, qo_h.data(), kv_h.data(), static_cast<uint32_t>(u.total_q), B,
+                                                  c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, u.page_size,
+                                                  sa.enable_cuda_graph, dtype_bytes(c.dtype), wl, sa.fixed_split_size,
+                                                  sa.disable_split_kv, 0, 0, nullptr, dtype_bytes(c.dtype));
+      return fi::PrefillPlan<FiId>(ws->float_ws.as<void>(), ws->float_bytes, ws->int_ws.as<void>(), ws->host, ws->int_bytes,
+                                   *info, qo_h.data(), kv_h.data(), static_cast<uint32_t>(u.total_q), B, c.num_qo_heads,
+                                   c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, u.page_size, sa.enable_cuda_graph,
+                                   dtype_bytes(c.dtype), wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr,
+                                   dtype_bytes(c.dtype));
+    };
+    size_t fbytes = 0, ibytes = 0;
+    try {
+      cuda::check(plan_call(true, nullptr, nullptr, &fbytes, &ibytes), "PrefillPlanWorkspaceSize");
+    } catch (const fi::Error& e) {
+      return refused(res, std::string("FlashInfer's PrefillPlan refuses the batch: ") + e.what());
+    }
+
+    std::vector<int> mask_indptr;
+    const std::vector<uint8_t> mask_bits = m == FiMask::kCustom ? pack_custom_mask(c, p, &mask_indptr) : std::vector<uint8_t>{};
+    const int64_t out_bytes = u.total_q * c.num_qo_heads * (c.head_dim_vo * dtype_bytes(c.dtype) + 4);
+    cuda::require_device_memory(cuda::device_workload_bytes(c, p) + out_bytes + static_cast<int64_t>(fbytes + ibytes) +
+                                    static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B),
+                                "flashinfer.prefill (inputs, outputs, FlashInfer's workspaces, custom mask)");
+    const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const DeviceUnits du = upload_units(u);
+    const DeviceOutputs out = poisoned_outputs(c, u.total_q);
+    const std::vector<float> slopes = alibi_slopes(c);
+    const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+    const cuda::DeviceBuffer d_mask = cuda::DeviceBuffer::from(mask_bits.empty() ? std::vector<uint8_t>{0} : mask_bits);
+    const cuda::DeviceBuffer d_mask_indptr = cuda::DeviceBuffer::from(mask_indptr.empty() ? std::vector<int>{0} : mask_indptr);
+    Workspaces ws;
+    ws.alloc(fbytes, ibytes);
+    // split-KV partials that the merge would read without the kernel writing them show as NaN
+    cuda::check(cudaMemset(ws.float_ws.as<void>(), 0xff, ws.float_bytes), "cudaMemset (poison FlashInfer's float workspace)");
+
+    fi::PrefillPlanInfo info;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      cuda::check(plan_call(false, &ws, &info, nullptr, nullptr), "PrefillPlan");
+    } catch (const fi::Error& e) {
+      return refused(res, std::string("FlashInfer's PrefillPlan refuses the batch: ") + e.what());
+    }
+    cuda::check(cudaDeviceSynchronize(), "PrefillPlan (copy of the plan to the int workspace)");
+    const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    const int kv_chunk_tokens = *fi::GetPtrFromBaseOffset<FiId>(ws.host, info.kv_chunk_size_ptr_offset);
+
+    const uint8_t* mask_ptr = m == FiMask::kCustom ? d_mask.as<uint8_t>() : nullptr;
+    const int* mask_indptr_ptr = m == FiMask::kCustom ? d_mask_indptr.as<int>() : nullptr;
+    // one launch checked synchronously, the outputs, then the timed launches (kernels only)
+    auto go = [&](auto dtype_tag) {
+      Launch<decltype(dtype_tag)> launch(c, w, du, out, ws, info, v, m, mask_ptr, mask_indptr_ptr, d_slopes.as<float>());
+      launch(true);
+      download_outputs(c, u, slopes, out, &res);
+      const auto once = [&] { launch(false); };
+      time_launches(opt, once, &res.timing);
+    };
+    try {
+      if (c.dtype == DType::kBf16)
+        go(nv_bfloat16{});
+      else
+        go(half{});
+    } catch (const fi::Error& e) {
+      // FlashInfer refused at launch (shared memory of the tile, an invalid kernel configuration)
+      return refused(res, std::string("FlashInfer refuses the launch: ") + e.what());
+    }
+
+    // kv_chunk_size is meaningful only with split-KV (disable_split_kv stores INT64_MAX * page_size
+    // into the int32 slot; the kernel then never reads it)
+    std::string msg = "FlashInfer PrefillPlan: cta_tile_q " + std::to_string(info.cta_tile_q) + ", split_kv " +
+                      (info.split_kv ? "yes, kv chunk " + std::to_string(kv_chunk_tokens) + " tokens" : std::string("no")) +
+                      ", grid " + std::to_string(info.padded_batch_size) + " x " + std::to_string(c.num_kv_heads) +
+                      " CTAs; mask " + fi_mask_name(m) + ", variant " + fi_variant_name(v) + "; plan " +
+                      std::to_string(static_cast<int>(plan_us)) + " us on the host";
+    if (!sa.note.empty()) notes.push_back(sa.note);
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess && sms != c.split.num_sms)
+      notes.push_back("FlashInfer planned for device 0's " + std::to_string(sms) + " SMs (/split/num_sms " +
+                      std::to_string(c.split.num_sms) + " is the input of attnscope's model of the planner)");
+    if (info.split_kv && !partials_note(c).empty()) notes.push_back(partials_note(c));
+    if (v == FiVariant::kAlibi && !c.attention.alibi) notes.push_back("window without ALiBi: the ALiBi variant with zero slopes");
+    for (const auto& n : notes) msg += "; " + n;
+    res.message = msg;
+    return res;
+  }
+
+ private:
+  static std::string variant_text(const CaseSpec& c) {
+    std::string s;
+    if (c.attention.window) s += "window";
+    if (c.attention.soft_cap) s += std::string(s.empty() ? "" : ", ") + "soft-cap";
+    if (c.attention.alibi) s += std::string(s.empty() ? "" : ", ") + "ALiBi";
+    return s.empty() ? "no logits transform" : s;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_prefill_backend() { return std::make_unique<PrefillBackend>(); }
+
+}  // namespace attnscope::peers::flashinfer

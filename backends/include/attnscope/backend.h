@@ -1,0 +1,80 @@
+// The backends floor: the Backend interface, the family descriptor each family folder fills in, and
+// the registry that answers every question about ids from those descriptors (docs/architecture.md).
+// A backend gets the same CaseSpec, Plan and Workload as every other and returns a Result; it never
+// aborts: unsupported configurations and errors are statuses with a reason.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+#include "attnscope/plan.h"
+#include "attnscope/result.h"
+#include "attnscope/workload.h"
+
+namespace attnscope {
+
+struct RunOptions {
+  std::optional<int> sample_rows;             // references: N sampled query rows per request
+  const std::atomic<bool>* cancel = nullptr;  // set by the caller to stop early
+  std::function<void(double)> progress;       // fraction done in [0, 1], from any thread
+  int bench_reps = 0;                         // GPU backends: timed repetitions (0 = one run)
+  int threads = 0;                            // CPU backends: worker threads (0 = every hardware thread)
+};
+
+// What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
+// check()). kFull: evaluates them (a mask_mod through RowMask's bits); kLowered (score_mod only):
+// runs the forms lower_score_mod recognises, as its built-in soft_cap / alibi; kNone: refuses.
+enum class Expressions { kNone, kLowered, kFull };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string id() const = 0;
+  virtual std::string describe() const = 0;
+  // Empty when the configuration is supported, else the reason.
+  virtual std::string check(const CaseSpec& c) const = 0;
+  virtual Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) = 0;
+};
+
+// The part a backend plays in the case format's defaults (a case without /backends runs the
+// reference, the low-precision baseline and the plan twin; twice_lowp compares against kLowp).
+enum class Role { kNone, kReference, kLowp, kPlanTwin };
+
+// One backend as its family describes it. Everything that lists ids, or asks what a backend takes,
+// reads these: validation, refusal messages, the CLI's help and tables, the GUI's lists.
+struct BackendInfo {
+  std::string id;       // "<family>.<name>"
+  std::string summary;  // one line: what it computes
+  std::string takes;    // dtypes, head dims, masks, storage, planner, in words
+  Expressions mask_mod = Expressions::kNone;
+  Expressions score_mod = Expressions::kNone;
+  bool gpu = false;            // runs on a CUDA device (device inputs, CUDA-event timing)
+  bool bench_default = false;  // timed by `bench` and the GUI's button by default
+  bool library_plan = false;   // runs its library's own plan (Plan::library), not the model's
+  Role role = Role::kNone;
+};
+
+// A family of backends: attnscope's own CPU or CUDA kernels, or one real library. Each family folder
+// defines `BackendFamily <name>_family()` in its family.cpp, compiled in every build; a family whose
+// code is not compiled still lists its backends, and they report "not compiled: <why>", so a case
+// naming them stays valid everywhere.
+struct BackendFamily {
+  std::string name;                   // the ids' prefix
+  std::vector<BackendInfo> backends;  // in display order
+  bool compiled = false;              // its code is built into this binary
+  std::string note;                   // when compiled: version / source of the code; else why not
+  std::string pin;                    // the pinned package its code comes from ("" for attnscope's own)
+  std::unique_ptr<Backend> (*make)(const std::string& id) = nullptr;  // id is one of `backends`
+  // Optional: fills the family's entry of Plan::library (its own planner on the same units).
+  void (*library_plan)(const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) = nullptr;
+};
+
+// A backend that only reports "not compiled: <why>" (families absent from this build).
+std::unique_ptr<Backend> make_not_compiled_backend(const std::string& id, const std::string& why);
+
+}  // namespace attnscope

@@ -1,0 +1,171 @@
+// CaseSpec: everything a user configures about one attention batch. Plain data; the JSON form is
+// documented in docs/case-format.md and read/written by app/core/case_json.cpp. Every field maps to
+// one JSON path, which is what CaseError names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attnscope/types.h"
+
+namespace attnscope {
+
+// Invalid input. `path` is a JSON pointer ("/requests/3/q_len"), `rule` says what is required.
+class CaseError : public std::runtime_error {
+ public:
+  CaseError(std::string path, std::string rule)
+      : std::runtime_error(path + ": " + rule), path_(std::move(path)), rule_(std::move(rule)) {}
+  const std::string& path() const { return path_; }
+  const std::string& rule() const { return rule_; }
+
+ private:
+  std::string path_;
+  std::string rule_;
+};
+
+struct RequestSpec {
+  int q_len = 1;                  // new query tokens
+  int kv_len = 1;                 // total keys (cached prefix + new), tokens
+  std::optional<int> prefix_len;  // prefix-LM: keys [0, prefix_len) visible to every query
+  std::vector<int> doc_starts;    // packed documents: sorted key positions where a document
+                                  // starts; first must be 0. Empty = one document.
+  std::optional<int> pad_start;   // keys and queries at absolute positions >= pad_start are
+                                  // padding: visible to nobody, their query rows fully masked
+  std::optional<uint64_t> seed;   // data seed of this request; default derived from data.seed
+                                  // and the request index (kept explicit by `invariance`)
+  bool operator==(const RequestSpec&) const = default;
+};
+
+enum class KvStorage { kPaged, kRagged };  // ragged = one contiguous [tokens, heads, dim] per request
+enum class PageAlloc { kContiguous, kShuffled, kFragmented };
+
+struct KvCacheSpec {
+  KvStorage storage = KvStorage::kPaged;
+  int page_size = 16;  // tokens per page (1 when ragged)
+  KvLayout layout = KvLayout::kNHD;
+  PageAlloc allocation = PageAlloc::kContiguous;
+  uint64_t allocation_seed = 0;  // shuffled / fragmented page order
+  bool null_page = true;         // physical page 0 is reserved and never referenced (vLLM)
+  bool poison_unused = false;    // unused pages and last-page slots hold NaN
+  // Width of the block table as FlashAttention's flash_attn_with_kvcache sees it (block_table.size(1),
+  // FlashAttention's max_num_blocks_per_seq), pages (tokens when ragged: the cache's seqlen dim). FA2
+  // hands max_num_blocks_per_seq * page_size to its split heuristic, so the allocated cache, not the
+  // live length, decides the split count. Absent: the tightest table (the longest request's pages).
+  std::optional<int> max_num_blocks_per_seq;
+  bool operator==(const KvCacheSpec&) const = default;
+};
+
+struct AttentionSpec {
+  bool causal = true;              // bottom-right aligned
+  std::optional<int> window;       // W: visible iff q_abs - W < k <= q_abs (W includes the query)
+  std::optional<int> local_chunk;  // c: chunked local attention (Llama-4)
+  bool prefix_lm = false;          // use each request's prefix_len
+  std::optional<double> soft_cap;  // s = cap * tanh(s / cap), before masking
+  std::optional<double> sm_scale;  // default 1 / sqrt(head_dim_qk)
+  bool alibi = false;              // s += slope[h] * (k - q_abs)
+  // Expressions (grammar: docs/case-format.md, "Expressions"). mask_mod is ANDed with the built-in
+  // mask above (set causal false for the expression alone); score_mod replaces the scaled logit
+  // `score` (q.k * sm_scale) and cannot be combined with soft_cap or alibi.
+  std::optional<std::string> mask_mod;
+  std::optional<std::string> score_mod;
+  bool operator==(const AttentionSpec&) const = default;
+};
+
+enum class Planner { kFlashInfer, kFlashAttn, kFixed, kOff };
+enum class PartialPrecision { kFp32, kDtype };  // split-KV partial outputs kept in fp32 or rounded
+
+struct SplitSpec {
+  Planner planner = Planner::kFlashInfer;
+  std::optional<int> fixed_split_size;  // pages per KV chunk (tokens when ragged); planner `fixed` only
+  std::optional<int> fixed_tile_q;      // packed query rows per tile: 16, 64 or 128; overrides the rule
+  int num_sms = 132;                    // the SM count the planner budgets for (H100 SXM: 132)
+  bool cuda_graph = false;              // FlashInfer CUDA-graph planning (worst-case tile, padded grid)
+  PartialPrecision partials = PartialPrecision::kFp32;
+  bool operator==(const SplitSpec&) const = default;
+};
+
+struct DataSpec {
+  uint64_t seed = 1;
+  double mean = 0.0;
+  double std = 1.0;
+  std::vector<int> outlier_channels;  // head-dim channels of K scaled by outlier_scale
+  double outlier_scale = 1.0;
+  bool operator==(const DataSpec&) const = default;
+};
+
+enum class CompareRule { kAllclose, kTwiceLowp, kBitwise, kMaxAbs };
+
+struct ComparisonSpec {
+  std::string backend;   // a backend id of the case
+  std::string baseline;  // usually a reference
+  CompareRule rule = CompareRule::kAllclose;
+  double rtol = 1e-2;             // allclose
+  double atol = 1e-3;             // allclose; max_abs bound; twice_lowp rounding floor
+  std::string lowp;  // twice_lowp: the same-precision naive baseline (the JSON reader's default: the registry's)
+  bool operator==(const ComparisonSpec&) const = default;
+};
+
+struct CaseSpec {
+  std::string name;
+  std::string description;
+  std::vector<RequestSpec> requests;
+  int num_qo_heads = 1;
+  int num_kv_heads = 1;
+  int head_dim_qk = 64;
+  int head_dim_vo = 64;
+  DType dtype = DType::kBf16;
+  KvCacheSpec kv_cache;
+  AttentionSpec attention;
+  SplitSpec split;
+  DataSpec data;
+  std::vector<std::string> backends;  // backend ids to run, in order
+  std::vector<ComparisonSpec> comparisons;
+  std::optional<int> sample_rows;      // references computed on N sampled query rows per request
+  std::optional<int> pad_head_dim_to;  // cuda.flash_padded: zero-pad head dims to this (default 64),
+                                       // sm_scale kept from the true head dim (FlashInfer workaround)
+  bool operator==(const CaseSpec&) const = default;
+
+  int group_size() const { return num_qo_heads / num_kv_heads; }
+  double scale() const { return sm_scale_or_default(); }
+  double sm_scale_or_default() const;
+  int64_t total_q() const;
+  int64_t total_kv() const;
+  uint64_t request_seed(int r) const;  // explicit seed, or mix(data.seed, r)
+  int effective_page_size() const { return kv_cache.storage == KvStorage::kRagged ? 1 : kv_cache.page_size; }
+};
+
+// Which backend ids exist is the backends floor's knowledge (its registry), not the model's: the
+// caller passes it in. `known` answers for one id; `listing` is the text of every id for the error.
+struct BackendIds {
+  bool (*known)(const std::string& id) = nullptr;
+  std::string (*listing)() = nullptr;
+};
+
+// Checks every rule that is not a matter of JSON syntax (ranges and cross-field consistency).
+// Throws CaseError naming the path. Called by the JSON reader and by the GUI editor with the
+// registry's ids; without them (`ids` null) backend ids are checked for duplicates only.
+void validate_case(const CaseSpec& c, const BackendIds* ids = nullptr);
+// The mask_mod / score_mod part of validate_case (the GUI's editor checks as the user types).
+void validate_expressions(const CaseSpec& c);
+
+const char* planner_name(Planner p);
+const char* alloc_name(PageAlloc a);
+const char* storage_name(KvStorage s);
+const char* rule_name(CompareRule r);
+const char* partials_name(PartialPrecision p);
+
+// A copy of `c` planned by model `p`, made valid for it: `fixed` gets the case's split size and
+// tile, or 2048 tokens of pages and tile 128 (64 for head_dim vo >= 256), unless given here; the
+// other models drop the fixed split size, and flash_attn / off drop CUDA-graph planning. Used by
+// `invariance` and the GUI's planner comparison.
+CaseSpec with_planner(const CaseSpec& c, Planner p, std::optional<int> fixed_split_size = std::nullopt,
+                      std::optional<int> fixed_tile_q = std::nullopt);
+
+// A copy of `c` holding only the listed requests (explicit per-request seeds kept, so the data of
+// each request is unchanged). Used by `invariance`.
+CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& request_ids);
+
+}  // namespace attnscope

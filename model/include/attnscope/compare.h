@@ -1,0 +1,59 @@
+// Numeric comparison of a backend's result against a baseline (DESIGN.md section 6).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnscope/result.h"
+#include "attnscope/case_spec.h"
+
+namespace attnscope {
+
+struct DiffStats {
+  int64_t count = 0;   // elements compared (both computed)
+  double max_abs = 0;  // over finite pairs
+  double mean_abs = 0;
+  double rel_l2 = 0;          // ||a - b|| / ||b||
+  double nmse = 0;            // ||a - b||^2 / ||b||^2 ... as mean squares: sum (a-b)^2 / sum b^2
+  uint64_t max_ulp = 0;       // in the case dtype
+  int64_t bit_identical = 0;  // a and b have the same bits in the case dtype
+  int64_t nan_a = 0, inf_a = 0, nan_b = 0, inf_b = 0;
+  int64_t nonfinite_mismatch = 0;  // positions where exactly one side is NaN/Inf, or infinities differ
+  bool allclose_loose = false;     // rtol 1e-2, atol 1e-3
+  bool allclose_tight = false;     // rtol 1e-3, atol 1e-4
+  int64_t worst_index = -1;        // element of max_abs
+};
+
+struct Verdict {
+  bool pass = false;
+  bool skipped = false;  // not compared: a side is not compiled or does not support the case
+  std::string rule;      // e.g. "allclose(rtol=0.01, atol=0.001)"
+  std::string detail;    // the numbers that decided it
+};
+
+struct DiffReport {
+  std::string backend, baseline;
+  bool available = false;  // both results ok
+  std::string unavailable_reason;
+  DiffStats o;                         // on O
+  DiffStats lse;                       // on LSE (natural log; -inf == -inf counts as equal)
+  int64_t rows_compared = 0;           // (token, head) rows
+  bool sampled = false;                // a side computed only sampled rows
+  std::vector<float> error_map;        // [total_q * qo_heads] max |a - b| over head_dim; NaN where not compared
+  std::optional<double> lowp_max_abs;  // twice_lowp: max|lowp - baseline|
+  Verdict verdict;
+};
+
+// Statistics and verdict of `a` against baseline `b` under rule `k`. `lowp` is needed by
+// twice_lowp (its max error against the same baseline sets the bound).
+DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp);
+
+// ULP distance between two values in dtype t (each rounded to t first).
+uint64_t ulp_distance(DType t, float a, float b);
+
+// FNV-1a over the bits of O and LSE: the fingerprint a repro case records.
+std::string result_digest(const Result& r);
+
+}  // namespace attnscope

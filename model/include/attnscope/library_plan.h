@@ -1,0 +1,92 @@
+// A real library's own plan for the case, made by the library's planner code (FlashInfer's
+// PrefillSplitQOKVIndptr, compiled from the pinned headers), kept beside attnscope's model of it
+// (SplitPlan) so the two can be compared field by field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+#include "attnscope/split_plan.h"
+
+namespace attnscope {
+
+// What FlashInfer's planner asks the device (SM count, compute capability, opt-in shared memory).
+// Without a GPU the answers come from an explicit profile, and `source` says so.
+struct DeviceProfile {
+  std::string source;        // "device 0: NVIDIA H100 80GB HBM3, 132 SMs, cc 9.0" or
+                             // "profile H100 SXM, 132 SMs, no CUDA device here"
+  bool from_device = false;  // true: the answers are device 0's own
+  int sm_count = 132;        // SMs (the profile takes /split/num_sms)
+  int cc_major = 9, cc_minor = 0;
+  int max_smem_per_block_optin = 232448;  // bytes (H100: 227 KiB), cudaDevAttrMaxSharedMemoryPerBlockOptin
+};
+
+// The H100 SXM profile the planner answers from without a GPU: cc 9.0, 232448 B opt-in shared
+// memory, `num_sms` SMs (the case's /split/num_sms). `why` is appended to the source line.
+DeviceProfile h100_profile(int num_sms, const std::string& why);
+
+// FlashInfer's FA2 PrefillPlan for the case's units (requests, or vLLM's virtual batches).
+struct FlashInferPlan {
+  bool compiled = false;   // false: the flashinfer family is not compiled (why says why)
+  bool ran = false;        // FlashInfer's planner was called (false: not compiled, or planner flash_attn)
+  bool refused = false;    // the planner threw (flashinfer::Error): why holds FlashInfer's message
+  bool available = false;  // ran && !refused: the outputs below are FlashInfer's
+  std::string why;         // why not available; empty when available
+  std::string note;        // what the case asks for that FlashInfer has no argument for (fi_conventions.h split_args)
+  std::string pin;         // the pinned FlashInfer whose headers were compiled
+  DeviceProfile device;
+  // inputs as passed to the planner
+  std::vector<int> qo_indptr;  // [units + 1], queries
+  std::vector<int> kv_indptr;  // [units + 1], pages (tokens when ragged: page_size 1)
+  int page_size = 1;           // tokens per page
+  int total_num_rows = 0;      // queries (qo_indptr.back())
+  int num_qo_heads = 0, num_kv_heads = 0, head_dim_qk = 0, head_dim_vo = 0;
+  int kv_dtype_bytes = 2;
+  int window_left = -1;       // W - 1; -1 = no window
+  int fixed_split_size = -1;  // pages; -1 = none
+  bool disable_split_kv = false;
+  bool enable_cuda_graph = false;
+  int64_t uniform_q_len = 0;        // 0: ragged query lengths (attnscope never promises uniform ones)
+  int max_batch_size_if_split = 0;  // 2 x SMs / kv heads, as PrefillPlanImpl computes it
+  // outputs, as FlashInfer returns them
+  int cta_tile_q = 0;               // packed query rows per tile
+  int64_t kv_chunk_size = 0;        // tokens (FlashInfer multiplies its page count by page_size)
+  bool kv_chunk_unbounded = false;  // disable_split_kv: FlashInfer's chunk is INT64_MAX pages, and
+                                    // kv_chunk_size is that times page_size (wraps for page_size > 1)
+  bool split_kv = false;
+  int new_batch_size = 0;                                              // real work items
+  int padded_batch_size = 0;                                           // grid x
+  std::vector<int> request_indices, qo_tile_indices, kv_tile_indices;  // [new_batch_size] unit, q-tile, kv-chunk
+  std::vector<int> merge_indptr;                                       // [total queries + 1]
+  std::vector<int> o_indptr;                                           // [units + 1]
+  // PrefillPlanWorkspaceSize for the same arguments: FlashInfer's workspaces, bytes
+  int64_t float_workspace_bytes = 0;  // split-KV partials (tmp_v, tmp_s)
+  int64_t int_workspace_bytes = 0;    // the plan's index arrays
+};
+
+// Filled by the backends floor (plan_case asks each family with a planner of its own); make_plan
+// alone leaves them unplanned, with that as the reason.
+struct LibraryPlans {
+  FlashInferPlan flashinfer;  // for the flashinfer / fixed / off planner models; why says when not run
+  LibraryPlans() { flashinfer.why = "not planned: the library planners run in plan_case (backends floor)"; }
+};
+
+// One field where attnscope's model and FlashInfer's own planner differ.
+struct PlanFieldDiff {
+  std::string field;    // "cta_tile_q", "kv_chunk_size", "split_kv", "new_batch_size", "padded_batch_size",
+                        // "work_items", "merge_indptr", "o_indptr", "refusal"
+  std::string model;    // the model's value, in words
+  std::string library;  // FlashInfer's value, in words
+};
+
+// The fields of `model` that differ from FlashInfer's plan (empty: agrees on every field). Only
+// meaningful when lib.available or lib.refused.
+std::vector<PlanFieldDiff> compare_flashinfer_plan(const SplitPlan& model, const FlashInferPlan& lib);
+
+// "FlashInfer's own planner (profile H100 SXM, 132 SMs, no CUDA device here): agrees with the model
+// on every field", or the differing fields, or why there is no FlashInfer plan.
+std::string flashinfer_agreement_line(const SplitPlan& model, const FlashInferPlan& lib);
+
+}  // namespace attnscope

@@ -1,0 +1,45 @@
+// What a backend returns, and which rows a sampled run computes: the data every floor above the
+// model reads (comparisons, reports, the GUI), with no knowledge of who produced it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnscope/case_spec.h"
+
+namespace attnscope {
+
+// kNoDevice: compiled, but no usable CUDA device here (a GPU backend on a CPU-only machine).
+enum class Status { kOk, kUnsupported, kNotCompiled, kNoDevice, kError, kCancelled };
+const char* status_name(Status s);
+// The status a check() reason stands for: "not compiled..." -> kNotCompiled, "no CUDA device..."
+// -> kNoDevice, anything else -> kUnsupported.
+Status status_of_reason(const std::string& why);
+
+struct Timing {
+  double host_ms = 0;    // wall time of run() on the host
+  double device_ms = 0;  // median kernel time with CUDA events (GPU backends), else 0
+  double device_ms_min = 0, device_ms_max = 0;
+  int reps = 0;
+};
+
+struct Result {
+  std::string backend;
+  Status status = Status::kOk;
+  std::string message;             // reason when not ok; notes otherwise (e.g. "sampled 8 rows/request")
+  std::vector<float> o;            // [total_q, qo_heads, head_dim_vo], values in the case dtype
+  std::vector<float> lse;          // [total_q, qo_heads], natural log; -inf for a fully masked row
+  std::vector<uint8_t> row_valid;  // [total_q], 1 = computed; empty = every row computed
+  Timing timing;
+  bool ok() const { return status == Status::kOk; }
+  bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
+};
+
+// Query rows of a request computed under sampling: n evenly spaced rows, first and last included.
+std::vector<int> sampled_rows(int q_len, int n);
+// [total_q] row mask for a case under sampling (all ones without sampling).
+std::vector<uint8_t> row_selection(const CaseSpec& c, std::optional<int> sample_rows);
+
+}  // namespace attnscope

@@ -1,0 +1,341 @@
+// CaseSpec rules that are not JSON syntax: ranges and cross-field consistency. Every violation is
+// a CaseError naming the JSON path of the offending field and the rule.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "attnscope/case_spec.h"
+#include "attnscope/mask_expr.h"
+
+namespace attnscope {
+
+namespace {
+
+std::string req_path(size_t i, const char* field) { return "/requests/" + std::to_string(i) + "/" + field; }
+
+void require(bool ok, const std::string& path, const std::string& rule) {
+  if (!ok) throw CaseError(path, rule);
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+constexpr int kMaxRequests = 4096;
+constexpr int kMaxLen = 1 << 22;  // tokens per request: keeps every host index in int range per request
+constexpr int kMaxHeads = 256;
+constexpr int kMaxHeadDim = 1024;
+
+}  // namespace
+
+void validate_expressions(const CaseSpec& c) {
+  const auto& a = c.attention;
+  auto parse = [](const std::string& text, Expr::Kind kind, const char* path) {
+    require(!text.empty(), path, "empty, write an expression or leave the field out");
+    try {
+      return Expr::parse(text, kind);
+    } catch (const ExprError& e) {
+      throw CaseError(path, e.what());
+    }
+  };
+  if (a.mask_mod) {
+    const Expr e = parse(*a.mask_mod, Expr::Kind::kMask, "/attention/mask_mod");
+    // one mask per request, shared by its heads: the packed bits the kernels read and FlashInfer's
+    // custom mask are per (query, key)
+    require(!e.reads_head(), "/attention/mask_mod",
+            "reads h, but a mask_mod here is shared by every head (as FlashInfer's custom mask is); a head-dependent "
+            "bias belongs in score_mod");
+  }
+  if (a.score_mod) {
+    parse(*a.score_mod, Expr::Kind::kScore, "/attention/score_mod");
+    require(!a.soft_cap, "/attention/score_mod",
+            "cannot be combined with /attention/soft_cap: write the cap in the expression (C * tanh(score / C))");
+    require(!a.alibi, "/attention/score_mod",
+            "cannot be combined with /attention/alibi: write it in the expression (+ alibi(h) * (kv_idx - q_idx))");
+  }
+}
+
+const char* planner_name(Planner p) {
+  switch (p) {
+    case Planner::kFlashInfer:
+      return "flashinfer";
+    case Planner::kFlashAttn:
+      return "flash_attn";
+    case Planner::kFixed:
+      return "fixed";
+    case Planner::kOff:
+      return "off";
+  }
+  return "?";
+}
+const char* alloc_name(PageAlloc a) {
+  switch (a) {
+    case PageAlloc::kContiguous:
+      return "contiguous";
+    case PageAlloc::kShuffled:
+      return "shuffled";
+    case PageAlloc::kFragmented:
+      return "fragmented";
+  }
+  return "?";
+}
+const char* storage_name(KvStorage s) { return s == KvStorage::kPaged ? "paged" : "ragged"; }
+const char* rule_name(CompareRule r) {
+  switch (r) {
+    case CompareRule::kAllclose:
+      return "allclose";
+    case CompareRule::kTwiceLowp:
+      return "twice_lowp";
+    case CompareRule::kBitwise:
+      return "bitwise";
+    case CompareRule::kMaxAbs:
+      return "max_abs";
+  }
+  return "?";
+}
+const char* partials_name(PartialPrecision p) { return p == PartialPrecision::kFp32 ? "fp32" : "dtype"; }
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFp32:
+      return "fp32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+const char* layout_name(KvLayout l) { return l == KvLayout::kNHD ? "NHD" : "HND"; }
+
+double CaseSpec::sm_scale_or_default() const {
+  return attention.sm_scale ? *attention.sm_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
+}
+int64_t CaseSpec::total_q() const {
+  int64_t t = 0;
+  for (const auto& r : requests) t += r.q_len;
+  return t;
+}
+int64_t CaseSpec::total_kv() const {
+  int64_t t = 0;
+  for (const auto& r : requests) t += r.kv_len;
+  return t;
+}
+uint64_t CaseSpec::request_seed(int r) const {
+  if (requests[r].seed) return *requests[r].seed;
+  // splitmix64 of (seed, r): distinct, well-mixed streams per request
+  uint64_t z = data.seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split, std::optional<int> tile) {
+  CaseSpec c = base;
+  c.split.planner = p;
+  if (p == Planner::kFixed) {
+    c.split.fixed_split_size = split                         ? split
+                               : base.split.fixed_split_size ? base.split.fixed_split_size
+                                                             : std::optional<int>(std::max(1, 2048 / c.effective_page_size()));
+    c.split.fixed_tile_q = tile                      ? tile
+                           : base.split.fixed_tile_q ? base.split.fixed_tile_q
+                                                     : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
+  } else {
+    c.split.fixed_split_size.reset();
+    if (p == Planner::kFlashAttn || p == Planner::kOff) c.split.cuda_graph = false;
+  }
+  return c;
+}
+
+CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& ids) {
+  CaseSpec s = c;
+  s.requests.clear();
+  for (int id : ids) {
+    RequestSpec r = c.requests[id];
+    r.seed = c.request_seed(id);
+    s.requests.push_back(r);
+  }
+  return s;
+}
+
+void validate_case(const CaseSpec& c, const BackendIds* ids) {
+  const auto& a = c.attention;
+  const int ps = c.kv_cache.page_size;
+
+  require(!c.requests.empty(), "/requests", "must hold at least 1 request");
+  require(c.requests.size() <= kMaxRequests, "/requests",
+          std::to_string(c.requests.size()) + " requests, at most " + std::to_string(kMaxRequests) + " allowed");
+
+  require(c.num_qo_heads >= 1 && c.num_qo_heads <= kMaxHeads, "/heads/qo",
+          std::to_string(c.num_qo_heads) + " is out of range, must be in [1, " + std::to_string(kMaxHeads) + "]");
+  require(c.num_kv_heads >= 1 && c.num_kv_heads <= kMaxHeads, "/heads/kv",
+          std::to_string(c.num_kv_heads) + " is out of range, must be in [1, " + std::to_string(kMaxHeads) + "]");
+  require(c.num_qo_heads % c.num_kv_heads == 0, "/heads/kv",
+          std::to_string(c.num_kv_heads) + " kv heads do not divide " + std::to_string(c.num_qo_heads) +
+              " qo heads (GQA needs qo % kv == 0)");
+  require(c.head_dim_qk >= 1 && c.head_dim_qk <= kMaxHeadDim, "/head_dim/qk",
+          std::to_string(c.head_dim_qk) + " is out of range, must be in [1, " + std::to_string(kMaxHeadDim) + "]");
+  require(c.head_dim_vo >= 1 && c.head_dim_vo <= kMaxHeadDim, "/head_dim/vo",
+          std::to_string(c.head_dim_vo) + " is out of range, must be in [1, " + std::to_string(kMaxHeadDim) + "]");
+
+  // KV cache
+  require(ps >= 1 && ps <= 4096, "/kv_cache/page_size", std::to_string(ps) + " is out of range, must be in [1, 4096]");
+  if (c.kv_cache.storage == KvStorage::kRagged) {
+    require(ps == 1, "/kv_cache/page_size", std::to_string(ps) + " with ragged storage, must be 1 (or absent)");
+    require(c.kv_cache.layout == KvLayout::kNHD, "/kv_cache/layout",
+            "HND with ragged storage, ragged KV is [tokens, heads, dim] (NHD)");
+    require(c.kv_cache.allocation == PageAlloc::kContiguous, "/kv_cache/allocation",
+            std::string(alloc_name(c.kv_cache.allocation)) + " with ragged storage, ragged KV is contiguous");
+    require(!c.kv_cache.null_page, "/kv_cache/null_page", "true with ragged storage, only a paged cache has a null page");
+  }
+
+  // attention
+  if (a.window)
+    require(*a.window >= 1, "/attention/window",
+            std::to_string(*a.window) + " is not allowed, must be >= 1 (W counts the query itself)");
+  if (a.local_chunk) {
+    require(*a.local_chunk >= 1, "/attention/local_chunk", std::to_string(*a.local_chunk) + " is not allowed, must be >= 1");
+    require(a.causal, "/attention/local_chunk", "chunked local attention is causal, set /attention/causal to true");
+    require(*a.local_chunk % c.effective_page_size() == 0, "/attention/local_chunk",
+            std::to_string(*a.local_chunk) + " is not a multiple of page_size " + std::to_string(c.effective_page_size()) +
+                " (vLLM's virtual batches slice the block table per chunk)");
+    require(!a.window, "/attention/window", "cannot be combined with local_chunk");
+    require(!a.prefix_lm, "/attention/prefix_lm", "cannot be combined with local_chunk");
+  }
+  if (a.prefix_lm) {
+    require(a.causal, "/attention/prefix_lm", "prefix-LM extends a causal mask, set /attention/causal to true");
+    require(!a.window, "/attention/window", "cannot be combined with prefix_lm");
+  }
+  if (a.soft_cap)
+    require(std::isfinite(*a.soft_cap) && *a.soft_cap > 0, "/attention/soft_cap",
+            num(*a.soft_cap) + " is not allowed, must be > 0");
+  if (a.sm_scale)
+    require(std::isfinite(*a.sm_scale) && *a.sm_scale > 0, "/attention/sm_scale",
+            num(*a.sm_scale) + " is not allowed, must be > 0 and finite");
+  validate_expressions(c);
+
+  // requests
+  for (size_t i = 0; i < c.requests.size(); ++i) {
+    const auto& r = c.requests[i];
+    require(r.q_len >= 1, req_path(i, "q_len"), std::to_string(r.q_len) + " is not allowed, must be >= 1");
+    require(r.kv_len >= 1, req_path(i, "kv_len"), std::to_string(r.kv_len) + " is not allowed, must be >= 1");
+    require(r.q_len <= kMaxLen, req_path(i, "q_len"),
+            std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
+    require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
+            std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
+    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod)
+      require(r.q_len <= r.kv_len, req_path(i, "q_len"),
+              std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
+                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, "
+                  "padding mask or a mask_mod");
+    if (a.prefix_lm) {
+      require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
+              "missing, /attention/prefix_lm needs a prefix_len on every request");
+    } else if (!a.mask_mod && !a.score_mod) {  // an expression may read prefix_len without the built-in prefix-LM
+      require(!r.prefix_len.has_value(), req_path(i, "prefix_len"),
+              "set while /attention/prefix_lm is false (and no mask_mod or score_mod could read it)");
+    }
+    if (r.prefix_len)
+      require(*r.prefix_len >= 0 && *r.prefix_len <= r.kv_len, req_path(i, "prefix_len"),
+              std::to_string(*r.prefix_len) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
+    if (!r.doc_starts.empty()) {
+      require(r.doc_starts[0] == 0, req_path(i, "doc_starts") + "/0",
+              std::to_string(r.doc_starts[0]) + " is not allowed, the first document starts at 0");
+      for (size_t d = 1; d < r.doc_starts.size(); ++d) {
+        require(
+            r.doc_starts[d] > r.doc_starts[d - 1], req_path(i, "doc_starts") + "/" + std::to_string(d),
+            std::to_string(r.doc_starts[d]) + " must be greater than the previous start " + std::to_string(r.doc_starts[d - 1]));
+        require(r.doc_starts[d] < r.kv_len, req_path(i, "doc_starts") + "/" + std::to_string(d),
+                std::to_string(r.doc_starts[d]) + " is not a key position, must be < kv_len " + std::to_string(r.kv_len));
+      }
+    }
+    if (r.pad_start)
+      require(*r.pad_start >= 0 && *r.pad_start <= r.kv_len, req_path(i, "pad_start"),
+              std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
+  }
+
+  // the block table's width as flash_attn_with_kvcache sees it (checked after the requests: it
+  // must address every request's keys, as FlashAttention checks max(seqlens_k) against it)
+  if (c.kv_cache.max_num_blocks_per_seq) {
+    const int64_t w = *c.kv_cache.max_num_blocks_per_seq;
+    const int eps = c.effective_page_size();
+    const int64_t max_w = kMaxLen / eps;
+    require(w >= 1 && w <= max_w, "/kv_cache/max_num_blocks_per_seq",
+            std::to_string(w) + " is out of range, must be in [1, " + std::to_string(max_w) + "] pages (" +
+                std::to_string(kMaxLen) + " tokens at page_size " + std::to_string(eps) + ")");
+    for (size_t i = 0; i < c.requests.size(); ++i) {
+      const int64_t pages = (static_cast<int64_t>(c.requests[i].kv_len) + eps - 1) / eps;
+      require(w >= pages, "/kv_cache/max_num_blocks_per_seq",
+              std::to_string(w) + " pages cannot address request " + std::to_string(i) + "'s kv_len " +
+                  std::to_string(c.requests[i].kv_len) + " (" + std::to_string(pages) + " pages of " + std::to_string(eps) +
+                  " tokens), must be >= the longest request's pages (FlashAttention: max(seqlens_k) <= "
+                  "max_num_blocks_per_seq * page_block_size)");
+    }
+  }
+
+  // split
+  const auto& s = c.split;
+  if (s.planner == Planner::kFixed)
+    require(s.fixed_split_size.has_value(), "/split/fixed_split_size",
+            "missing, planner \"fixed\" needs a fixed split size (pages)");
+  if (s.fixed_split_size) {
+    require(s.planner == Planner::kFixed, "/split/fixed_split_size",
+            std::string("set with planner \"") + planner_name(s.planner) + "\", only planner \"fixed\" uses it");
+    require(*s.fixed_split_size >= 1, "/split/fixed_split_size",
+            std::to_string(*s.fixed_split_size) + " is not allowed, must be >= 1");
+  }
+  if (s.fixed_tile_q) {
+    const int t = *s.fixed_tile_q;
+    require(t == 16 || t == 64 || t == 128, "/split/fixed_tile_q",
+            std::to_string(t) + " is not a FlashInfer query tile, must be 16, 64 or 128");
+    require(!(t == 128 && c.head_dim_vo >= 256), "/split/fixed_tile_q",
+            "128 with head_dim vo >= 256, FlashInfer uses at most 64 there");
+  }
+  require(s.num_sms >= 1 && s.num_sms <= 1024, "/split/num_sms",
+          std::to_string(s.num_sms) + " is out of range, must be in [1, 1024]");
+  if (s.cuda_graph)
+    require(
+        s.planner == Planner::kFlashInfer || s.planner == Planner::kFixed, "/split/cuda_graph",
+        std::string("true with planner \"") + planner_name(s.planner) + "\", only the FlashInfer models plan for CUDA graphs");
+
+  // data
+  require(std::isfinite(c.data.mean), "/data/mean", "must be finite");
+  require(std::isfinite(c.data.std) && c.data.std > 0, "/data/std", num(c.data.std) + " is not allowed, must be > 0 and finite");
+  for (size_t i = 0; i < c.data.outlier_channels.size(); ++i) {
+    const int ch = c.data.outlier_channels[i];
+    require(ch >= 0 && ch < c.head_dim_qk, "/data/outliers/channels/" + std::to_string(i),
+            std::to_string(ch) + " is not a channel, must be in [0, head_dim qk " + std::to_string(c.head_dim_qk) + ")");
+  }
+  require(std::isfinite(c.data.outlier_scale) && c.data.outlier_scale > 0, "/data/outliers/scale",
+          num(c.data.outlier_scale) + " is not allowed, must be > 0 and finite");
+
+  // backends and comparisons
+  std::set<std::string> seen;
+  for (size_t i = 0; i < c.backends.size(); ++i) {
+    const auto& b = c.backends[i];
+    const std::string p = "/backends/" + std::to_string(i);
+    if (ids) require(ids->known(b), p, "\"" + b + "\" is not a backend, must be one of " + ids->listing());
+    require(seen.insert(b).second, p, "\"" + b + "\" is listed twice");
+  }
+  for (size_t i = 0; i < c.comparisons.size(); ++i) {
+    const auto& k = c.comparisons[i];
+    const std::string p = "/comparisons/" + std::to_string(i);
+    require(seen.count(k.backend) > 0, p + "/backend", "\"" + k.backend + "\" is not in /backends");
+    require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + k.baseline + "\" is not in /backends");
+    require(k.backend != k.baseline, p + "/baseline", "compares \"" + k.backend + "\" with itself");
+    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + k.lowp + "\" is not in /backends");
+    require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
+    require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
+  }
+  if (c.pad_head_dim_to)
+    require(*c.pad_head_dim_to > std::max(c.head_dim_qk, c.head_dim_vo) && *c.pad_head_dim_to <= kMaxHeadDim,
+            "/kernels/pad_head_dim_to",
+            std::to_string(*c.pad_head_dim_to) + " must be greater than the head dims (" + std::to_string(c.head_dim_qk) + ", " +
+                std::to_string(c.head_dim_vo) + ") and <= " + std::to_string(kMaxHeadDim));
+  if (c.sample_rows)
+    require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
+}
+
+}  // namespace attnscope
