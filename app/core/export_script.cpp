@@ -14,7 +14,6 @@
 #include "attnscope/mask.h"
 #include "dump.h"
 #include "expr_numpy.h"
-#include "npy.h"
 
 #ifndef ATTNSCOPE_VERSION
 #define ATTNSCOPE_VERSION "0.0.0"
@@ -829,18 +828,19 @@ int export_script(const Session& s, const std::string& dir, const std::string& t
     auto shape = [&](int64_t d) {
       return c.kv_cache.layout == KvLayout::kNHD ? std::vector<int64_t>{P, ps, Hk, d} : std::vector<int64_t>{P, Hk, ps, d};
     };
-    write_npy(dir + "/k_cache.npy", w.k_pool, shape(c.head_dim_qk));
-    write_npy(dir + "/v_cache.npy", w.v_pool, shape(c.head_dim_vo));
+    write_npy_in(dir, "k_cache.npy", w.k_pool, shape(c.head_dim_qk));
+    write_npy_in(dir, "v_cache.npy", w.v_pool, shape(c.head_dim_vo));
     const fi::FiUnits u = fi::fi_units(c, s.plan);
     const int64_t B = static_cast<int64_t>(u.kv_last_page_len.size());
-    write_npy_i32(dir + "/qo_indptr.npy", u.qo_indptr, {B + 1});
-    write_npy_i32(dir + "/kv_indptr.npy", u.kv_indptr, {B + 1});
-    write_npy_i32(dir + "/kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
-    write_npy_i32(dir + "/kv_last_page_len.npy", u.kv_last_page_len, {B});
+    write_npy_in(dir, "qo_indptr.npy", u.qo_indptr, {B + 1});
+    write_npy_in(dir, "kv_indptr.npy", u.kv_indptr, {B + 1});
+    write_npy_in(dir, "kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
+    write_npy_in(dir, "kv_last_page_len.npy", u.kv_last_page_len, {B});
     files += 6;
   }
-  write_text_file(dir + "/case.json", case_file_to_json(make_repro(s)).dump(2) + "\n");
-  write_text_file(dir + "/repro.py", make_repro_script(s, target));
+  const std::string case_text = case_file_to_json(make_repro(s)).dump(2) + "\n", script = make_repro_script(s, target);
+  write_file_in(dir, "case.json", {case_text});
+  write_file_in(dir, "repro.py", {script});
   return files + 2;
 }
 
