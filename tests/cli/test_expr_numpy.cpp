@@ -153,7 +153,7 @@ size_t check(const std::string& py, const std::vector<Item>& items, const std::s
        "        out.append(np.broadcast_to(f(b, h, q, kv, ql, kl, pl, docs, heads, score=score), q.shape))\n"
        "np.concatenate(out).astype('<f8').tofile(sys.argv[1])\n";
   m.close();
-  const auto r = sh(py + " -W error " + (dir / "exprs.py").string() + " " + (dir / "out.bin").string());
+  const auto r = sh(py + " -W error::RuntimeWarning " + (dir / "exprs.py").string() + " " + (dir / "out.bin").string());
   EXPECT_EQ(r.code, 0) << r.out;
   std::ifstream in(dir / "out.bin", std::ios::binary);
   const size_t per = groups[0].q.size();
