@@ -244,24 +244,94 @@ std::string expr_numpy_helpers(const Expr& e) {
   return h;
 }
 
-std::string expr_torch_text(const Expr& e) {
-  const std::string t = expr_to_torch(e);
-  std::string out;
-  for (size_t i = 0; i < t.size();) {
-    const bool starts_name =
-        (std::isalpha(static_cast<unsigned char>(t[i])) || t[i] == '_') &&
-        (i == 0 || !(std::isalnum(static_cast<unsigned char>(t[i - 1])) || t[i - 1] == '_' || t[i - 1] == '.'));
-    if (!starts_name) {
-      out += t[i++];
-      continue;
+namespace {
+
+// A piece of the PyTorch text and the Python precedence of its outermost operator (higher binds
+// tighter): comparisons 1, | 3, & 5, + - 7, * / 9, unary 11, atoms 13. `chain`: a & / | chain,
+// whose operands are already booleans.
+struct TorchText {
+  std::string s;
+  int prec = 13;
+  ExprCode chain = ExprCode::kNum;
+};
+
+std::string wrap(const TorchText& t, int min_prec) { return t.prec >= min_prec ? t.s : "(" + t.s + ")"; }
+
+std::string torch_literal(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    return std::to_string(static_cast<int64_t>(v));  // an int keeps index tensors integer
+  return py_float(v);
+}
+
+TorchText torch_op(const ExprOp& op, std::vector<TorchText>* st) {
+  static const std::pair<ExprCode, const char*> kFns[] = {{ExprCode::kAbs, "torch.abs"},     {ExprCode::kTanh, "torch.tanh"},
+                                                          {ExprCode::kExp, "torch.exp"},     {ExprCode::kFloor, "torch.floor"},
+                                                          {ExprCode::kMin, "torch.minimum"}, {ExprCode::kMax, "torch.maximum"}};
+  static const std::pair<ExprCode, const char*> kBinary[] = {
+      {ExprCode::kAdd, " + "}, {ExprCode::kSub, " - "}, {ExprCode::kMul, " * "}, {ExprCode::kDiv, " / "},
+      {ExprCode::kLt, " < "},  {ExprCode::kLe, " <= "}, {ExprCode::kGt, " > "},  {ExprCode::kGe, " >= "},
+      {ExprCode::kEq, " == "}, {ExprCode::kNe, " != "}, {ExprCode::kAnd, " & "}, {ExprCode::kOr, " | "}};
+  auto pop = [&] {
+    TorchText t = st->back();
+    st->pop_back();
+    return t;
+  };
+  auto tensor = [](const TorchText& t) { return "torch.as_tensor(" + t.s + ")"; };
+  switch (op.code) {
+    case ExprCode::kNum:
+      return {torch_literal(op.num)};
+    case ExprCode::kVar:
+      return {kVarNames[op.var]};
+    case ExprCode::kNeg:
+      return {"-" + wrap(pop(), 11), 11};
+    case ExprCode::kNot:
+      return {"~_b(" + pop().s + ")", 11};
+    case ExprCode::kDoc:
+      return {"_doc(" + pop().s + ")"};
+    case ExprCode::kAlibi:
+      return {"_alibi(" + pop().s + ")"};
+    case ExprCode::kWhere: {
+      const TorchText c = pop(), a = pop(), cond = pop();
+      return {"torch.where(_b(" + cond.s + "), " + tensor(a) + ", " + tensor(c) + ")"};
     }
-    size_t j = i;
-    while (j < t.size() && (std::isalnum(static_cast<unsigned char>(t[j])) || t[j] == '_')) ++j;
-    const std::string word = t.substr(i, j - i);
-    out += word == "inf" || word == "nan" ? "float(\"" + word + "\")" : word;
-    i = j;
+    case ExprCode::kMod: {
+      const TorchText b = pop(), a = pop();
+      return {"torch.fmod(" + tensor(a) + ", " + b.s + ")"};  // C's fmod (Python's % differs for negatives)
+    }
+    default:
+      break;
   }
-  return out;
+  for (const auto& [code, fn] : kFns)
+    if (code == op.code) {
+      if (code != ExprCode::kMin && code != ExprCode::kMax) return {std::string(fn) + "(" + tensor(pop()) + ")"};
+      const TorchText b = pop(), a = pop();
+      return {std::string(fn) + "(" + tensor(a) + ", " + tensor(b) + ")"};
+    }
+  const TorchText b = pop(), a = pop();
+  const char* sym = " ? ";
+  for (const auto& [code, text] : kBinary)
+    if (code == op.code) sym = text;
+  if (op.code == ExprCode::kAnd || op.code == ExprCode::kOr) {
+    // a chain of the same operator continues without _b or parentheses (left-associative)
+    const int prec = op.code == ExprCode::kAnd ? 5 : 3;
+    return {(a.chain == op.code ? a.s : "_b(" + a.s + ")") + sym + "_b(" + b.s + ")", prec, op.code};
+  }
+  const int prec = op.code == ExprCode::kAdd || op.code == ExprCode::kSub   ? 7
+                   : op.code == ExprCode::kMul || op.code == ExprCode::kDiv ? 9
+                                                                            : 1;
+  // comparisons do not chain in attnscope (a < b < c would be two comparisons in Python): wrap both
+  return {wrap(a, prec == 1 ? 2 : prec) + sym + wrap(b, prec + 1), prec};
+}
+
+}  // namespace
+
+std::string expr_torch_text(const Expr& e) {
+  std::vector<TorchText> st;
+  for (const ExprOp& op : e.ops()) {
+    TorchText t = torch_op(op, &st);
+    st.push_back(std::move(t));
+  }
+  return st.empty() ? "0" : st.back().s;
 }
 
 }  // namespace attnscope

@@ -26,8 +26,11 @@ std::string expr_numpy_def(const Expr& e, const std::string& name);
 // The module-level helpers expr_numpy_def's function calls (only those `e` needs; _f always).
 std::string expr_numpy_helpers(const Expr& e);
 
-// expr_to_torch's text (FlexAttention's mask_mod / score_mod body) with the literals it cannot
-// print as Python (1e400 reads back as inf, which Python has no name for) written as float("inf").
+// The expression as the body of FlexAttention's mask_mod / score_mod (expr_to_torch's helpers and
+// names: _b, _doc, _alibi, torch.fmod, torch.minimum, ...), written from the postfix program with
+// only the parentheses Python's precedence needs, so a long && / || / + chain does not nest (Python
+// refuses 200 nested parentheses), and with literals Python reads (1e400: float("inf")). It keeps
+// PyTorch's arithmetic; expr_numpy_def is the exact translation.
 std::string expr_torch_text(const Expr& e);
 
 // x as a Python float expression that reads back the same double: shortest round-trip digits,

@@ -261,3 +261,71 @@ TEST(ExprNumpy, RandomExpressionsGiveAttnscopesValuesBitForBit) {
   EXPECT_GT(items.size(), 600u) << refused << " refused by the parser";
   EXPECT_GT(check(py, items, "random"), 50000u);
 }
+
+// plan --json's PyTorch text (expr_torch_text) drops the parentheses Python does not need and spells
+// 1e400 float("inf"): on random expressions it must mean what expr_to_torch's fully parenthesised
+// text means (both run with numpy standing in for torch, which CI lacks: same values or the same
+// exception), and a 300-clause block list or a 400-term sum must still compile.
+TEST(ExprNumpy, TorchTextMeansWhatTheParenthesisedTextMeans) {
+  const std::string py = python_with_numpy();
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  std::string pairs;
+  int n = 0;
+  for (uint64_t seed = 1000; seed < 1600; ++seed) {
+    const bool score = seed % 2 == 1;
+    try {
+      const Expr e = Expr::parse(ExprGen(seed, score).expr(5), score ? Expr::Kind::kScore : Expr::Kind::kMask);
+      pairs += "    (" + attnscope::py_str(attnscope::expr_torch_text(e)) + ", " +
+               attnscope::py_str(attnscope::expr_to_torch(e)) + "),\n";
+      ++n;
+    } catch (const attnscope::ExprError&) {
+    }
+  }
+  std::string sum = "kv_idx";
+  for (int i = 0; i < 400; ++i) sum += i % 2 ? " + kv_idx" : " - q_idx";
+  const std::string long_ones[] = {block_list(300), sum + " > 0", "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!(kv_idx < 3)"};
+  std::string compiles;
+  for (const auto& t : long_ones)
+    compiles += "    " + attnscope::py_str(attnscope::expr_torch_text(Expr::parse(t, Expr::Kind::kMask))) + ",\n";
+  const fs::path dir = fs::temp_directory_path() / ("attnscope_torch_text_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "t.py") << R"(import types, sys
+import numpy as np
+torch = types.SimpleNamespace(as_tensor=np.asarray, minimum=np.minimum, maximum=np.maximum, abs=np.abs, where=np.where,
+                              tanh=np.tanh, exp=np.exp, floor=np.floor, fmod=np.fmod)
+_b = lambda x: np.asarray(x) != 0
+_doc = lambda x: np.floor(np.asarray(x, dtype=np.float64)) // 4
+_alibi = lambda x: np.asarray(x, dtype=np.float64) * 0.5
+inf, nan = float("inf"), float("nan")  # what expr_to_torch's text needs and does not define
+b, h, q_len, kv_len, prefix_len = 1, 2, 8, 20, 3
+q_idx, kv_idx, score = np.arange(-3, 25)[:, None], np.arange(-3, 25)[None, :], np.linspace(-5, 5, 28)[None, :]
+
+
+def run(text, env):
+    try:
+        with np.errstate(all="ignore"):
+            return "ok", np.broadcast_to(np.asarray(eval(text, env), dtype=np.float64), (28, 28))
+    except Exception as e:
+        return type(e).__name__, None
+
+
+PAIRS = [
+)" << pairs << "]\nLONG = [\n" << compiles
+                              << R"(]
+bad = 0
+for mine, old in PAIRS:
+    (ka, a), (kb, b_) = run(mine, dict(globals(), inf=None, nan=None)), run(old, globals())
+    if ka != kb or (a is not None and not np.array_equal(a, b_, equal_nan=True)):
+        bad += 1
+        print("differs:", mine, "|", old, ka, kb)
+for text in LONG:
+    compile(text, "<torch>", "eval")
+print(len(PAIRS), "pairs,", bad, "differ")
+sys.exit(1 if bad else 0)
+)";
+  const auto r = sh(py + " " + (dir / "t.py").string());
+  EXPECT_EQ(r.code, 0) << r.out.substr(0, 4000);
+  EXPECT_NE(r.out.find(std::to_string(n) + " pairs, 0 differ"), std::string::npos) << r.out.substr(0, 4000);
+  EXPECT_GT(n, 400);
+  fs::remove_all(dir);
+}
