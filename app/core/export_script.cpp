@@ -6,7 +6,6 @@
 #include "export_script.h"
 
 #include <algorithm>
-#include <charconv>
 #include <sstream>
 #include <stdexcept>
 
