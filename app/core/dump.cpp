@@ -1,12 +1,81 @@
 #include "dump.h"
 
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include "npy.h"
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "report_json.h"
 
 namespace attnscope {
+
+namespace {
+
+std::string os_error(const std::string& what, const std::string& path) {
+  return what + " \"" + path + "\": " + std::strerror(errno);
+}
+
+// A new regular file dir/.<stem>.<pid>.<n>.tmp, created exclusively (O_EXCL fails on any existing
+// name, a dangling link included, so nothing already in DIR is opened). Returns its fd; *path its name.
+int create_exclusive(const std::string& dir, const std::string& stem, std::string* path) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    *path = dir + "/." + stem + "." + std::to_string(::getpid()) + "." + std::to_string(counter++) + ".tmp";
+    const int fd = ::open(path->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0) errno = EIO;  // no progress and no error: do not loop
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// The .npy header (version 1.0): magic, little-endian header length, a Python dict padded with
+// spaces so that the data starts at a multiple of 64 bytes.
+std::string npy_header(const char* descr, const std::vector<int64_t>& shape) {
+  std::string dims;
+  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) dims += ",";  // a Python 1-tuple
+  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  dict.append((64 - (10 + dict.size() + 1) % 64) % 64, ' ');
+  dict += '\n';
+  std::string h("\x93NUMPY\x01\x00", 8);
+  h += static_cast<char>(dict.size() & 0xff);
+  h += static_cast<char>(dict.size() >> 8);
+  return h + dict;
+}
+
+}  // namespace
+
+void write_file_in(const std::string& dir, const std::string& name, std::initializer_list<std::string_view> parts) {
+  const std::string path = dir + "/" + name;
+  std::string tmp;
+  const int fd = create_exclusive(dir, name, &tmp);
+  if (fd < 0) throw std::runtime_error(os_error("cannot write", path));
+  int err = 0;
+  for (const std::string_view part : parts)
+    if (err == 0 && !write_all(fd, part.data(), part.size())) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  // rename replaces a link or file at `path`; it never writes through it
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (err == 0) err = errno;
+  ::unlink(tmp.c_str());
+  throw std::runtime_error("cannot write \"" + path + "\": " + std::strerror(err));
+}
 
 void prepare_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;
@@ -14,14 +83,24 @@ void prepare_output_dir(const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create \"" + dir + "\": " + ec.message());
   if (!fs::is_directory(dir)) throw std::runtime_error("\"" + dir + "\" is not a directory");
-  // create_directories succeeds on an existing read-only directory: probe with a real file
-  const fs::path probe = fs::path(dir) / ".attnscope-write-probe";
-  {
-    std::ofstream f(probe);
-    if (!f) throw std::runtime_error("cannot write in \"" + dir + "\"");
-  }
-  fs::remove(probe, ec);
+  // create_directories succeeds on an existing read-only directory: probe with a new file of a
+  // fresh name (what is already in DIR, a link included, is not opened)
+  std::string probe;
+  const int fd = create_exclusive(dir, "attnscope-write-probe", &probe);
+  if (fd < 0) throw std::runtime_error("cannot write in \"" + dir + "\": " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
+
+template <class T>
+void write_npy_in(const std::string& dir, const std::string& name, const std::vector<T>& data,
+                  const std::vector<int64_t>& shape) {
+  static_assert(sizeof(float) == 4 && sizeof(int) == 4, "float32 / int32 .npy");
+  const std::string header = npy_header(std::is_same_v<T, float> ? "<f4" : "<i4", shape);
+  write_file_in(dir, name, {header, {reinterpret_cast<const char*>(data.data()), data.size() * sizeof(T)}});
+}
+template void write_npy_in(const std::string&, const std::string&, const std::vector<float>&, const std::vector<int64_t>&);
+template void write_npy_in(const std::string&, const std::string&, const std::vector<int>&, const std::vector<int64_t>&);
 
 std::vector<float> logical_kv(const CaseSpec& c, const PageTable& pt, const std::vector<float>& pool, int head_dim) {
   const int Hk = c.num_kv_heads, ps = pt.page_size;
@@ -39,9 +118,9 @@ std::vector<float> logical_kv(const CaseSpec& c, const PageTable& pt, const std:
 
 int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, const std::string& dir) {
   const int64_t T = c.total_q(), K = c.total_kv();
-  write_npy(dir + "/q.npy", w.q, {T, c.num_qo_heads, c.head_dim_qk});
-  write_npy(dir + "/k.npy", logical_kv(c, pt, w.k_pool, c.head_dim_qk), {K, c.num_kv_heads, c.head_dim_qk});
-  write_npy(dir + "/v.npy", logical_kv(c, pt, w.v_pool, c.head_dim_vo), {K, c.num_kv_heads, c.head_dim_vo});
+  write_npy_in(dir, "q.npy", w.q, {T, c.num_qo_heads, c.head_dim_qk});
+  write_npy_in(dir, "k.npy", logical_kv(c, pt, w.k_pool, c.head_dim_qk), {K, c.num_kv_heads, c.head_dim_qk});
+  write_npy_in(dir, "v.npy", logical_kv(c, pt, w.v_pool, c.head_dim_vo), {K, c.num_kv_heads, c.head_dim_vo});
   return 3;
 }
 
@@ -51,31 +130,11 @@ int write_result_npys(const Session& s, const std::string& dir) {
   int files = 0;
   for (const auto& r : s.results) {
     if (!r.ok()) continue;
-    write_npy(dir + "/o_" + r.backend + ".npy", r.o, {T, c.num_qo_heads, c.head_dim_vo});
-    write_npy(dir + "/lse_" + r.backend + ".npy", r.lse, {T, c.num_qo_heads});
+    write_npy_in(dir, "o_" + r.backend + ".npy", r.o, {T, c.num_qo_heads, c.head_dim_vo});
+    write_npy_in(dir, "lse_" + r.backend + ".npy", r.lse, {T, c.num_qo_heads});
     files += 2;
   }
   return files;
-}
-
-void write_npy_i32(const std::string& path, const std::vector<int>& data, const std::vector<int64_t>& shape) {
-  // the same header as write_npy (npy.cpp) with descr '<i4': magic, version 1.0, little-endian
-  // header length, a Python dict padded with spaces to a multiple of 64 bytes, then the data
-  std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
-  if (shape.size() == 1) dims += ",";
-  std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (" + dims + "), }";
-  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write \"" + path + "\"");
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.put(static_cast<char>(header.size() & 0xff));
-  out.put(static_cast<char>(header.size() >> 8));
-  out << header;
-  static_assert(sizeof(int) == 4, "int32 .npy");
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(int)));
-  if (!out) throw std::runtime_error("writing \"" + path + "\" failed");
 }
 
 int dump_session(const Session& s, const std::string& dir) {
@@ -96,7 +155,8 @@ int dump_session(const Session& s, const std::string& dir) {
   }
   meta["results"] = nlohmann::ordered_json::array();
   for (const auto& r : s.results) meta["results"].push_back(result_to_json(r));
-  write_text_file(dir + "/meta.json", meta.dump(2) + "\n");
+  const std::string text = meta.dump(2) + "\n";
+  write_file_in(dir, "meta.json", {text});
   return files + 1;
 }
 

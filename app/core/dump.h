@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnscope/workload.h"
@@ -12,9 +14,20 @@
 
 namespace attnscope {
 
-// Creates `dir` (and its parents) and checks that a file can be written in it. Throws
-// std::runtime_error naming the directory and the reason, so a bad DIR fails before a long run.
+// Creates `dir` (and its parents) and checks that a file can be written in it (with a new file of a
+// fresh name, removed again). Throws std::runtime_error naming the directory and the reason, so a
+// bad DIR fails before a long run.
 void prepare_output_dir(const std::string& dir);
+
+// Writes the concatenated `parts` as dir/name without opening what is there: into a new file
+// created exclusively in dir, renamed over `name` at the end, so a link at dir/name is replaced,
+// not written through (and a hard link's other names keep their content). Throws std::runtime_error.
+void write_file_in(const std::string& dir, const std::string& name, std::initializer_list<std::string_view> parts);
+
+// dir/name as a C-order .npy of float32 (T = float) or int32 (T = int: page tables and indptrs,
+// which FlashInfer takes as int32), written as write_file_in does.
+template <class T>
+void write_npy_in(const std::string& dir, const std::string& name, const std::vector<T>& data, const std::vector<int64_t>& shape);
 
 // K or V of the workload in logical order [total_kv, kv_heads, head_dim] (request by request, key by
 // key), whatever the paging, layout or allocation. `pool` is w.k_pool or w.v_pool.
@@ -27,9 +40,6 @@ int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, 
 // o_<backend>.npy [total_q, qo_heads, d_vo] and lse_<backend>.npy [total_q, qo_heads] (natural log)
 // of every backend that ran. Returns the file count.
 int write_result_npys(const Session& s, const std::string& dir);
-
-// An int32 .npy, C order (page tables and indptrs, which FlashInfer takes as int32).
-void write_npy_i32(const std::string& path, const std::vector<int>& data, const std::vector<int64_t>& shape);
 
 // Writes q.npy, k.npy, v.npy, the o_/lse_ files above and meta.json. Returns the file count.
 int dump_session(const Session& s, const std::string& dir);

@@ -6,14 +6,13 @@
 #include "export_script.h"
 
 #include <algorithm>
-#include <charconv>
 #include <sstream>
 #include <stdexcept>
 
 #include "fi_conventions.h"  // interim: moves into the flashinfer family with the script writer
 #include "attnscope/mask.h"
 #include "dump.h"
-#include "npy.h"
+#include "expr_numpy.h"
 
 #ifndef ATTNSCOPE_VERSION
 #define ATTNSCOPE_VERSION "0.0.0"
@@ -32,14 +31,6 @@ constexpr const char* kFlashInferPin = "0.7.2.post1";  // the wheel whose header
 
 bool is_flashinfer(const std::string& id) { return id.rfind("flashinfer.", 0) == 0; }
 bool is_flashinfer_api(ScriptApi a) { return a != ScriptApi::kSdpa && a != ScriptApi::kFlexAttention; }
-
-std::string py_float(double x) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back the same double
-  std::string s(buf, r.ptr);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
 
 // A Python list literal, wrapped before column 100 with continuation lines indented under the '['.
 std::string py_list(const std::vector<std::string>& items, size_t indent) {
@@ -75,9 +66,10 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// s on one line of printable ASCII: line breaks and tabs become spaces, other characters escapes.
 std::string one_line(std::string s) {
   for (char& ch : s) ch = (ch == '\n' || ch == '\r' || ch == '\t') ? ' ' : ch;
-  return s;
+  return py_comment_text(s);
 }
 
 // `text` as comment lines of at most 100 columns: the first starts with `first`, the others with
@@ -97,9 +89,6 @@ std::string comment(const std::string& first, const std::string& rest, const std
   }
   return out + line + "\n";
 }
-
-// Python string literal (JSON's escapes are Python's).
-std::string py_str(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Replaces every $(KEY) of `text`.
 std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& subs) {
@@ -322,24 +311,18 @@ std::string batch_fns(const CaseSpec& c) {
       << "    m &= np.searchsorted(doc, k, side=\"right\") == np.searchsorted(doc, q_abs, side=\"right\")  # same document\n";
   if (has_padding(c)) o << "    m &= (k < PAD_START[r]) & (q_abs < PAD_START[r])  # padding\n";
   if (c.attention.mask_mod) {
-    // the expression in numpy over attnscope's names (absolute positions: q_idx = q_abs)
-    o << "    # the case's mask_mod (MASK_MOD, translated by attnscope), ANDed with the mask above\n"
-      << "    b, q_idx, kv_idx, q_len, kv_len = r, q_abs, k, Q_LEN[r], KV_LEN[r]\n"
-      << "    prefix_len = " << (has_prefix_lens(c) ? "PREFIX_LEN[r]" : "0") << "\n"
-      << (has_documents(c) ? "    _doc = lambda x: np.searchsorted(np.asarray(DOC_STARTS[r]), np.floor(x), side=\"right\") - 1\n"
-                           : "    _doc = lambda x: 0 * np.asarray(x)  # one document\n")
-      << "    m &= np.broadcast_to(_b(" << expr_to_numpy(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask))
-      << "), m.shape)\n";
+    // attnscope evaluates a mask_mod with h = 0 (the case rules refuse one that reads h) and the
+    // request's own document starts (none: doc() is 0)
+    o << "    # the case's mask_mod (MASK_MOD, evaluated by mask_mod() as attnscope does), ANDed with the mask above\n"
+      << "    value = mask_mod(r, 0, q_abs, k, Q_LEN[r], KV_LEN[r], " << (has_prefix_lens(c) ? "PREFIX_LEN[r]" : "0") << ", "
+      << (has_documents(c) ? "DOC_STARTS[r]" : "[]") << ", NUM_QO_HEADS)\n"
+      << "    m &= np.broadcast_to((value != 0) & (value == value), m.shape)  # non-zero allows, NaN does not\n";
   }
   o << "    return m\n";
-  if (c.attention.mask_mod)
-    o << R"PY(
-
-def _b(x):
-    """An expression's value as a verdict: non-zero allows (NaN does not)."""
-    x = np.asarray(x)
-    return (x != 0) & (x == x)
-)PY";
+  if (c.attention.mask_mod) {
+    const Expr e = Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask);
+    o << expr_numpy_helpers(e) << "\n\n" << expr_numpy_def(e, "mask_mod");
+  }
   o << R"PY(
 
 def requests():
@@ -844,18 +827,19 @@ int export_script(const Session& s, const std::string& dir, const std::string& t
     auto shape = [&](int64_t d) {
       return c.kv_cache.layout == KvLayout::kNHD ? std::vector<int64_t>{P, ps, Hk, d} : std::vector<int64_t>{P, Hk, ps, d};
     };
-    write_npy(dir + "/k_cache.npy", w.k_pool, shape(c.head_dim_qk));
-    write_npy(dir + "/v_cache.npy", w.v_pool, shape(c.head_dim_vo));
+    write_npy_in(dir, "k_cache.npy", w.k_pool, shape(c.head_dim_qk));
+    write_npy_in(dir, "v_cache.npy", w.v_pool, shape(c.head_dim_vo));
     const fi::FiUnits u = fi::fi_units(c, s.plan);
     const int64_t B = static_cast<int64_t>(u.kv_last_page_len.size());
-    write_npy_i32(dir + "/qo_indptr.npy", u.qo_indptr, {B + 1});
-    write_npy_i32(dir + "/kv_indptr.npy", u.kv_indptr, {B + 1});
-    write_npy_i32(dir + "/kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
-    write_npy_i32(dir + "/kv_last_page_len.npy", u.kv_last_page_len, {B});
+    write_npy_in(dir, "qo_indptr.npy", u.qo_indptr, {B + 1});
+    write_npy_in(dir, "kv_indptr.npy", u.kv_indptr, {B + 1});
+    write_npy_in(dir, "kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
+    write_npy_in(dir, "kv_last_page_len.npy", u.kv_last_page_len, {B});
     files += 6;
   }
-  write_text_file(dir + "/case.json", case_file_to_json(make_repro(s)).dump(2) + "\n");
-  write_text_file(dir + "/repro.py", make_repro_script(s, target));
+  const std::string case_text = case_file_to_json(make_repro(s)).dump(2) + "\n", script = make_repro_script(s, target);
+  write_file_in(dir, "case.json", {case_text});
+  write_file_in(dir, "repro.py", {script});
   return files + 2;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attnscope/compare.h"
+#include "expr_numpy.h"
 
 namespace attnscope {
 
@@ -94,8 +95,8 @@ ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {
     // the expressions and their PyTorch form (FlexAttention's mask_mod / score_mod bodies; the peer
     // scripts read these)
     ordered_json e;
-    if (p.mask_mod) e["mask_mod"] = {{"text", p.mask_mod->text()}, {"torch", expr_to_torch(*p.mask_mod)}};
-    if (p.score_mod) e["score_mod"] = {{"text", p.score_mod->text()}, {"torch", expr_to_torch(*p.score_mod)}};
+    if (p.mask_mod) e["mask_mod"] = {{"text", p.mask_mod->text()}, {"torch", expr_torch_text(*p.mask_mod)}};
+    if (p.score_mod) e["score_mod"] = {{"text", p.score_mod->text()}, {"torch", expr_torch_text(*p.score_mod)}};
     j["expressions"] = e;
   }
   const auto& pt = p.pages;

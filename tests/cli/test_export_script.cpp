@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "attnscope/mask.h"
+#include "attnscope/plan.h"
+#include "case_json.h"
 #include "shell.h"
 
 namespace fs = std::filesystem;
@@ -279,4 +282,171 @@ TEST(ExportScript, ZooCasesWriteTheirExpressionAndReproduceTheReference) {
   const Out o = cli("run " + (d.path / "odd.json").string() + " --export-script " + (d.path / "out").string());
   EXPECT_EQ(o.code, 2) << o.out;
   EXPECT_NE(o.out.find("writes a score_mod only of the forms"), std::string::npos) << o.out;
+}
+
+namespace {
+
+// A small case around `mask_mod`: two requests (documents and a prefix in the first), non-causal so
+// that the mask_mod alone decides, cpu.reference only.
+nlohmann::json hostile_case(const std::string& mask_mod, const std::string& name = "hostile") {
+  return {{"schema", "attnscope/case@1"},
+          {"name", name},
+          {"requests",
+           {{{"q_len", 7}, {"kv_len", 19}, {"doc_starts", {0, 5, 11}}, {"prefix_len", 3}}, {{"q_len", 4}, {"kv_len", 4}}}},
+          {"heads", {{"qo", 6}, {"kv", 2}}},
+          {"head_dim", {{"qk", 16}, {"vo", 16}}},
+          {"dtype", "bf16"},
+          {"attention", {{"causal", false}, {"mask_mod", mask_mod}}},
+          {"data", {{"seed", 3}, {"std", 1.0}}},
+          {"backends", {"cpu.reference"}}};
+}
+
+// attnscope's mask of every request of the case, one line of 0 / 1 per request (row-major q, k).
+std::string attnscope_mask(const std::string& case_path) {
+  const attnscope::CaseFile f = attnscope::read_case_file(case_path);
+  const attnscope::Plan p = attnscope::make_plan(f.spec);
+  std::string out;
+  for (size_t r = 0; r < f.spec.requests.size(); ++r) {
+    const attnscope::RowMask& m = p.masks[r];
+    for (int q = 0; q < m.q_len; ++q)
+      for (int k = 0; k < m.kv_len; ++k) out += attnscope::allowed(m, attnscope::q_abs_of(m, q), k) ? '1' : '0';
+    out += '\n';
+  }
+  return out;
+}
+
+// Imports DIR/repro.py and prints its allowed() of every request the same way; NumPy's warnings
+// (1 / 0, NaN) are errors, so the script must evaluate without them.
+const char* kScriptMask = R"(
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("repro", sys.argv[1])
+repro = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(repro)
+for r, qs, ks, q_abs, kk in repro.requests():
+    print("".join("1" if x else "0" for x in repro.allowed(r, q_abs, kk).ravel()))
+)";
+
+}  // namespace
+
+// Issue 32 item 20: expressions the old translation got wrong (a NameError for inf, a
+// ZeroDivisionError, an undefined alibi, integer fmod, NaN propagation, int64 wrap-around, Python's
+// nesting limit). The script's mask must be attnscope's, pair for pair.
+TEST(ExportScript, HostileMaskModsGiveTheScriptAttnscopesMask) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  std::string blocks;
+  for (int i = 0; i < 120; ++i)
+    blocks += (i ? " || " : "") + std::string("(q_idx >= ") + std::to_string(i % 19) + " && q_idx < " +
+              std::to_string(i % 19 + 2) + " && kv_idx >= " + std::to_string(i % 13) + " && kv_idx < " +
+              std::to_string(i % 13 + 3) + ")";
+  const std::vector<std::string> exprs = {"kv_idx < 1e400",
+                                          "1 / 0 > 0",
+                                          "alibi(0)",
+                                          "kv_idx % 0",
+                                          "kv_idx % 0 == kv_idx % 0",
+                                          "min(0 / 0, 1)",
+                                          "max(0 / 0, kv_idx - 3)",
+                                          "kv_idx * 3037000500 * 3037000500 > 0",
+                                          "(kv_idx + 1) * 4294967296 * 4294967296 != 0",
+                                          "(q_idx - kv_idx) % 3",
+                                          "where(0 / 0, kv_idx < 4, 0)",
+                                          "doc(kv_idx) == doc(q_idx) && kv_idx > prefix_len",
+                                          "exp(kv_idx * 50) > 1e200",
+                                          "alibi(kv_idx) > 0.2",
+                                          "tanh(kv_idx / 7) * 1e17 % 7 < 3",
+                                          blocks};
+  std::ofstream(fs::temp_directory_path() / "attnscope_script_mask.py") << kScriptMask;
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    SCOPED_TRACE(exprs[i].substr(0, 80));
+    TempDir d("hostile_" + std::to_string(i));
+    fs::create_directories(d.path);
+    std::ofstream(d.path / "c.json") << hostile_case(exprs[i]).dump(2);
+    const Out o = cli("run " + (d.path / "c.json").string() + " --export-script " + (d.path / "out").string());
+    ASSERT_EQ(o.code, 0) << o.out;
+    const Out r = sh(py + " -W error::RuntimeWarning " + (fs::temp_directory_path() / "attnscope_script_mask.py").string() + " " +
+                     (d.path / "out/repro.py").string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out, attnscope_mask((d.path / "c.json").string()));
+    const Out ref = sh(py + " " + (d.path / "out/repro.py").string() + " --reference-only");
+    EXPECT_EQ(ref.code, 0) << ref.out;
+  }
+  fs::remove(fs::temp_directory_path() / "attnscope_script_mask.py");
+}
+
+// A case name or description with a NUL, other control characters, non-ASCII and bytes that are
+// not UTF-8 lands in the script as escapes: the script stays ASCII, compiles and runs.
+TEST(ExportScript, NamesWithControlCharactersAreEscapedInTheScript) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  TempDir d("names");
+  fs::create_directories(d.path);
+  static const char kName[] = "nul\0here\x07\r\nimport os  # \xc3\xa9";
+  static const char kDescription[] =
+      "line\x0b"
+      "feed\x0c\x1b[31m \xe2\x80\xa8 end";
+  nlohmann::json c = hostile_case("kv_idx <= q_idx", std::string(kName, sizeof kName - 1));
+  c["description"] = std::string(kDescription, sizeof kDescription - 1);
+  std::ofstream(d.path / "c.json") << c.dump(2, ' ', false, nlohmann::json::error_handler_t::strict);
+  const Out o = cli("run " + (d.path / "c.json").string() + " --export-script " + (d.path / "out").string());
+  ASSERT_EQ(o.code, 0) << o.out;
+  const std::string text = read(d.path / "out/repro.py");
+  for (const char ch : text)
+    ASSERT_TRUE(ch == '\n' || (ch >= 0x20 && ch < 0x7f)) << "byte " << static_cast<int>(static_cast<unsigned char>(ch));
+  EXPECT_NE(text.find("# attnscope repro: nul\\x00here\\x07  import os  # \\u00e9\n"), std::string::npos) << text.substr(0, 400);
+  EXPECT_NE(text.find("line\\x0bfeed\\x0c\\x1b[31m \\u2028 end"), std::string::npos) << text.substr(0, 600);
+  const Out r = sh(py + " " + (d.path / "out/repro.py").string() + " --reference-only");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+// Issue 32 item 22: links already inside DIR are replaced, never written through, and the write
+// probe opens nothing that is there.
+TEST(ExportScript, LinksInsideTheFolderAreNotFollowed) {
+  TempDir d("links");
+  const fs::path out = d.path / "out", victim = d.path / "victim.txt", missing = d.path / "missing.txt";
+  fs::create_directories(out);
+  std::ofstream(victim) << "keep me";
+  std::ofstream(d.path / "c.json") << hostile_case("kv_idx <= q_idx").dump(2);
+  for (const char* name : {"case.json", "repro.py", "q.npy", "o_cpu.reference.npy", ".attnscope-write-probe"})
+    fs::create_symlink(victim, out / name);
+  fs::create_symlink(missing, out / "k.npy");  // a dangling link must not create its target
+  const Out o = cli("run " + (d.path / "c.json").string() + " --export-script " + out.string());
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_EQ(read(victim), "keep me");
+  EXPECT_FALSE(fs::exists(missing));
+  for (const char* name : {"case.json", "repro.py", "q.npy", "k.npy", "o_cpu.reference.npy"}) {
+    EXPECT_FALSE(fs::is_symlink(out / name)) << name;
+    EXPECT_TRUE(fs::is_regular_file(out / name)) << name;
+  }
+  EXPECT_TRUE(fs::is_symlink(out / ".attnscope-write-probe")) << "the probe leaves what is there alone";
+  size_t temporaries = 0;
+  for (const auto& e : fs::directory_iterator(out)) temporaries += e.path().extension() == ".tmp";
+  EXPECT_EQ(temporaries, 0u);
+  // --dump DIR writes the same way
+  fs::create_symlink(victim, d.path / "meta.json");
+  fs::create_symlink(victim, d.path / "v.npy");
+  ASSERT_EQ(cli("run " + (d.path / "c.json").string() + " --dump " + d.str()).code, 0);
+  EXPECT_EQ(read(victim), "keep me");
+  EXPECT_TRUE(fs::is_regular_file(d.path / "meta.json") && !fs::is_symlink(d.path / "meta.json"));
+}
+
+// plan --json's PyTorch text of an expression with a literal past double (1e400 reads back as inf):
+// Python has no name `inf`, so the text says float("inf"). Run here with numpy standing in for torch.
+TEST(ExportScript, PlanJsonTorchTextOfAnInfiniteLiteralRuns) {
+  const std::string py = python_with("numpy");
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  TempDir d("torch_inf");
+  fs::create_directories(d.path);
+  std::ofstream(d.path / "c.json") << hostile_case("kv_idx < 1e400 && kv_idx * 0 != 1e400").dump(2);
+  const Out o = cli("plan " + (d.path / "c.json").string() + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const std::string torch = nlohmann::json::parse(o.out)["expressions"]["mask_mod"]["torch"];
+  EXPECT_NE(torch.find("float(\"inf\")"), std::string::npos) << torch;
+  std::ofstream(d.path / "t.py") << "import numpy as np, sys\n"
+                                    "_b = lambda x: np.asarray(x) != 0\n"
+                                    "kv_idx = np.arange(5)\n"
+                                    "print(int(np.sum(_b(" +
+                                        torch + "))))\n";
+  const Out r = sh(py + " " + (d.path / "t.py").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "5\n");
 }
