@@ -17,7 +17,8 @@ Markers (HTML comments, invisible on GitHub):
 
   SELECTORs make an excerpt; each adds lines (a union), omitted runs show as "...":
     first N | last N | lines A-B | match REGEX (every matching line) | section REGEX (from the first
-    matching line to the line before the next blank one)
+    matching line to the line before the next blank one) | no-gaps (leave the omitted runs unmarked: for
+    a list taken out of a longer text, such as the command lines of --help; say so beside the block)
 
   <!-- ids: attnscope-cli backends -->`a`, `b`, ...<!-- /ids -->   (inline: the first word of each line)
 
@@ -77,7 +78,10 @@ def select(lines, selectors):
         return lines
     keep = set()
     n = len(lines)
+    gaps = "no-gaps" not in selectors
     for sel in selectors:
+        if sel == "no-gaps":
+            continue
         kind, _, arg = sel.partition(" ")
         arg = arg.strip()
         try:
@@ -101,16 +105,16 @@ def select(lines, selectors):
                         keep.add(i)
                         i += 1
             else:
-                raise MarkerError("unknown selector %r (first N, last N, lines A-B, match RE, section RE)" % sel)
+                raise MarkerError("unknown selector %r (first N, last N, lines A-B, match RE, section RE, no-gaps)" % sel)
         except ValueError:
             raise MarkerError("bad selector %r" % sel)
     out, prev = [], -1
     for i in sorted(keep):
-        if i != prev + 1:
+        if i != prev + 1 and gaps:
             out.append(" " * (len(lines[i]) - len(lines[i].lstrip())) + "...")
         out.append(lines[i])
         prev = i
-    if prev != n - 1 and n:
+    if prev != n - 1 and n and gaps:
         out.append("...")
     return out
 
@@ -285,9 +289,25 @@ def self_test(cli):
     sweep = generate(cli, "attnscope-cli sweep examples/prefix-lm.json --set /data/seed=1,2 --backends cpu.tiled")
     expect(True, sweep, re.sub(NUM + " host", "777.77 host", sweep), "a changed sweep time must compare equal")
     expect(False, sweep, sweep.replace("SKIP", "PASS", 1), "a changed sweep verdict must differ")
+    # End to end on a file: a stale block and a hand-written one are named; --write mends the stale one.
+    import tempfile
+    val = generate(cli, "attnscope-cli validate examples/prefix-lm.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        md = os.path.join(tmp, "doc.md")
+        with open(md, "w") as f:
+            f.write("<!-- output: attnscope-cli validate examples/prefix-lm.json -->\n```\n%s\n```\n\n```\n"
+                    "$ attnscope-cli run x.json\nok\n```\n" % val.replace("2 requests", "3 requests"))
+        problems = []
+        process(md, cli, False, False, problems)
+        if len(problems) != 2 or "differs" not in problems[1] or "hand-written" not in problems[0]:
+            fails.append("a stale block and a hand-written one must both be named, got %r" % problems)
+        process(md, cli, True, False, [])
+        with open(md) as f:
+            if val not in f.read():
+                fails.append("--write must regenerate the stale block")
     for f in fails:
         print("self-test FAILED: " + f)
-    print("self-test: %d of 9 checks hold" % (9 - len(fails)))
+    print("self-test: %d of 11 checks hold" % (11 - len(fails)))
     return 1 if fails else 0
 
 
