@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # The README's run command: set-up, build, then open a case (default: a bundled example).
 # With a display and the GUI built, the GUI opens; otherwise attnscope-cli plans and runs the case.
+# The build's own output is shown (a first build with CUDA takes long; a silent one would look hung).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case_file="${1:-examples/mixed-prefill-decode-fragmented.json}"
-bash scripts/build.sh >/dev/null
+start=$SECONDS
+stage() { echo "run.sh: [$1/2] $2 ($((SECONDS - start)) s so far)" >&2; }
+
+stage 1 "build: packages (scripts/setup-deps.sh), CMake configure, then compile with CMake's [ NN%] progress"
+bash scripts/build.sh >&2
+stage 2 "open $case_file"
 if [ -x build/app/gui/attnscope ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
   exec build/app/gui/attnscope "$case_file"
 fi
