@@ -237,9 +237,9 @@ def process(path, cli, write, force, problems):
             lines[a:b] = fresh.split("\n")
             changed += 1
             continue
-        diff = difflib.unified_diff(stored.split("\n"), fresh.split("\n"), "%s (stored)" % path,
-                                    "attnscope-cli (now)", lineterm="", n=1)
-        problems.append("%s:%d: the output of `%s` differs from what the tool prints now:\n%s"
+        diff = difflib.unified_diff(normalise(stored).split("\n"), normalise(fresh).split("\n"),
+                                    "%s (stored)" % path, "attnscope-cli (now)", lineterm="", n=1)
+        problems.append("%s:%d: the output of `%s` differs from what the tool prints now (times shown as <t>):\n%s"
                         % (path, marker + 1, body, "\n".join(list(diff)[:60])))
     for i, line in enumerate(lines):
         for m in list(IDS_RE.finditer(line)):

@@ -6,11 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case_file="${1:-examples/mixed-prefill-decode-fragmented.json}"
 start=$SECONDS
-stage() { echo "run.sh: [$1/2] $2 ($((SECONDS - start)) s so far)" >&2; }
 
-stage 1 "build: packages (scripts/setup-deps.sh), CMake configure, then compile with CMake's [ NN%] progress"
+echo "run.sh: [1/2] build: packages (scripts/setup-deps.sh), CMake configure, then compile with CMake's [ NN%] progress" >&2
 bash scripts/build.sh >&2
-stage 2 "open $case_file"
+echo "run.sh: [2/2] built in $((SECONDS - start)) s; opening $case_file" >&2
 if [ -x build/app/gui/attnscope ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
   exec build/app/gui/attnscope "$case_file"
 fi
