@@ -23,7 +23,7 @@ Markers (HTML comments, invisible on GitHub):
   <!-- ids: attnscope-cli backends -->`a`, `b`, ...<!-- /ids -->   (inline: the first word of each line)
 
 Timings change from run to run, so both the stored and the fresh text are normalised before comparing:
-numbers followed by `us` / `ms` / `host`, the column under a `host ms` header, and the environment-dependent
+numbers followed by `us` / `ms` / `host` / `gpu`, the column under a `host ms` header, and the environment-dependent
 tail of the `library` line (FlashInfer's own planner: not compiled / no device / the device) are masked, and
 runs of spaces collapse. Everything else (digests, errors, verdicts, statistics, plans) must match exactly.
 A fenced block that starts with "$ ...attnscope-cli" but has no marker is an error: outputs are never
@@ -151,7 +151,7 @@ def backend_ids(cli, body):
 
 NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 TIMING_RES = [
-    (re.compile(r"(?<![\w.])" + NUM + r"(?= (?:us|ms|host)\b)"), "<t>"),
+    (re.compile(r"(?<![\w.])" + NUM + r"(?= (?:us|ms|host|gpu)\b)"), "<t>"),
     (re.compile(r"(FlashInfer's own planner).*"), r"\1 <environment>"),
 ]
 TIMING_COLUMNS = ["host ms"]
