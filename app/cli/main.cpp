@@ -11,6 +11,7 @@
 #include "../core/environment.h"
 #include "../core/explain.h"
 #include "../core/export_script.h"
+#include "../core/repro.h"
 #include "../core/invariance.h"
 #include "../core/report_json.h"
 #include "../core/session.h"

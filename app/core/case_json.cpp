@@ -387,8 +387,8 @@ ordered_json case_to_json(const CaseSpec& c) {
 
 ordered_json case_file_to_json(const CaseFile& f) {
   ordered_json j = case_to_json(f.spec);
-  if (!f.environment.is_null()) j["environment"] = ordered_json::parse(f.environment.dump());
-  if (!f.recorded.is_null()) j["recorded"] = ordered_json::parse(f.recorded.dump());
+  if (!f.environment.is_null()) j["environment"] = ordered_json(f.environment);  // between JSON types, no text
+  if (!f.recorded.is_null()) j["recorded"] = ordered_json(f.recorded);
   return j;
 }
 

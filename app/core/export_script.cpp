@@ -5,6 +5,8 @@
 // it from, so the script plans exactly what attnscope's backend planned.
 #include "export_script.h"
 
+#include "repro.h"
+
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>

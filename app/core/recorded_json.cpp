@@ -1,4 +1,4 @@
-// The shapes make_repro() (session.cpp) and environment_to_json() (environment.cpp) write.
+// The shapes make_repro() (repro.cpp) and environment_to_json() (environment.cpp) write.
 #include "recorded_json.h"
 
 #include <cctype>

@@ -3,7 +3,6 @@
 
 #include "attnscope/registry.h"
 #include "attnscope/compare.h"
-#include "report_json.h"
 
 namespace attnscope {
 
@@ -184,36 +183,6 @@ std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& op
   run_session_backends(*s, opt, nullptr);
   finish_session(*s);
   return s;
-}
-
-CaseFile make_repro(const Session& s) {
-  CaseFile f;
-  f.spec = s.spec();
-  if (s.sample_rows) f.spec.sample_rows = s.sample_rows;
-  f.environment = nlohmann::json::parse(environment_to_json(s.env).dump());
-  nlohmann::json rec;
-  nlohmann::json dig = nlohmann::json::object();
-  for (const auto& r : s.results)
-    if (r.ok()) dig[r.backend] = result_digest(r);
-  rec["digests"] = dig;
-  nlohmann::json verdicts = nlohmann::json::array();
-  for (const auto& d : s.diffs)
-    verdicts.push_back({{"backend", d.backend},
-                        {"baseline", d.baseline},
-                        {"rule", d.verdict.rule},
-                        {"pass", d.verdict.pass},
-                        {"skipped", d.verdict.skipped},
-                        {"detail", d.verdict.detail}});
-  rec["verdicts"] = verdicts;
-  rec["plan"] = {{"cta_tile_q", s.plan.split.cta_tile_q},
-                 {"chunk_pages", s.plan.split.chunk_pages},
-                 {"num_items", s.plan.split.num_items},
-                 {"split_kv", s.plan.split.split_kv}};
-  // FlashInfer's own plan where it was recorded, beside the model's (old repros lack it; the reader
-  // keeps /recorded as it finds it, so both read)
-  rec["library_plans"] = nlohmann::json::parse(library_plans_to_json(s.plan).dump());
-  f.recorded = rec;
-  return f;
 }
 
 }  // namespace attnscope

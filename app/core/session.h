@@ -109,7 +109,5 @@ void finish_session(Session& s);
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
 
-// The exported repro: the case with environment and recorded digests/verdicts of this session.
-CaseFile make_repro(const Session& s);
 
 }  // namespace attnscope

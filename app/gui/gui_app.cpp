@@ -15,6 +15,7 @@
 #include "attnscope/registry.h"
 #include "attnscope/device.h"
 #include "case_json.h"
+#include "repro.h"
 #include "draw/colormap.h"
 #include "draw/screenshot.h"
 

@@ -21,6 +21,7 @@
 #include "attnscope/plan.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "repro.h"
 #include "desktop.h"
 #include "draw/axes.h"
 #include "draw/colormap.h"
