@@ -147,6 +147,9 @@ CaseFile parse_case(const json& j) {
 
   top.require("requests");
   const json& reqs = top.array("requests");
+  if (reqs.size() > kMaxRequests)  // before reading any: a value built in code has not met the reader's limit
+    throw CaseError("/requests/" + std::to_string(kMaxRequests),
+                    "one past the limit: at most " + std::to_string(kMaxRequests) + " requests are allowed");
   for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
 
   top.require("heads");
@@ -295,7 +298,9 @@ CaseFile parse_case(const json& j) {
 CaseFile parse_case_text(const std::string& text) {
   json j;
   try {
-    j = parse_json_strict(text);  // a duplicate key is a CaseError naming its object
+    // a duplicate key is a CaseError naming its object; an array past its limit stops the read
+    j = parse_json_strict(text, {{"/requests", kMaxRequests, "requests"},
+                                 {"/requests/*/doc_starts", kMaxTokens, "document starts (each a key position)"}});
   } catch (const json::parse_error& e) {
     // byte offset -> line and column
     size_t line = 1, col = 1;

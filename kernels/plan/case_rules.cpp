@@ -7,6 +7,7 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/case_spec.h"
+#include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
 
 namespace attnscope {
@@ -25,8 +26,7 @@ std::string num(double v) {
   return o.str();
 }
 
-constexpr int kMaxRequests = 4096;
-constexpr int kMaxLen = 1 << 22;  // tokens per request: keeps every host index in int range per request
+constexpr int kMaxLen = kMaxTokens;
 constexpr int kMaxHeads = 256;
 constexpr int kMaxHeadDim = 1024;
 
@@ -49,6 +49,7 @@ void validate_expressions(const CaseSpec& c) {
     require(!e.reads_head(), "/attention/mask_mod",
             "reads h, but a mask_mod here is shared by every head (as FlashInfer's custom mask is); a head-dependent "
             "bias belongs in score_mod");
+    check_mask_budget(c, e);
   }
   if (a.score_mod) {
     parse(*a.score_mod, Expr::Kind::kScore, "/attention/score_mod");

@@ -137,6 +137,10 @@ struct CaseSpec {
   int effective_page_size() const { return kv_cache.storage == KvStorage::kRagged ? 1 : kv_cache.page_size; }
 };
 
+// Format limits that the JSON reader also enforces while reading (validate_case checks them again).
+constexpr int kMaxRequests = 4096;
+constexpr int kMaxTokens = 1 << 22;  // q_len / kv_len: keeps every host index in int range per request
+
 // Checks every rule that is not a matter of JSON syntax (ranges and cross-field consistency).
 // Throws CaseError naming the path. Called by the JSON reader and by the GUI editor.
 void validate_case(const CaseSpec& c);
