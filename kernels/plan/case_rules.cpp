@@ -318,16 +318,16 @@ void validate_case(const CaseSpec& c) {
   for (size_t i = 0; i < c.backends.size(); ++i) {
     const auto& b = c.backends[i];
     const std::string p = "/backends/" + std::to_string(i);
-    require(is_known_backend(b), p, "\"" + b + "\" is not a backend, must be one of " + known_backends_text());
-    require(seen.insert(b).second, p, "\"" + b + "\" is listed twice");
+    require(is_known_backend(b), p, "\"" + printable(b) + "\" is not a backend, must be one of " + known_backends_text());
+    require(seen.insert(b).second, p, "\"" + printable(b) + "\" is listed twice");
   }
   for (size_t i = 0; i < c.comparisons.size(); ++i) {
     const auto& k = c.comparisons[i];
     const std::string p = "/comparisons/" + std::to_string(i);
-    require(seen.count(k.backend) > 0, p + "/backend", "\"" + k.backend + "\" is not in /backends");
-    require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + k.baseline + "\" is not in /backends");
-    require(k.backend != k.baseline, p + "/baseline", "compares \"" + k.backend + "\" with itself");
-    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + k.lowp + "\" is not in /backends");
+    require(seen.count(k.backend) > 0, p + "/backend", "\"" + printable(k.backend) + "\" is not in /backends");
+    require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + printable(k.baseline) + "\" is not in /backends");
+    require(k.backend != k.baseline, p + "/baseline", "compares \"" + printable(k.backend) + "\" with itself");
+    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + printable(k.lowp) + "\" is not in /backends");
     require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }
