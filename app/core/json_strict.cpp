@@ -60,8 +60,8 @@ class StrictSax {
   bool key(std::string& k) {
     Frame& f = stack_.back();
     if (f.node->contains(k))
-      throw CaseError(path(),
-                      "duplicate key \"" + printable(k) + "\": JSON readers disagree on which value wins, so a case may not repeat a key");
+      throw CaseError(path(), "duplicate key \"" + printable(k) +
+                                  "\": JSON readers disagree on which value wins, so a case may not repeat a key");
     f.key = std::move(k);
     return true;
   }
@@ -87,8 +87,7 @@ class StrictSax {
   std::string path(bool item = false) const {
     std::string p;
     const size_t n = item ? stack_.size() : stack_.size() - 1;
-    for (size_t i = 0; i < n; ++i)
-      p += "/" + (stack_[i].array ? std::to_string(stack_[i].count - 1) : escape(stack_[i].key));
+    for (size_t i = 0; i < n; ++i) p += "/" + (stack_[i].array ? std::to_string(stack_[i].count - 1) : escape(stack_[i].key));
     return p.empty() ? "/" : p;
   }
 

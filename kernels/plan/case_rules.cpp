@@ -327,7 +327,8 @@ void validate_case(const CaseSpec& c) {
     require(seen.count(k.backend) > 0, p + "/backend", "\"" + printable(k.backend) + "\" is not in /backends");
     require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + printable(k.baseline) + "\" is not in /backends");
     require(k.backend != k.baseline, p + "/baseline", "compares \"" + printable(k.backend) + "\" with itself");
-    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + printable(k.lowp) + "\" is not in /backends");
+    if (k.rule == CompareRule::kTwiceLowp)
+      require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + printable(k.lowp) + "\" is not in /backends");
     require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }

@@ -54,19 +54,23 @@ MaskCost mask_cost(const CaseSpec& c, size_t first, size_t last, const Expr& mas
 void check_cost(const MaskCost& m, const Expr& mask_mod) {
   auto refuse = [](const std::string& what) { throw CaseError("/attention/mask_mod", what); };
   if (m.pairs > kMaxMaskPairs)
-    refuse("would be evaluated on " + std::to_string(m.pairs) + " (query, key) pairs (the sum of q_len x kv_len), more than the " +
-           std::to_string(kMaxMaskPairs) + " a case may have with a mask_mod");
+    refuse("would be evaluated on " + std::to_string(m.pairs) +
+           " (query, key) pairs (the sum of q_len x kv_len), more than the " + std::to_string(kMaxMaskPairs) +
+           " a case may have with a mask_mod");
   if (m.bytes > kMaxMaskBytes)
     refuse("needs " + std::to_string(m.bytes) + " bytes of mask bits, more than the " + std::to_string(kMaxMaskBytes) +
            " a case may have with a mask_mod");
   if (m.ops > kMaxMaskOps)
     refuse("would take " + std::to_string(m.pairs) + " pairs x " + std::to_string(mask_mod.ops().size()) +
-           " operations, more than the " + std::to_string(kMaxMaskOps) + " a case may have: shorten the expression or the requests");
+           " operations, more than the " + std::to_string(kMaxMaskOps) +
+           " a case may have: shorten the expression or the requests");
 }
 
 }  // namespace
 
-void check_mask_budget(const CaseSpec& c, const Expr& mask_mod) { check_cost(mask_cost(c, 0, c.requests.size(), mask_mod), mask_mod); }
+void check_mask_budget(const CaseSpec& c, const Expr& mask_mod) {
+  check_cost(mask_cost(c, 0, c.requests.size(), mask_mod), mask_mod);
+}
 
 MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const Expr& mask_mod) {
   check_cost(mask_cost(c, r, r + 1, mask_mod), mask_mod);  // before allocating, also for callers that skipped validate_case

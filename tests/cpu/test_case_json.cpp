@@ -150,8 +150,8 @@ TEST(CaseJson, ArrayLimitsMatchWildcardPaths) {
 // Nesting deeper than any case needs is refused while reading, at its path (a deep value used to
 // reach recursive dumps and copies of the parsed value).
 TEST(CaseJson, DeepNestingIsRefusedAtItsPath) {
-  const std::string deep = R"({"schema": "attnscope/case@1", "requests": [{"q_len": )" + std::string(100000, '[') +
-                           std::string(100000, ']') + "}]}";
+  const std::string deep =
+      R"({"schema": "attnscope/case@1", "requests": [{"q_len": )" + std::string(100000, '[') + std::string(100000, ']') + "}]}";
   std::string path = "/requests/0/q_len";
   for (size_t d = 3; d < kMaxJsonDepth; ++d) path += "/0";
   EXPECT_EQ(error_of_text(deep), path + ": nested more than 64 levels deep; no case needs that many");
@@ -160,10 +160,12 @@ TEST(CaseJson, DeepNestingIsRefusedAtItsPath) {
 // Keys and values that reach a message keep it whole: a NUL is escaped, not a terminator.
 TEST(CaseJson, MessagesEscapeNulAndKeepUtf8Whole) {
   const std::string dup = R"({"schema": "attnscope/case@1", "a\u0000b": 1, "a\u0000b": 2})";
-  EXPECT_EQ(error_of_text(dup), "/: duplicate key \"a\\x00b\": JSON readers disagree on which value wins, so a case may not repeat a key");
+  EXPECT_EQ(error_of_text(dup),
+            "/: duplicate key \"a\\x00b\": JSON readers disagree on which value wins, so a case may not repeat a key");
   const std::string unknown = many_requests(1, R"(], "k\u0000y": 1})");
   EXPECT_EQ(error_of_text(unknown).rfind("/k\\x00y: unknown key", 0), 0u) << error_of_text(unknown);
-  const std::string dtype = R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 1}], "heads": {"qo": 1, "kv": 1},
+  const std::string dtype =
+      R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 1}], "heads": {"qo": 1, "kv": 1},
                                "head_dim": 16, "dtype": "f\u0000p"})";
   EXPECT_NE(error_of_text(dtype).find("\"f\\x00p\" is not allowed"), std::string::npos) << error_of_text(dtype);
   // a long value is cut for the message at a character boundary, never inside "é"

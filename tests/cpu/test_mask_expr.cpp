@@ -263,7 +263,8 @@ TEST(MaskExpr, MaskModBudgetRefusesWithTheFigureBeforeAllocating) {
   static_assert((int64_t{1} << 28) == kMaxMaskPairs);
   EXPECT_EQ(case_error_of(masked_case({{side, side}}, doc)), "");
   const std::string over = case_error_of(masked_case({{side, side + 1}}, doc));
-  EXPECT_NE(over.find("/attention/mask_mod: would be evaluated on " + std::to_string(int64_t{side} * (side + 1)) + " (query, key) pairs"),
+  EXPECT_NE(over.find("/attention/mask_mod: would be evaluated on " + std::to_string(int64_t{side} * (side + 1)) +
+                      " (query, key) pairs"),
             std::string::npos)
       << over;
   EXPECT_NE(over.find(std::to_string(kMaxMaskPairs)), std::string::npos) << over;
@@ -276,11 +277,12 @@ TEST(MaskExpr, MaskModBudgetRefusesWithTheFigureBeforeAllocating) {
   // (q_len <= kv_len keeps a valid case's bits under the pair budget / 8 plus a word per row; the
   // byte limit guards callers of make_mask_bits that skip validate_case)
   try {
-    check_mask_budget(masked_case(std::vector<RequestSpec>(2, RequestSpec{1 << 22, 1}), doc), Expr::parse(doc, Expr::Kind::kMask));
+    check_mask_budget(masked_case(std::vector<RequestSpec>(2, RequestSpec{1 << 22, 1}), doc),
+                      Expr::parse(doc, Expr::Kind::kMask));
     ADD_FAILURE() << "8M rows of mask bits accepted";
   } catch (const CaseError& e) {
-    EXPECT_NE(std::string(e.what()).find("needs " + std::to_string(int64_t{8 << 20} * 16) + " bytes of mask bits, more than the " +
-                                         std::to_string(kMaxMaskBytes)),
+    EXPECT_NE(std::string(e.what()).find("needs " + std::to_string(int64_t{8 << 20} * 16) +
+                                         " bytes of mask bits, more than the " + std::to_string(kMaxMaskBytes)),
               std::string::npos)
         << e.what();
   }
