@@ -20,6 +20,14 @@ void require(bool ok, const std::string& path, const std::string& rule) {
   if (!ok) throw CaseError(path, rule);
 }
 
+// "s" with control bytes escaped; appended piecewise (GCC 12 misreports `"\"" + std::string&&` under -Wrestrict).
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  q += printable(s);
+  q += '"';
+  return q;
+}
+
 std::string num(double v) {
   std::ostringstream o;
   o << v;
@@ -318,17 +326,16 @@ void validate_case(const CaseSpec& c) {
   for (size_t i = 0; i < c.backends.size(); ++i) {
     const auto& b = c.backends[i];
     const std::string p = "/backends/" + std::to_string(i);
-    require(is_known_backend(b), p, "\"" + printable(b) + "\" is not a backend, must be one of " + known_backends_text());
-    require(seen.insert(b).second, p, "\"" + printable(b) + "\" is listed twice");
+    require(is_known_backend(b), p, quoted(b) + " is not a backend, must be one of " + known_backends_text());
+    require(seen.insert(b).second, p, quoted(b) + " is listed twice");
   }
   for (size_t i = 0; i < c.comparisons.size(); ++i) {
     const auto& k = c.comparisons[i];
     const std::string p = "/comparisons/" + std::to_string(i);
-    require(seen.count(k.backend) > 0, p + "/backend", "\"" + printable(k.backend) + "\" is not in /backends");
-    require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + printable(k.baseline) + "\" is not in /backends");
-    require(k.backend != k.baseline, p + "/baseline", "compares \"" + printable(k.backend) + "\" with itself");
-    if (k.rule == CompareRule::kTwiceLowp)
-      require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + printable(k.lowp) + "\" is not in /backends");
+    require(seen.count(k.backend) > 0, p + "/backend", quoted(k.backend) + " is not in /backends");
+    require(seen.count(k.baseline) > 0, p + "/baseline", quoted(k.baseline) + " is not in /backends");
+    require(k.backend != k.baseline, p + "/baseline", std::string("compares ").append(quoted(k.backend)).append(" with itself"));
+    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", quoted(k.lowp) + " is not in /backends");
     require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }
