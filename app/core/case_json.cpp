@@ -2,12 +2,14 @@
 #include "attnscope/registry.h"
 #include "case_json.h"
 
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
 #include <sstream>
 
+#include "attnscope/mask_expr.h"
 #include "json_strict.h"
 #include "recorded_json.h"
 
@@ -19,8 +21,12 @@ using nlohmann::ordered_json;
 namespace {
 
 std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s = v.dump();  // control characters come out escaped
+  if (s.size() > 40) {
+    size_t cut = 37;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -34,7 +40,7 @@ class Obj {
       if (!known.count(it.key())) {
         std::string list;
         for (const char* k : keys) list += (list.empty() ? "" : ", ") + std::string(k);
-        throw CaseError(path_ + "/" + it.key(), "unknown key, allowed here: " + list);
+        throw CaseError(path_ + "/" + printable(it.key()), "unknown key, allowed here: " + list);
       }
     }
   }
@@ -96,7 +102,7 @@ class Obj {
       if (s == n) return e;
       list += (list.empty() ? "\"" : ", \"") + std::string(n) + "\"";
     }
-    throw CaseError(at(k), "\"" + s + "\" is not allowed, must be one of " + list);
+    throw CaseError(at(k), "\"" + printable(s) + "\" is not allowed, must be one of " + list);
   }
   const json& array(const char* k) const {
     if (!j_[k].is_array()) throw CaseError(at(k), "must be an array, got " + json_kind(j_[k]));
@@ -148,6 +154,9 @@ CaseFile parse_case(const json& j) {
 
   top.require("requests");
   const json& reqs = top.array("requests");
+  if (reqs.size() > kMaxRequests)  // before reading any: a value built in code has not met the reader's limit
+    throw CaseError("/requests/" + std::to_string(kMaxRequests),
+                    "one past the limit: at most " + std::to_string(kMaxRequests) + " requests are allowed");
   for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
 
   top.require("heads");
@@ -297,7 +306,9 @@ CaseFile parse_case(const json& j) {
 CaseFile parse_case_text(const std::string& text) {
   json j;
   try {
-    j = parse_json_strict(text);  // a duplicate key is a CaseError naming its object
+    // a duplicate key is a CaseError naming its object; an array past its limit stops the read
+    j = parse_json_strict(text, {{"/requests", kMaxRequests, "requests"},
+                                 {"/requests/*/doc_starts", kMaxTokens, "document starts (each a key position)"}});
   } catch (const json::parse_error& e) {
     // byte offset -> line and column
     size_t line = 1, col = 1;
@@ -318,11 +329,24 @@ CaseFile parse_case_text(const std::string& text) {
 }
 
 CaseFile read_case_file(const std::string& path) {
+  // Only regular files: a FIFO would block the open and /dev/zero would never end.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_directory(st))
+    throw CaseError("/", "\"" + printable(path) + "\" is a directory, not a case file");
+  if (!ec && !std::filesystem::is_regular_file(st))
+    throw CaseError("/", "\"" + printable(path) + "\" is not a regular file, a case is read only from one");
+  const uintmax_t size = ec ? 0 : std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError("/", "cannot open case file \"" + path + "\"");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_case_text(ss.str());
+  if (!in) throw CaseError("/", "cannot open case file \"" + printable(path) + "\"");
+  // one byte more than the size says: a file that grew since is still caught by the limit
+  std::string text(std::min<uintmax_t>(ec ? 0 : size, kMaxCaseBytes) + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (size > kMaxCaseBytes || text.size() > kMaxCaseBytes)
+    throw CaseError("/", "\"" + printable(path) + "\" is larger than " + std::to_string(kMaxCaseBytes >> 20) +
+                             " MiB, the most a case file may be");
+  return parse_case_text(text);
 }
 
 ordered_json case_to_json(const CaseSpec& c) {

@@ -20,7 +20,9 @@ struct CaseFile {
 
 CaseFile parse_case(const nlohmann::json& j);       // throws CaseError
 CaseFile parse_case_text(const std::string& text);  // syntax errors name line and column
-CaseFile read_case_file(const std::string& path);   // I/O errors name the file
+// I/O errors name the file; only regular files of at most kMaxCaseBytes are read.
+CaseFile read_case_file(const std::string& path);
+constexpr size_t kMaxCaseBytes = size_t{64} << 20;  // ~2.4M requests' worth of text: far past the request limit
 
 nlohmann::ordered_json case_to_json(const CaseSpec& c);
 nlohmann::ordered_json case_file_to_json(const CaseFile& f);

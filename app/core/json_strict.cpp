@@ -1,74 +1,160 @@
-// Duplicate keys are found during parsing with nlohmann's parser callback, which sees every key as
-// it is read; a stack of open containers gives the JSON path of the object that holds the key.
+// A SAX handler of our own builds the value: nlohmann's callback parser rescans the enclosing
+// container for discarded values each time an object ends (quadratic in a long array of objects),
+// and a handler sees every key and array item as it is read, so limits stop the read at once.
 #include "json_strict.h"
 
-#include <set>
-#include <vector>
+#include <limits>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/mask_expr.h"
 
 namespace attnscope {
 
 namespace {
 
-struct Frame {
-  bool array = false;
-  int index = -1;   // arrays: the element being read
-  std::string key;  // objects: the key being read
-  std::set<std::string> keys;
-};
+using json = nlohmann::json;
 
-// RFC 6901 escaping, as the rest of the case errors spell paths.
+// RFC 6901 escaping, as the rest of the case errors spell paths; printable() keeps NULs visible.
 std::string escape(const std::string& k) {
   std::string s;
-  for (char ch : k) s += ch == '~' ? std::string("~0") : ch == '/' ? std::string("~1") : std::string(1, ch);
-  return s;
+  s.reserve(k.size());
+  for (char ch : k) {
+    if (ch == '~')
+      s.append("~0");
+    else if (ch == '/')
+      s.append("~1");
+    else
+      s.push_back(ch);
+  }
+  return printable(s);
 }
 
-std::string path_of(const std::vector<Frame>& stack, size_t depth) {
-  std::string p;
-  for (size_t i = 0; i < depth && i < stack.size(); ++i)
-    p += "/" + (stack[i].array ? std::to_string(stack[i].index) : escape(stack[i].key));
-  return p.empty() ? "/" : p;
+std::vector<std::string> split_path(const std::string& p) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < p.size()) {
+    const size_t j = p.find('/', i + 1);
+    out.push_back(p.substr(i + 1, (j == std::string::npos ? p.size() : j) - i - 1));
+    i = j == std::string::npos ? p.size() : j;
+  }
+  return out;
 }
+
+class StrictSax {
+ public:
+  StrictSax(json* root, const std::vector<JsonArrayLimit>& limits) : root_(root) {
+    for (const auto& l : limits) limits_.push_back({split_path(l.path), &l});
+  }
+
+  bool null() { return place(json(nullptr)) != nullptr; }
+  bool boolean(bool v) { return place(json(v)) != nullptr; }
+  bool number_integer(json::number_integer_t v) { return place(json(v)) != nullptr; }
+  bool number_unsigned(json::number_unsigned_t v) { return place(json(v)) != nullptr; }
+  bool number_float(json::number_float_t v, const std::string&) { return place(json(v)) != nullptr; }
+  bool string(std::string& v) { return place(json(std::move(v))) != nullptr; }
+  bool binary(json::binary_t& v) { return place(json(std::move(v))) != nullptr; }
+  bool start_object(size_t) { return open(json::object(), false); }
+  bool start_array(size_t) { return open(json::array(), true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    Frame& f = stack_.back();
+    if (f.node->contains(k))
+      throw CaseError(path(), "duplicate key \"" + printable(k) +
+                                  "\": JSON readers disagree on which value wins, so a case may not repeat a key");
+    f.key = std::move(k);
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(size_t, const std::string&, const Exception& ex) {
+    throw ex;  // as json::parse throws it: the caller turns the byte offset into line and column
+  }
+
+ private:
+  struct Frame {
+    json* node = nullptr;
+    bool array = false;
+    size_t count = 0;  // arrays: items read so far
+    std::string key;   // objects: the key being read
+    const JsonArrayLimit* limit = nullptr;
+  };
+  struct Limit {
+    std::vector<std::string> segments;
+    const JsonArrayLimit* limit;
+  };
+
+  // Path of the container on top of the stack (of its current item when `item`).
+  std::string path(bool item = false) const {
+    std::string p;
+    const size_t n = item ? stack_.size() : stack_.size() - 1;
+    for (size_t i = 0; i < n; ++i) p += "/" + (stack_[i].array ? std::to_string(stack_[i].count - 1) : escape(stack_[i].key));
+    return p.empty() ? "/" : p;
+  }
+
+  // Stores v where the parser is (root, next array item, or the current key) and returns it.
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      *root_ = std::move(v);
+      return root_;
+    }
+    Frame& f = stack_.back();
+    if (!f.array) {
+      json& slot = (*f.node)[f.key];
+      slot = std::move(v);
+      return &slot;
+    }
+    ++f.count;
+    if (f.limit && f.count > f.limit->max)
+      throw CaseError(path(true), "one past the limit: at most " + std::to_string(f.limit->max) + " " + f.limit->what +
+                                      " are allowed (reading stopped here)");
+    f.node->push_back(std::move(v));
+    return &f.node->back();
+  }
+
+  const JsonArrayLimit* limit_of_top() const {
+    for (const auto& l : limits_) {
+      if (l.segments.size() != stack_.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < stack_.size() && match; ++i) {
+        const Frame& f = stack_[i];
+        const std::string seg = f.array ? std::to_string(f.count - 1) : f.key;
+        match = l.segments[i] == "*" || l.segments[i] == seg;
+      }
+      if (match) return l.limit;
+    }
+    return nullptr;
+  }
+
+  bool open(json&& container, bool array) {
+    json* node = place(std::move(container));
+    if (stack_.size() >= kMaxJsonDepth)
+      throw CaseError(path(true), "nested more than " + std::to_string(kMaxJsonDepth) + " levels deep; no case needs that many");
+    // A container is reached through pointers to its parents' items: the parents do not grow while
+    // it is open, so the pointers stay valid.
+    Frame f;
+    f.node = node;
+    f.array = array;
+    if (array && !limits_.empty()) f.limit = limit_of_top();
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  json* root_;
+  std::vector<Frame> stack_;
+  std::vector<Limit> limits_;
+};
 
 }  // namespace
 
-nlohmann::json parse_json_strict(const std::string& text) {
-  using json = nlohmann::json;
-  std::vector<Frame> stack;
-  // A value, object or array starting inside an array is its next element.
-  auto next_element = [&stack]() {
-    if (!stack.empty() && stack.back().array) ++stack.back().index;
-  };
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        next_element();
-        stack.push_back(Frame{ev == json::parse_event_t::array_start});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        stack.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        Frame& f = stack.back();
-        const std::string k = parsed.get<std::string>();
-        if (!f.keys.insert(k).second)
-          throw CaseError(
-              path_of(stack, stack.size() - 1),
-              "duplicate key \"" + k + "\": JSON readers disagree on which value wins, so a case may not repeat a key");
-        f.key = k;
-        break;
-      }
-      case json::parse_event_t::value:
-        next_element();
-        break;
-    }
-    return true;
-  };
-  return json::parse(text, cb);
+nlohmann::json parse_json_strict(const std::string& text, const std::vector<JsonArrayLimit>& limits) {
+  json root;
+  StrictSax sax(&root, limits);
+  json::sax_parse(text, &sax);
+  return root;
 }
 
 std::string json_kind(const nlohmann::json& v) {

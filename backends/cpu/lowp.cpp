@@ -40,11 +40,11 @@ class Lowp final : public Backend {
       int lo, hi;
       visible_range(m, qa, &lo, &hi);
       float* o = res.o.data() + (t * Hq + h) * Dv;
-      if (hi <= lo) {
+      auto fully_masked = [&] {  // O = 0, LSE = -inf (FlashAttention and FlashInfer agree)
         for (int d = 0; d < Dv; ++d) o[d] = 0.f;
         res.lse[t * Hq + h] = -std::numeric_limits<float>::infinity();
-        return;
-      }
+      };
+      if (hi <= lo) return fully_masked();
       const float* qv = w.q_row(t, h, c);
       std::vector<float> qs(Dq);
       for (int d = 0; d < Dq; ++d) qs[d] = rd(qv[d] * scale);  // q * sm_scale is a dtype tensor
@@ -67,6 +67,7 @@ class Lowp final : public Backend {
         s[k - lo] = x;
         mx = std::max(mx, x);
       }
+      if (mx == -INFINITY) return fully_masked();  // every visible key scored -inf (a score_mod)
       float den = 0;
       for (float& x : s) {
         x = std::exp(x - mx);

@@ -45,6 +45,11 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
     s[k - lo] = x;
     mx = std::max(mx, x);
   }
+  if (mx == -INFINITY) {  // every visible key scored -inf (a score_mod): fully masked, as above
+    for (int d = 0; d < Dv; ++d) o[d] = 0.0;
+    if (probs) probs->assign(s.size(), 0.0);
+    return -INFINITY;
+  }
   std::vector<double> acc(Dv, 0.0);
   double den = 0;
   for (int k = lo; k < hi; ++k) {

@@ -130,6 +130,11 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
     mx = x > mx ? x : mx;
   }
   mx = block_reduce<Acc>(mx, true, sh);
+  if (mx == static_cast<Acc>(-INFINITY)) {  // every visible key scored -inf (a score_mod): fully masked too
+    for (int d = threadIdx.x; d < p.dv; d += blockDim.x) o[d] = 0.f;
+    if (threadIdx.x == 0) p.lse[t * p.hq + h] = -INFINITY;
+    return;  // uniform: mx is the block's reduced value
+  }
   Acc den = 0;
   for (int k = lo + threadIdx.x; k < hi; k += blockDim.x) {
     const Acc e = dexp(s[k - lo] - mx);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
 
 namespace attnscope {
@@ -18,14 +19,21 @@ void require(bool ok, const std::string& path, const std::string& rule) {
   if (!ok) throw CaseError(path, rule);
 }
 
+// "s" with control bytes escaped; appended piecewise (GCC 12 misreports `"\"" + std::string&&` under -Wrestrict).
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  q += printable(s);
+  q += '"';
+  return q;
+}
+
 std::string num(double v) {
   std::ostringstream o;
   o << v;
   return o.str();
 }
 
-constexpr int kMaxRequests = 4096;
-constexpr int kMaxLen = 1 << 22;  // tokens per request: keeps every host index in int range per request
+constexpr int kMaxLen = kMaxTokens;
 constexpr int kMaxHeads = 256;
 constexpr int kMaxHeadDim = 1024;
 
@@ -48,6 +56,7 @@ void validate_expressions(const CaseSpec& c) {
     require(!e.reads_head(), "/attention/mask_mod",
             "reads h, but a mask_mod here is shared by every head (as FlashInfer's custom mask is); a head-dependent "
             "bias belongs in score_mod");
+    check_mask_budget(c, e);
   }
   if (a.score_mod) {
     parse(*a.score_mod, Expr::Kind::kScore, "/attention/score_mod");
@@ -316,16 +325,16 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   for (size_t i = 0; i < c.backends.size(); ++i) {
     const auto& b = c.backends[i];
     const std::string p = "/backends/" + std::to_string(i);
-    if (ids) require(ids->known(b), p, "\"" + b + "\" is not a backend, must be one of " + ids->listing());
-    require(seen.insert(b).second, p, "\"" + b + "\" is listed twice");
+    if (ids) require(ids->known(b), p, quoted(b) + " is not a backend, must be one of " + ids->listing());
+    require(seen.insert(b).second, p, quoted(b) + " is listed twice");
   }
   for (size_t i = 0; i < c.comparisons.size(); ++i) {
     const auto& k = c.comparisons[i];
     const std::string p = "/comparisons/" + std::to_string(i);
-    require(seen.count(k.backend) > 0, p + "/backend", "\"" + k.backend + "\" is not in /backends");
-    require(seen.count(k.baseline) > 0, p + "/baseline", "\"" + k.baseline + "\" is not in /backends");
-    require(k.backend != k.baseline, p + "/baseline", "compares \"" + k.backend + "\" with itself");
-    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", "\"" + k.lowp + "\" is not in /backends");
+    require(seen.count(k.backend) > 0, p + "/backend", quoted(k.backend) + " is not in /backends");
+    require(seen.count(k.baseline) > 0, p + "/baseline", quoted(k.baseline) + " is not in /backends");
+    require(k.backend != k.baseline, p + "/baseline", std::string("compares ").append(quoted(k.backend)).append(" with itself"));
+    if (k.rule == CompareRule::kTwiceLowp) require(seen.count(k.lowp) > 0, p + "/lowp", quoted(k.lowp) + " is not in /backends");
     require(std::isfinite(k.rtol) && k.rtol >= 0, p + "/rtol", num(k.rtol) + " is not allowed, must be >= 0");
     require(std::isfinite(k.atol) && k.atol >= 0, p + "/atol", num(k.atol) + " is not allowed, must be >= 0");
   }

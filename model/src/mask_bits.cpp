@@ -3,6 +3,7 @@
 #include "attnscope/mask_bits.h"
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
 namespace attnscope {
@@ -26,7 +27,53 @@ ExprEnv expr_env(const CaseSpec& c, int r, int h, int qa, int k, double score) {
   return e;
 }
 
+namespace {
+
+constexpr int64_t kSat = int64_t{1} << 61;
+
+struct MaskCost {
+  int64_t pairs = 0, ops = 0, bytes = 0;
+};
+
+// Every request is counted whole (q_len x kv_len), the pairs a built-in mask hides too: the figure
+// stays predictable from the case alone. Bytes are the bits and the per-row bounds.
+MaskCost mask_cost(const CaseSpec& c, size_t first, size_t last, const Expr& mask_mod) {
+  MaskCost m;
+  const int64_t n_ops = std::max<int64_t>(1, static_cast<int64_t>(mask_mod.ops().size()));
+  for (size_t r = first; r < last; ++r) {
+    const RequestSpec& rq = c.requests[r];
+    const int64_t q = std::max(0, rq.q_len), kv = std::max(0, rq.kv_len);
+    // saturated: lengths may not be validated yet, and no sum of these can overflow
+    m.pairs = std::min(m.pairs + std::min(q * kv, kSat), kSat);
+    m.bytes = std::min(m.bytes + std::min(q * ((kv + 63) / 64 * 8 + 2 * static_cast<int64_t>(sizeof(int))), kSat), kSat);
+  }
+  m.ops = m.pairs > kMaxMaskOps / n_ops ? kMaxMaskOps + 1 : m.pairs * n_ops;
+  return m;
+}
+
+void check_cost(const MaskCost& m, const Expr& mask_mod) {
+  auto refuse = [](const std::string& what) { throw CaseError("/attention/mask_mod", what); };
+  if (m.pairs > kMaxMaskPairs)
+    refuse("would be evaluated on " + std::to_string(m.pairs) +
+           " (query, key) pairs (the sum of q_len x kv_len), more than the " + std::to_string(kMaxMaskPairs) +
+           " a case may have with a mask_mod");
+  if (m.bytes > kMaxMaskBytes)
+    refuse("needs " + std::to_string(m.bytes) + " bytes of mask bits, more than the " + std::to_string(kMaxMaskBytes) +
+           " a case may have with a mask_mod");
+  if (m.ops > kMaxMaskOps)
+    refuse("would take " + std::to_string(m.pairs) + " pairs x " + std::to_string(mask_mod.ops().size()) +
+           " operations, more than the " + std::to_string(kMaxMaskOps) +
+           " a case may have: shorten the expression or the requests");
+}
+
+}  // namespace
+
+void check_mask_budget(const CaseSpec& c, const Expr& mask_mod) {
+  check_cost(mask_cost(c, 0, c.requests.size(), mask_mod), mask_mod);
+}
+
 MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const Expr& mask_mod) {
+  check_cost(mask_cost(c, r, r + 1, mask_mod), mask_mod);  // before allocating, also for callers that skipped validate_case
   const RequestSpec& rq = c.requests[r];
   MaskBits mb;
   mb.words = (rq.kv_len + 63) / 64;

@@ -9,6 +9,10 @@
 //   prod    := unary (('*' | '/' | '%') unary)*
 //   unary   := ('-' | '!') unary | primary
 //   primary := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+//
+// The recursion is bounded: at most kMaxExprNesting parentheses, calls and unary operators open at
+// once, and at most kMaxExprDepth levels in the tree (which a left-associative chain a + b + ...
+// builds one per operator), so neither the parser nor any walk of the tree can exhaust the stack.
 #include "attnscope/mask_expr.h"
 
 #include <algorithm>
@@ -27,6 +31,7 @@ struct Expr::Node {
   int var = 0;     // index into the variable table
   std::string fn;  // kCall
   std::vector<std::shared_ptr<const Node>> kids;
+  int height = 1;  // levels of the subtree rooted here
 };
 
 namespace {
@@ -46,14 +51,38 @@ class Parser {
   Parser(const std::string& s, Expr::Kind k) : s_(s), kind_(k) {}
 
   NodeP parse() {
+    if (s_.size() > kMaxExprBytes)
+      throw ExprError(static_cast<int>(kMaxExprBytes) + 1, "the expression is " + std::to_string(s_.size()) +
+                                                               " bytes, longer than the limit of " +
+                                                               std::to_string(kMaxExprBytes) + " bytes");
     NodeP n = expr();
     skip();
-    if (i_ < s_.size()) fail("unexpected \"" + s_.substr(i_, 1) + "\" after a complete expression");
+    if (i_ < s_.size()) fail("unexpected \"" + char_at(i_) + "\" after a complete expression");
     return n;
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw ExprError(static_cast<int>(i_) + 1, what); }
+  // The whole character at byte i (never half of a UTF-8 sequence), printable.
+  std::string char_at(size_t i) const {
+    size_t n = 1;
+    while (n < 4 && i + n < s_.size() && (static_cast<unsigned char>(s_[i + n]) & 0xC0) == 0x80 &&
+           (static_cast<unsigned char>(s_[i]) & 0xC0) == 0xC0)
+      ++n;
+    return printable(s_.substr(i, n));
+  }
+  // Entering a parenthesis, a call's arguments or a unary operator's operand at byte `at`.
+  struct Nest {
+    Nest(Parser* p, size_t at) : p_(p) {
+      if (++p_->nest_ > kMaxExprNesting) {
+        p_->i_ = at;
+        p_->fail("nested more than " + std::to_string(kMaxExprNesting) +
+                 " deep (parentheses, function calls and unary - or ! open at once)");
+      }
+    }
+    ~Nest() { --p_->nest_; }
+    Parser* p_;
+  };
   void skip() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
@@ -61,27 +90,41 @@ class Parser {
     skip();
     const size_t n = std::char_traits<char>::length(tok);
     if (s_.compare(i_, n, tok) != 0) return false;
+    tok_ = i_;
     // "<" must not take the first half of "<=", "!" of "!=", "=" alone is not an operator
     if (n == 1 && i_ + 1 < s_.size() && s_[i_ + 1] == '=' && (tok[0] == '<' || tok[0] == '>' || tok[0] == '!')) return false;
     i_ += n;
     return true;
   }
-  static NodeP make(Expr::Node::Op op, std::vector<NodeP> kids) {
+  // A node for the operator at byte `at`; refused when the tree would grow deeper than kMaxExprDepth.
+  NodeP make(Expr::Node::Op op, std::vector<NodeP> kids, size_t at) {
     auto n = std::make_shared<Expr::Node>();
     n->op = op;
+    for (const auto& k : kids) n->height = std::max(n->height, k->height + 1);
     n->kids = std::move(kids);
+    if (n->height > kMaxExprDepth) {
+      i_ = at;
+      fail("more than " + std::to_string(kMaxExprDepth) +
+           " operators deep (a chain a + b + c counts one level per operator): group long chains in parentheses");
+    }
     return n;
   }
 
   NodeP expr() { return or_(); }
   NodeP or_() {
     NodeP a = and_();
-    while (eat("||")) a = make(Expr::Node::kOr, {a, and_()});
+    while (eat("||")) {
+      const size_t at = tok_;
+      a = make(Expr::Node::kOr, {a, and_()}, at);
+    }
     return a;
   }
   NodeP and_() {
     NodeP a = cmp();
-    while (eat("&&")) a = make(Expr::Node::kAnd, {a, cmp()});
+    while (eat("&&")) {
+      const size_t at = tok_;
+      a = make(Expr::Node::kAnd, {a, cmp()}, at);
+    }
     return a;
   }
   NodeP cmp() {
@@ -91,12 +134,13 @@ class Parser {
                                                           {"<", Expr::Node::kLt},  {">", Expr::Node::kGt}};
     for (const auto& [t, op] : ops)
       if (eat(t)) {
+        const size_t at = tok_;
         NodeP b = sum();
         skip();
         for (const char* again : {"<", ">", "=="})
           if (s_.compare(i_, std::char_traits<char>::length(again), again) == 0)
             fail("comparisons do not chain: write a < b && b < c");
-        return make(op, {a, b});
+        return make(op, {a, b}, at);
       }
     skip();
     if (i_ < s_.size() && s_[i_] == '=') fail("\"=\" is not an operator: == compares");
@@ -105,30 +149,31 @@ class Parser {
   NodeP sum() {
     NodeP a = prod();
     for (;;) {
-      if (eat("+"))
-        a = make(Expr::Node::kAdd, {a, prod()});
-      else if (eat("-"))
-        a = make(Expr::Node::kSub, {a, prod()});
-      else
-        return a;
+      const Expr::Node::Op op = eat("+") ? Expr::Node::kAdd : eat("-") ? Expr::Node::kSub : Expr::Node::kNum;
+      if (op == Expr::Node::kNum) return a;
+      const size_t at = tok_;
+      a = make(op, {a, prod()}, at);
     }
   }
   NodeP prod() {
     NodeP a = unary();
     for (;;) {
-      if (eat("*"))
-        a = make(Expr::Node::kMul, {a, unary()});
-      else if (eat("/"))
-        a = make(Expr::Node::kDiv, {a, unary()});
-      else if (eat("%"))
-        a = make(Expr::Node::kMod, {a, unary()});
-      else
-        return a;
+      const Expr::Node::Op op = eat("*")   ? Expr::Node::kMul
+                                : eat("/") ? Expr::Node::kDiv
+                                : eat("%") ? Expr::Node::kMod
+                                           : Expr::Node::kNum;
+      if (op == Expr::Node::kNum) return a;
+      const size_t at = tok_;
+      a = make(op, {a, unary()}, at);
     }
   }
   NodeP unary() {
-    if (eat("-")) return make(Expr::Node::kNeg, {unary()});
-    if (eat("!")) return make(Expr::Node::kNot, {unary()});
+    for (const auto& [t, op] : {std::pair{"-", Expr::Node::kNeg}, std::pair{"!", Expr::Node::kNot}})
+      if (eat(t)) {
+        const size_t at = tok_;
+        Nest nest(this, at);
+        return make(op, {unary()}, at);
+      }
     return primary();
   }
   NodeP primary() {
@@ -136,6 +181,7 @@ class Parser {
     if (i_ >= s_.size()) fail("expected a number, a name or \"(\", found the end");
     const char ch = s_[i_];
     if (ch == '(') {
+      Nest nest(this, i_);
       ++i_;
       NodeP e = expr();
       if (!eat(")")) fail("expected \")\"");
@@ -167,6 +213,7 @@ class Parser {
           i_ = at;
           fail("unknown function \"" + name + "\" (" + expr_names_text() + ")");
         }
+        Nest nest(this, at);
         ++i_;
         std::vector<NodeP> args{expr()};
         while (eat(",")) args.push_back(expr());
@@ -179,7 +226,12 @@ class Parser {
         auto n = std::make_shared<Expr::Node>();
         n->op = Expr::Node::kCall;
         n->fn = name;
+        for (const auto& k : args) n->height = std::max(n->height, k->height + 1);
         n->kids = std::move(args);
+        if (n->height > kMaxExprDepth) {
+          i_ = at;
+          fail("more than " + std::to_string(kMaxExprDepth) + " operators deep");
+        }
         return n;
       }
       for (int v = 0; v < static_cast<int>(std::size(kVars)); ++v)
@@ -196,12 +248,14 @@ class Parser {
       i_ = at;
       fail("unknown name \"" + name + "\" (" + expr_names_text() + ")");
     }
-    fail(std::string("unexpected \"") + ch + "\"");
+    fail("unexpected \"" + char_at(i_) + "\"");
   }
 
   const std::string& s_;
   Expr::Kind kind_;
   size_t i_ = 0;
+  size_t tok_ = 0;  // where the last token eat() took starts
+  int nest_ = 0;    // parentheses, calls and unary operators open
 };
 
 // Flattens the tree to postfix operations; *depth receives the deepest stack the program needs.
@@ -292,6 +346,43 @@ bool reads_var(const Expr::Node& n, int var) {
 }
 
 }  // namespace
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i] (2 to 4), 0 if there is none.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+  const unsigned char c = at(0);
+  const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((at(k) & 0xC0) != 0x80) return 0;
+  // overlong forms, surrogates and code points past U+10FFFF
+  if ((c == 0xE0 && at(1) < 0xA0) || (c == 0xED && at(1) > 0x9F) || (c == 0xF0 && at(1) < 0x90) || (c == 0xF4 && at(1) > 0x8F))
+    return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? (c < 0x20 || c == 0x7F ? 0 : 1) : utf8_length(s, i);
+    if (n == 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
 
 const char* expr_names_text() {
   return "names: b, h, q_idx, kv_idx, q_len, kv_len, prefix_len, score (score_mod only); functions: min(a, b), max(a, b), "

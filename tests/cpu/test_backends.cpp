@@ -97,6 +97,37 @@ TEST(Backends, FullyMaskedRowsGiveZeroAndMinusInf) {
   }
 }
 
+// A score_mod that is -inf on every key of some rows (here every query at an odd position) masks
+// those rows as fully as the mask does: every CPU backend gives O = 0 and LSE = -inf there, not NaN.
+TEST(Backends, ScoreModMinusInfOnEveryKeyIsAFullyMaskedRow) {
+  CaseSpec c = random_case(3);
+  c.attention = AttentionSpec{};
+  c.attention.score_mod = "where(q_idx % 2 == 1, -1 / 0, score)";
+  c.requests = {{6, 10}, {4, 4}};
+  for (auto& r : c.requests) r.pad_start.reset();
+  for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) {
+    const Result r = run(id, c);
+    expect_no_nan(r);
+    const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
+    int64_t t = 0, masked_rows = 0;
+    for (const auto& rq : c.requests)
+      for (int q = 0; q < rq.q_len; ++q, ++t) {
+        const bool masked = (rq.kv_len - rq.q_len + q) % 2 == 1;
+        masked_rows += masked;
+        for (int h = 0; h < Hq; ++h) {
+          const float lse = r.lse[t * Hq + h];
+          if (masked) {
+            EXPECT_TRUE(std::isinf(lse) && lse < 0) << id << " token " << t;
+            for (int d = 0; d < Dv; ++d) EXPECT_EQ(r.o[(t * Hq + h) * Dv + d], 0.0f) << id << " token " << t;
+          } else {
+            EXPECT_TRUE(std::isfinite(lse)) << id << " token " << t;
+          }
+        }
+      }
+    EXPECT_EQ(masked_rows, 5);
+  }
+}
+
 TEST(Backends, SingleKeyGivesItsValueExactly) {
   CaseSpec c = random_case(4);
   c.attention = AttentionSpec{};

@@ -144,6 +144,10 @@ struct BackendIds {
   std::string (*listing)() = nullptr;
 };
 
+// Format limits that the JSON reader also enforces while reading (validate_case checks them again).
+constexpr int kMaxRequests = 4096;
+constexpr int kMaxTokens = 1 << 22;  // q_len / kv_len: keeps every host index in int range per request
+
 // Checks every rule that is not a matter of JSON syntax (ranges and cross-field consistency).
 // Throws CaseError naming the path. Called by the JSON reader and by the GUI editor with the
 // registry's ids; without them (`ids` null) backend ids are checked for duplicates only.

@@ -18,6 +18,15 @@ struct MaskBits {
   std::vector<int> bounds;     // [2 * q_len]: first allowed key, one past the last (equal: none)
 };
 
+// What a mask_mod may cost (docs/case-format.md): it is evaluated on every pair of every request when
+// a plan is made, so a case is refused before anything is allocated when its pairs (sum of q_len x
+// kv_len), its pairs times the program's operations, or its bits exceed these.
+constexpr int64_t kMaxMaskPairs = int64_t{1} << 28;
+constexpr int64_t kMaxMaskOps = int64_t{1} << 32;
+constexpr int64_t kMaxMaskBytes = int64_t{64} << 20;
+// Throws CaseError("/attention/mask_mod", ...) with the figure and the limit it passes.
+void check_mask_budget(const CaseSpec& c, const Expr& mask_mod);
+
 // The bits of request r: built-in mask `builtin` AND the expression, for every (query, key) pair.
 // Only pairs inside the built-in visible range are evaluated.
 MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const Expr& mask_mod);

@@ -27,6 +27,17 @@ struct ExprError : std::runtime_error {
   int column;
 };
 
+// Limits of the parser (docs/case-format.md, "Expressions"): each refusal is an ExprError naming the
+// column. The size bounds parsing and each evaluation; the nesting and the depth bound every
+// recursive walk of the tree (a left-associative chain a + b + c is one level deeper per operator).
+constexpr size_t kMaxExprBytes = 64 * 1024;
+constexpr int kMaxExprNesting = 256;  // parentheses, function calls and unary - or ! open at once
+constexpr int kMaxExprDepth = 1024;   // levels of the expression tree
+
+// `s` safe inside a message: control bytes (NUL included) and bytes that are not part of valid UTF-8
+// become \xNN, so what() is never cut short and never ends in half a character.
+std::string printable(const std::string& s);
+
 // What an expression may read. `score` only in a score_mod.
 struct ExprVars {
   double b = 0, h = 0, q_idx = 0, kv_idx = 0, q_len = 0, kv_len = 0, prefix_len = 0, score = 0;
