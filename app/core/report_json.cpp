@@ -18,6 +18,8 @@ ordered_json num(double v) {
 }
 }  // namespace
 
+std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }
+
 ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
   ordered_json j;
   j["compiled"] = f.compiled;
@@ -240,10 +242,11 @@ ordered_json session_to_json(const Session& s) {
   j["comparisons"] = ds;
   ordered_json rp = ordered_json::array();
   for (const auto& r : s.replay)
-    rp.push_back({{"backend", r.backend},
+    rp.push_back({{"kind", replay_kind_name(r.kind)},
+                  {"backend", r.backend},
                   {"recorded", r.recorded},
                   {"now", r.now},
-                  {"state", replay_state_name(r.state)},
+                  {"state", replay_state_name(r.state, r.kind)},
                   {"why", r.why},
                   {"match", r.match()}});
   j["replay"] = rp;
