@@ -3,9 +3,6 @@
 // could not be checked here.
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "../core/bench.h"
@@ -83,21 +80,6 @@ exit codes: 0 ok; 1 a comparison, a replay check or a backend failed; 2 bad case
   (no GPU or not compiled, a comparison skipped, a recorded digest not replayed, nothing timed)
 )";
 
-namespace fs = std::filesystem;
-
-// The case file named on the command line. A missing file, a directory or a device is named as
-// the file it is (read_case_file's errors are about the JSON inside, by JSON path).
-CaseFile read_case(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) throw UsageError(path + ": no such file");
-  if (ec) throw UsageError(path + ": cannot read it: " + ec.message());
-  if (fs::is_directory(st)) throw UsageError(path + ": is a directory, not a case file");
-  if (!fs::is_regular_file(st)) throw UsageError(path + ": not a regular file (a case is a JSON file)");
-  if (::access(path.c_str(), R_OK) != 0) throw UsageError(path + ": cannot read it: " + std::strerror(errno));
-  return read_case_file(path);
-}
-
 // Messages may quote bytes of a case that are not UTF-8 (an expression's character cut in two):
 // they are replaced by U+FFFD rather than abort the output.
 std::string json_text(const nlohmann::ordered_json& j) {
@@ -105,13 +87,13 @@ std::string json_text(const nlohmann::ordered_json& j) {
 }
 
 int cmd_validate(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   std::cout << "ok: " << case_summary(f.spec) << "\n";
   return 0;
 }
 
 int cmd_plan(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   const Plan p = make_plan(f.spec);
   if (a.value("flex-block-mask")) {
     // what FlexAttention's create_block_mask prints for each request's mask (B = 1, H = 1)
@@ -130,7 +112,7 @@ int cmd_plan(const Args& a) {
 }
 
 int cmd_run(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   SessionOptions opt;
   if (a.value("backends")) {
     auto ids = a.list_value("backends");
@@ -191,7 +173,7 @@ Planner parse_planner(const std::string& n) {
 }
 
 int cmd_invariance(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   InvarianceOptions opt;
   if (auto b = a.value("backend")) {
     if (!is_known_backend(*b))
@@ -236,7 +218,7 @@ int cmd_invariance(const Args& a) {
 }
 
 int cmd_bench(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   std::vector<std::string> ids = default_bench_backends();
   if (a.value("backends")) {
     ids = a.list_value("backends");
@@ -261,7 +243,7 @@ int cmd_bench(const Args& a) {
 }
 
 int cmd_sweep(const Args& a) {
-  const CaseFile f = read_case(a.case_path());  // the case itself must be valid
+  const CaseFile f = read_case_file(a.case_path());  // the case itself must be valid
   const auto set = a.value("set");
   if (!set) throw UsageError("--set: required (sweep --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR)");
   const nlohmann::json base = nlohmann::json::parse(case_to_json(f.spec).dump());
@@ -310,7 +292,7 @@ int cmd_sweep(const Args& a) {
 }
 
 int cmd_explain(const Args& a) {
-  const CaseFile f = read_case(a.case_path());
+  const CaseFile f = read_case_file(a.case_path());
   auto need = [&](const char* n) {
     const auto v = a.int_value(n, 0, 1 << 30);
     if (!v) throw UsageError(std::string("--") + n + ": required (explain needs --request, --row and --head)");

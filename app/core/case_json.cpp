@@ -1,6 +1,9 @@
 // Strict reader and canonical writer of the case format.
 #include "case_json.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -316,8 +319,15 @@ CaseFile parse_case_text(const std::string& text) {
 }
 
 CaseFile read_case_file(const std::string& path) {
+  // a file that is missing, a directory or a device is named as the file it is (the error's path is
+  // the file's, not a JSON path): reading a directory or a FIFO would give a JSON error or hang
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) throw CaseError(path, "no such file");
+  if (std::filesystem::is_directory(st)) throw CaseError(path, "is a directory, not a case file");
+  if (!ec && !std::filesystem::is_regular_file(st)) throw CaseError(path, "not a regular file (a case is a JSON file)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError("/", "cannot open case file \"" + path + "\"");
+  if (!in) throw CaseError(path, std::string("cannot read it: ") + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_case_text(ss.str());

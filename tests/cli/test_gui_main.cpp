@@ -52,7 +52,7 @@ TEST(GuiMain, ScreenshotPathThatCannotBeWrittenExitsTwo) {
 }
 
 // Screenshot mode on a case that cannot be opened said "The current session is unchanged" when
-// there was no session at all.
+// there was no session at all, and a missing file was "error: /: cannot open case file".
 TEST(GuiMain, ScreenshotOfACaseThatCannotBeOpenedSpeaksOfNoSession) {
   const fs::path dir = fs::temp_directory_path() / ("attnscope_badcase_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -64,5 +64,12 @@ TEST(GuiMain, ScreenshotOfACaseThatCannotBeOpenedSpeaksOfNoSession) {
   EXPECT_NE(o.out.find("Cannot open " + bad), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("/requests"), std::string::npos) << "the error names the JSON path: " << o.out;
   EXPECT_EQ(o.out.find("unchanged"), std::string::npos) << o.out;
+  // a missing file is named as a file, not with the JSON path "/"
+  const std::string nope = (dir / "nope.json").string();
+  const auto m = sh("HOME=" + dir.string() + " xvfb-run -a -s '-screen 0 800x600x24' " + kGui + " " + nope + " --screenshot " +
+                    (dir / "shot.png").string());
+  EXPECT_EQ(m.code, 2) << m.out;
+  EXPECT_NE(m.out.find("error: " + nope + ": no such file"), std::string::npos) << m.out;
+  EXPECT_EQ(m.out.find("unchanged"), std::string::npos) << m.out;
   fs::remove_all(dir);
 }
