@@ -277,7 +277,7 @@ int cmd_sweep(const Args& a) {
   bool skipped = false, any_valid = false;
   for (const auto& p : r.points) any_valid |= p.error.empty();
   if (!any_valid && !r.points.empty()) {
-    std::cerr << "error: --set " << *set << ": no value gives a valid case (each row says why), nothing ran\n";
+    std::cerr << "error: --set " << spec.path << ": no value gives a valid case (each row says why), nothing ran\n";
     return 2;
   }
   for (const auto& p : r.points) {

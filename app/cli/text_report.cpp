@@ -255,9 +255,11 @@ void print_session(std::ostream& o, const Session& s) {
       o << "\n";
     }
   }
+  std::vector<ReplayCheck> checks = s.replay;  // the digests, then the recorded plan and verdicts
+  checks.insert(checks.end(), s.replay_records.begin(), s.replay_records.end());
   size_t wr = 0;
-  for (const auto& r : s.replay) wr = width(wr, r.backend);
-  for (const auto& r : s.replay) {
+  for (const auto& r : checks) wr = width(wr, r.backend);
+  for (const auto& r : checks) {
     o << "replay  " << pad(r.backend, std::max<size_t>(wr, 24));
     if (r.state == ReplayState::kIdentical)
       o << (r.kind == ReplayKind::kDigest ? "bit-identical to the recorded digest "

@@ -241,7 +241,9 @@ ordered_json session_to_json(const Session& s) {
   for (const auto& d : s.diffs) ds.push_back(diff_to_json(d));
   j["comparisons"] = ds;
   ordered_json rp = ordered_json::array();
-  for (const auto& r : s.replay)
+  std::vector<ReplayCheck> checks = s.replay;  // the digests, then the recorded plan and verdicts
+  checks.insert(checks.end(), s.replay_records.begin(), s.replay_records.end());
+  for (const auto& r : checks)
     rp.push_back({{"kind", replay_kind_name(r.kind)},
                   {"backend", r.backend},
                   {"recorded", r.recorded},

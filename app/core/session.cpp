@@ -43,10 +43,14 @@ RunSummary Session::summary() const {
     m.comparisons_failed += !d.verdict.pass && !d.verdict.skipped;
   }
   for (const auto& rp : replay) {
-    const bool digest = rp.kind == ReplayKind::kDigest;
-    (digest ? m.digests_identical : m.records_equal) += rp.state == ReplayState::kIdentical;
-    (digest ? m.digests_differ : m.records_differ) += rp.state == ReplayState::kDiffers;
-    (digest ? m.digests_unchecked : m.records_unchecked) += rp.state == ReplayState::kNotChecked;
+    m.digests_identical += rp.state == ReplayState::kIdentical;
+    m.digests_differ += rp.state == ReplayState::kDiffers;
+    m.digests_unchecked += rp.state == ReplayState::kNotChecked;
+  }
+  for (const auto& rp : replay_records) {
+    m.records_equal += rp.state == ReplayState::kIdentical;
+    m.records_differ += rp.state == ReplayState::kDiffers;
+    m.records_unchecked += rp.state == ReplayState::kNotChecked;
   }
   if (m.backend_errors || m.comparisons_failed || m.digests_differ || m.records_differ)
     m.state = RunSummary::State::kFailed;
@@ -188,7 +192,7 @@ void replay_plan(Session& s, const nlohmann::json& rec) {
   }
   rc.state = differ.empty() ? ReplayState::kIdentical : ReplayState::kDiffers;
   rc.why = differ;
-  s.replay.push_back(rc);
+  s.replay_records.push_back(rc);
 }
 
 std::string verdict_text(bool pass, bool skipped, const std::string& rule, const std::string& detail) {
@@ -210,7 +214,7 @@ void replay_verdicts(Session& s, const nlohmann::json& verdicts) {
       rc.backend = pair;
       rc.state = ReplayState::kDiffers;
       rc.why = "the case has " + std::to_string(ks.size()) + " comparisons, none for recorded verdict " + std::to_string(i);
-      s.replay.push_back(rc);
+      s.replay_records.push_back(rc);
       continue;
     }
     const DiffReport& d = s.diffs[i];
@@ -229,7 +233,7 @@ void replay_verdicts(Session& s, const nlohmann::json& verdicts) {
     } else {
       rc.state = rc.recorded == rc.now ? ReplayState::kIdentical : ReplayState::kDiffers;
     }
-    s.replay.push_back(rc);
+    s.replay_records.push_back(rc);
   }
 }
 
@@ -237,6 +241,7 @@ void replay_verdicts(Session& s, const nlohmann::json& verdicts) {
 // FlashInfer answered on the recording machine (its device), not a claim about this one.
 void replay_recorded(Session& s) {
   s.replay.clear();
+  s.replay_records.clear();
   const nlohmann::json& rec = s.file.recorded;
   if (!rec.is_object()) return;
   if (rec.contains("digests")) replay_digests(s, rec["digests"]);

@@ -83,9 +83,10 @@ class ResultList {
 struct Session {
   CaseFile file;  // spec + what the file recorded
   Plan plan;
-  ResultList results;             // in the order of the case's backends
-  std::vector<DiffReport> diffs;  // in the order of the case's comparisons
-  std::vector<ReplayCheck> replay;
+  ResultList results;                       // in the order of the case's backends
+  std::vector<DiffReport> diffs;            // in the order of the case's comparisons
+  std::vector<ReplayCheck> replay;          // one per recorded digest
+  std::vector<ReplayCheck> replay_records;  // the recorded plan, then one per recorded verdict
   Environment env;
   std::optional<int> sample_rows;  // what the references were limited to
 
