@@ -46,6 +46,7 @@ Args parse_args(int argc, char** argv, const std::set<std::string>& flags, const
   a.command = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string s = argv[i];
+    if (s == "--help" || s == "-h") throw HelpRequested{};
     if (s.rfind("--", 0) == 0 && s.size() > 2) {
       std::string name = s.substr(2), val;
       const auto eq = name.find('=');

@@ -15,6 +15,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --help (or -h) after a command: the usage goes to stdout, exit code 0.
+struct HelpRequested {};
+
 struct Args {
   std::string command;
   std::vector<std::string> positional;
@@ -32,7 +35,8 @@ struct Args {
   const std::string& case_path() const;
 };
 
-// flags: options without a value; valued: options that take one. Anything else is a UsageError.
+// flags: options without a value; valued: options that take one; --help / -h throw HelpRequested.
+// Anything else is a UsageError.
 Args parse_args(int argc, char** argv, const std::set<std::string>& flags, const std::set<std::string>& valued);
 
 }  // namespace attnscope::cli

@@ -1,5 +1,6 @@
-// attnscope-cli: validate | plan | run | invariance | bench | explain | devices.
-// Exit codes: 0 ok, 1 a comparison or replay failed, 2 bad case or bad arguments.
+// attnscope-cli: validate | plan | run | invariance | bench | sweep | explain | devices.
+// Exit codes: 0 ok, 1 a comparison, replay or backend failed, 2 bad case or bad arguments, 3 something
+// could not be checked here.
 #include <unistd.h>
 
 #include <iostream>
@@ -28,6 +29,7 @@ namespace {
 const char* kUsage = R"(attnscope-cli: attention kernels on configurable batches, headless
 
 usage: attnscope-cli COMMAND [options] CASE.json
+       attnscope-cli --help | --version
 
 commands:
   validate CASE            check a case; prints a one-line summary or the error
@@ -37,7 +39,7 @@ commands:
       --backends a,b,...   run these backends instead of the case's list
       --sample-rows N      references on N sampled query rows per request
       --report FILE        write the JSON report to FILE
-      --export FILE        write a repro case (case + environment + recorded digests)
+      --export FILE        write a repro case (case + environment + recorded digests, plan, verdicts)
       --dump DIR           write inputs and outputs as .npy (q, k, v, o_<backend>, lse_<backend>) + meta.json
       --export-script DIR  write DIR/repro.py, a Python repro that runs the library itself (FlashInfer,
                            PyTorch SDPA / flex_attention) on the inputs, + the .npy files it reads
@@ -60,7 +62,9 @@ commands:
       --set PATH=V1,V2,... or PATH=START:STOP:xFACTOR or PATH=START:STOP:+STEP
                            PATH is a case JSON path; * stands for every array element
                            (/requests/*/kv_len, /split/fixed_split_size, /kv_cache/page_size);
-                           /requests/# is the batch size (copies of the last request)
+                           /requests/# is the batch size (copies of the last request); at most
+                           10000 values; a comma inside "...", (...), [...] or {...} is part of
+                           the value: '/attention/mask_mod=min(kv_idx, q_idx) >= 0,kv_idx < 9'
       --backends a,b,...   run these backends instead of the case's list
       --reps N             time GPU backends with CUDA events (median of N) at every value
       --csv FILE           write the table as CSV
@@ -71,8 +75,18 @@ commands:
                            the result beside the exact softmax
   devices [--json]         CUDA devices visible to this build
 
-exit codes: 0 ok, 1 a comparison or replay check failed, 2 bad case or arguments
+  --help, -h               this text (also after a command); --version: the version
+
+exit codes: 0 ok; 1 a comparison, a replay check or a backend failed; 2 bad case or arguments (one
+  line on stderr, starting "error: "); 3 nothing failed, but something could not be checked here
+  (no GPU or not compiled, a comparison skipped, a recorded digest not replayed, nothing timed)
 )";
+
+// Messages may quote bytes of a case that are not UTF-8 (an expression's character cut in two):
+// they are replaced by U+FFFD rather than abort the output.
+std::string json_text(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
 
 int cmd_validate(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
@@ -93,7 +107,7 @@ int cmd_plan(const Args& a) {
     return 0;
   }
   if (a.flag("json"))
-    std::cout << plan_to_json(f.spec, p).dump(2) << "\n";
+    std::cout << json_text(plan_to_json(f.spec, p));
   else
     print_plan(std::cout, f.spec, p);
   return 0;
@@ -132,16 +146,16 @@ int cmd_run(const Args& a) {
   auto s = run_session(f, opt);
   if (tty && !a.flag("json")) std::cerr << "\r" << std::string(40, ' ') << "\r";
   if (a.flag("json"))
-    std::cout << session_to_json(*s).dump(2) << "\n";
+    std::cout << json_text(session_to_json(*s));
   else
     print_session(std::cout, *s);
-  if (auto path = a.value("report")) write_text_file(*path, session_to_json(*s).dump(2) + "\n");
+  if (auto path = a.value("report")) write_text_file(*path, json_text(session_to_json(*s)));
   if (auto dir = a.value("dump")) {
     const int n = dump_session(*s, *dir);
     if (!a.flag("json")) std::cout << n << " files written to " << *dir << "\n";
   }
   if (auto path = a.value("export")) {
-    write_text_file(*path, case_file_to_json(make_repro(*s)).dump(2) + "\n");
+    write_text_file(*path, json_text(case_file_to_json(make_repro(*s))));
     if (!a.flag("json")) std::cout << "repro written to " << *path << "\n";
   }
   if (script_dir) {
@@ -194,7 +208,7 @@ int cmd_invariance(const Args& a) {
                     {"differing_values", p.differing_values},
                     {"identical_requests", p.identical_requests()}});
     j["planners"] = ps;
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j);
   } else {
     print_invariance(std::cout, rep);
   }
@@ -217,13 +231,17 @@ int cmd_bench(const Args& a) {
   const int reps = a.int_value("reps", 1, 10000).value_or(20);
   const BenchReport r = run_bench(f.spec, ids, reps);
   if (a.flag("json")) {
-    std::cout << bench_to_json(r).dump(2) << "\n";
+    std::cout << json_text(bench_to_json(r));
   } else {
     print_bench(std::cout, r);
   }
-  bool any = false;
-  for (const auto& row : r.rows) any |= row.status == "ok";
-  return any ? 0 : 1;
+  // 1 when a backend raised an error, 3 when nothing was timed (no GPU, not compiled): nothing checked
+  bool timed = false, error = false;
+  for (const auto& row : r.rows) {
+    timed |= row.status == "ok";
+    error |= row.status.rfind("error", 0) == 0;
+  }
+  return error ? 1 : timed ? 0 : 3;
 }
 
 int cmd_sweep(const Args& a) {
@@ -252,13 +270,18 @@ int cmd_sweep(const Args& a) {
   if (isatty(2) && !a.flag("json")) std::cerr << "\r" << std::string(30, ' ') << "\r";
   if (auto path = a.value("csv")) write_text_file(*path, sweep_to_csv(r));
   if (a.flag("json"))
-    std::cout << sweep_to_json(r).dump(2) << "\n";
+    std::cout << json_text(sweep_to_json(r));
   else
     print_sweep(std::cout, r);
   // as `run`: 1 when a comparison failed or a backend raised an error at some value, 3 when nothing
   // failed but a comparison was skipped; invalid values are part of the answer (the table says
-  // why), not a failure
-  bool skipped = false;
+  // why), not a failure, unless no value was valid: then nothing ran, and the arguments are wrong
+  bool skipped = false, any_valid = false;
+  for (const auto& p : r.points) any_valid |= p.error.empty();
+  if (!any_valid && !r.points.empty()) {
+    std::cerr << "error: --set " << spec.path << ": no value gives a valid case (each row says why), nothing ran\n";
+    return 2;
+  }
   for (const auto& p : r.points) {
     for (const auto& k : p.comparisons) {
       if (k.verdict == "FAIL") return 1;
@@ -285,7 +308,7 @@ int cmd_explain(const Args& a) {
     throw UsageError(e.what());
   }
   if (a.flag("json"))
-    std::cout << trace_to_json(t).dump(2) << "\n";
+    std::cout << json_text(trace_to_json(t));
   else
     print_trace(std::cout, t);
   return 0;
@@ -295,10 +318,10 @@ int cmd_devices(const Args& a) {
   std::string why;
   const auto devs = list_devices(&why);
   if (a.flag("json")) {
-    std::cout << environment_to_json(capture_environment()).dump(2) << "\n";
+    std::cout << json_text(environment_to_json(capture_environment()));
     return 0;
   }
-  if (devs.empty()) std::cout << "no CUDA devices: " << why << "\n";
+  if (devs.empty()) std::cout << (why.rfind("no CUDA device", 0) == 0 ? why : "no CUDA devices: " + why) << "\n";
   for (const auto& d : devs)
     std::cout << d.index << ": " << d.name << ", " << d.sm_count << " SMs, compute capability " << d.cc_major << "." << d.cc_minor
               << ", " << static_cast<int>(d.memory_gib) << " GiB\n";
@@ -308,11 +331,19 @@ int cmd_devices(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
-    std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {  // a wrong call: the usage is the error message
+    std::cerr << kUsage;
+    return 2;
   }
   const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "attnscope-cli " << attnscope_version() << "\n";
+    return 0;
+  }
   try {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask"}));
@@ -327,6 +358,9 @@ int main(int argc, char** argv) {
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
     throw UsageError("unknown command \"" + cmd +
                      "\" (commands: validate, plan, run, invariance, bench, sweep, explain, devices; see --help)");
+  } catch (const HelpRequested&) {
+    std::cout << kUsage;
+    return 0;
   } catch (const CaseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "../core/report_json.h"
 #include "attnscope/compare.h"
 #include "attnscope/mask_expr.h"
 
@@ -24,6 +25,10 @@ std::string pad(std::string s, size_t w) {
   if (s.size() < w) s.append(w - s.size(), ' ');
   return s;
 }
+
+// A column's width: its widest cell (the header included) and two spaces, so no id runs into the
+// next column.
+size_t width(size_t w, const std::string& cell) { return std::max(w, cell.size() + 2); }
 
 std::string list(const std::vector<int>& v, size_t max_items = 16) {
   std::string s = "[";
@@ -207,23 +212,37 @@ void print_session(std::ostream& o, const Session& s) {
   o << "library " << flashinfer_agreement_line(sp, s.plan.library.flashinfer) << "\n";
   if (s.sample_rows)
     o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
-  o << "\n" << pad("backend", 19) << pad("status", 14) << pad("host ms", 10) << pad("digest", 18) << "note\n";
+  size_t wb = width(0, "backend"), ws = width(0, "status");
   for (const auto& r : s.results) {
-    o << pad(r.backend, 19) << pad(status_name(r.status), 14) << pad(fmt("%.1f", r.timing.host_ms), 10)
+    wb = width(wb, r.backend);
+    ws = width(ws, status_name(r.status));
+  }
+  o << "\n" << pad("backend", wb) << pad("status", ws) << pad("host ms", 10) << pad("digest", 18) << "note\n";
+  for (const auto& r : s.results) {
+    o << pad(r.backend, wb) << pad(status_name(r.status), ws) << pad(fmt("%.1f", r.timing.host_ms), 10)
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   if (!s.diffs.empty()) {
+    // each row names its rule: a case may compare the same pair under two rules
+    std::vector<std::string> names;
+    size_t wc = width(0, "comparison");
+    for (size_t i = 0; i < s.diffs.size(); ++i) {
+      names.push_back(i < c.comparisons.size() ? comparison_label(c.comparisons[i])
+                                               : s.diffs[i].backend + " vs " + s.diffs[i].baseline);
+      wc = width(wc, names.back());
+    }
     o << "\n"
-      << pad("comparison", 42) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
+      << pad("comparison", wc) << pad("max abs", 10) << pad("mean abs", 10) << pad("rel L2", 10) << pad("max ulp", 9)
       << pad("bit-eq", 8) << pad("ac 1e-2", 8) << pad("ac 1e-3", 8) << "verdict\n";
-    for (const auto& d : s.diffs) {
-      const std::string name = d.backend + " vs " + d.baseline;
+    for (size_t i = 0; i < s.diffs.size(); ++i) {
+      const DiffReport& d = s.diffs[i];
+      const std::string& name = names[i];
       if (!d.available) {
-        o << pad(name, 42) << (d.verdict.skipped ? "SKIP  " : "FAIL  ") << d.verdict.detail << "\n";
+        o << pad(name, wc) << (d.verdict.skipped ? "SKIP  " : "FAIL  ") << d.verdict.detail << "\n";
         continue;
       }
       const double bit = d.o.count ? 100.0 * d.o.bit_identical / d.o.count : 0;
-      o << pad(name, 42) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
+      o << pad(name, wc) << pad(sci(d.o.max_abs), 10) << pad(sci(d.o.mean_abs), 10) << pad(sci(d.o.rel_l2), 10)
         << pad(std::to_string(d.o.max_ulp), 9) << pad(fmt("%.0f%%", bit), 8) << pad(d.o.allclose_loose ? "yes" : "no", 8)
         << pad(d.o.allclose_tight ? "yes" : "no", 8)
         << (d.verdict.pass      ? "PASS"
@@ -236,10 +255,19 @@ void print_session(std::ostream& o, const Session& s) {
       o << "\n";
     }
   }
-  for (const auto& r : s.replay) {
-    o << "replay  " << pad(r.backend, 24);
-    if (r.state == ReplayState::kIdentical) o << "bit-identical to the recorded digest " << r.recorded;
-    if (r.state == ReplayState::kDiffers) o << "DIFFERS (recorded " << r.recorded << ", now " << r.now << ")";
+  std::vector<ReplayCheck> checks = s.replay;  // the digests, then the recorded plan and verdicts
+  checks.insert(checks.end(), s.replay_records.begin(), s.replay_records.end());
+  size_t wr = 0;
+  for (const auto& r : checks) wr = width(wr, r.backend);
+  for (const auto& r : checks) {
+    o << "replay  " << pad(r.backend, std::max<size_t>(wr, 24));
+    if (r.state == ReplayState::kIdentical)
+      o << (r.kind == ReplayKind::kDigest ? "bit-identical to the recorded digest "
+            : r.kind == ReplayKind::kPlan ? "equal to the recorded plan: "
+                                          : "equal to the recorded verdict: ")
+        << r.recorded;
+    if (r.state == ReplayState::kDiffers)
+      o << "DIFFERS (" << (r.why.empty() ? "recorded " + r.recorded + ", now " + r.now : r.why) << ")";
     if (r.state == ReplayState::kNotChecked) o << "NOT CHECKED (why: " << r.why << ")";
     o << "\n";
   }
@@ -273,18 +301,23 @@ void print_invariance(std::ostream& o, const InvarianceReport& r) {
 }
 
 void print_bench(std::ostream& o, const BenchReport& r) {
-  o << "bench  " << (r.case_name.empty() ? "(unnamed)" : r.case_name) << " on " << r.device << "\n";
+  const std::string name = r.case_name.empty() ? "(unnamed)" : r.case_name;
+  o << "bench  " << name << (r.device_found ? " on " + r.device : ": no device to time on: " + r.device) << "\n";
   o << "       " << fmt("%.3g", r.flops / 1e12) << " TFLOP per run (" << r.allowed_pairs << " allowed pairs per head), "
-    << fmt("%.3g", r.bytes / 1e9) << " GB moved at least (K/V " << fmt("%.3g", r.kv_bytes / 1e9) << " GB); device copy "
-    << fmt("%.0f", r.copy_gbps) << " GB/s; plan " << fmt("%.1f", r.plan_us) << " us\n\n";
-  o << pad("backend", 16) << pad("median ms", 11) << pad("min-max ms", 18) << pad("TFLOP/s", 10) << pad("GB/s", 9)
+    << fmt("%.3g", r.bytes / 1e9) << " GB moved at least (K/V " << fmt("%.3g", r.kv_bytes / 1e9) << " GB); ";
+  // the copy bandwidth only where it was measured: 0 GB/s would read as a measurement
+  if (r.copy_gbps > 0) o << "device copy " << fmt("%.0f", r.copy_gbps) << " GB/s; ";
+  o << "plan " << fmt("%.1f", r.plan_us) << " us\n\n";
+  size_t wb = width(0, "backend");
+  for (const auto& x : r.rows) wb = width(wb, x.backend);
+  o << pad("backend", wb) << pad("median ms", 11) << pad("min-max ms", 18) << pad("TFLOP/s", 10) << pad("GB/s", 9)
     << pad("KV GB/s", 9) << "of copy\n";
   for (const auto& x : r.rows) {
     if (x.status != "ok") {
-      o << pad(x.backend, 16) << x.status << "\n";
+      o << pad(x.backend, wb) << x.status << "\n";
       continue;
     }
-    o << pad(x.backend, 16) << pad(fmt("%.4f", x.median_ms), 11) << pad(fmt("%.4f", x.min_ms) + "-" + fmt("%.4f", x.max_ms), 18)
+    o << pad(x.backend, wb) << pad(fmt("%.4f", x.median_ms), 11) << pad(fmt("%.4f", x.min_ms) + "-" + fmt("%.4f", x.max_ms), 18)
       << pad(fmt("%.1f", x.tflops), 10) << pad(fmt("%.0f", x.gbps), 9) << pad(fmt("%.0f", x.kv_gbps), 9)
       << fmt("%.0f%%", 100 * x.copy_share) << (x.note.empty() ? "" : "  " + x.note) << "\n";
   }
@@ -298,26 +331,45 @@ void print_sweep(std::ostream& o, const SweepReport& r) {
       first = &p;
       break;
     }
-  o << pad("value", 12) << pad("tile", 6) << pad("chunk", 7) << pad("items", 7) << pad("split", 7);
+  auto value = [](const SweepPoint& p) {
+    return p.value.is_string() ? p.value.get<std::string>()
+                               : p.value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  auto backend_cell = [](const SweepBackend& b) {
+    return b.status != "ok" ? b.status.substr(0, b.status.find(':'))
+                            : (b.device_ms > 0 ? fmt("%.4f", b.device_ms) + " gpu" : fmt("%.2f", b.host_ms) + " host");
+  };
+  auto comparison_cell = [](const SweepComparison& k) {
+    return k.verdict == "SKIP" ? std::string("SKIP (not compared)") : k.verdict + " max abs " + sci(k.max_abs);
+  };
+  // every column as wide as its widest cell: ids, values and statuses longer than a guess do not run together
+  size_t wv = width(0, "value");
+  std::vector<size_t> wb, wc;
   if (first) {
-    for (const auto& b : first->backends) o << pad(b.backend + " ms", std::max<size_t>(20, b.backend.size() + 5));
-    for (const auto& k : first->comparisons) o << pad(k.name, 44);
+    for (const auto& b : first->backends) wb.push_back(width(0, b.backend + " ms"));
+    for (const auto& k : first->comparisons) wc.push_back(width(0, k.name));
+  }
+  for (const auto& p : r.points) {
+    wv = width(wv, value(p));
+    for (size_t i = 0; i < p.backends.size() && i < wb.size(); ++i) wb[i] = width(wb[i], backend_cell(p.backends[i]));
+    for (size_t i = 0; i < p.comparisons.size() && i < wc.size(); ++i) wc[i] = width(wc[i], comparison_cell(p.comparisons[i]));
+  }
+  o << pad("value", wv) << pad("tile", 6) << pad("chunk", 7) << pad("items", 7) << pad("split", 7);
+  if (first) {
+    for (size_t i = 0; i < wb.size(); ++i) o << pad(first->backends[i].backend + " ms", wb[i]);
+    for (size_t i = 0; i < wc.size(); ++i) o << pad(first->comparisons[i].name, wc[i]);
   }
   o << "\n";
   for (const auto& p : r.points) {
-    o << pad(p.value.is_string() ? p.value.get<std::string>() : p.value.dump(), 12);
+    o << pad(value(p), wv);
     if (!p.error.empty()) {
       o << "invalid: " << p.error << "\n";
       continue;
     }
     o << pad(std::to_string(p.tile), 6) << pad(std::to_string(p.chunk_pages), 7) << pad(std::to_string(p.items), 7)
       << pad(p.split_kv ? "yes" : "no", 7);
-    for (const auto& b : p.backends)
-      o << pad(b.status != "ok" ? b.status.substr(0, b.status.find(':'))
-                                : (b.device_ms > 0 ? fmt("%.4f", b.device_ms) + " gpu" : fmt("%.2f", b.host_ms) + " host"),
-               std::max<size_t>(20, b.backend.size() + 5));
-    for (const auto& k : p.comparisons)
-      o << pad(k.verdict == "SKIP" ? std::string("SKIP (not compared)") : k.verdict + " max abs " + sci(k.max_abs), 44);
+    for (size_t i = 0; i < p.backends.size(); ++i) o << pad(backend_cell(p.backends[i]), i < wb.size() ? wb[i] : 0);
+    for (size_t i = 0; i < p.comparisons.size(); ++i) o << pad(comparison_cell(p.comparisons[i]), i < wc.size() ? wc[i] : 0);
     o << "\n";
   }
   o << "(times: CUDA events median with --reps N for GPU backends, else the host time of one run)\n";

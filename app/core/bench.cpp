@@ -32,6 +32,7 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
   std::string why;
   const auto devs = query_devices(&why);
   r.device = devs.empty() ? why : devs[0].name;
+  r.device_found = !devs.empty();
   r.copy_gbps = devs.empty() ? 0 : measure_copy_bandwidth_gbps(&why);
   const WorkCounts w = work_counts(c, p);
   r.allowed_pairs = w.allowed_pairs;
@@ -46,7 +47,9 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
     o.bench_reps = reps;
     const Result res = run_backend(*b, c, p, Workload{}, o);
     if (!res.ok()) {
-      row.status = std::string(status_name(res.status)) + ": " + res.message;
+      // the message may start with the status already ("not compiled: ..."): said once
+      const std::string st = status_name(res.status);
+      row.status = res.message.rfind(st, 0) == 0 ? res.message : st + ": " + res.message;
     } else if (res.timing.reps == 0) {
       row.status = "no device timing (this backend is not timed with events; host " + std::to_string(res.timing.host_ms) + " ms)";
     } else {

@@ -25,7 +25,8 @@ struct BenchRow {
 
 struct BenchReport {
   std::string case_name;
-  std::string device;    // name of device 0, or why none
+  std::string device;  // name of device 0, or why none
+  bool device_found = false;
   double copy_gbps = 0;  // measured device-to-device copy bandwidth (read + write)
   double plan_us = 0;
   int64_t allowed_pairs = 0;  // per head

@@ -2,6 +2,8 @@
 #include "attnscope/registry.h"
 #include "case_json.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -329,23 +331,23 @@ CaseFile parse_case_text(const std::string& text) {
 }
 
 CaseFile read_case_file(const std::string& path) {
-  // Only regular files: a FIFO would block the open and /dev/zero would never end.
+  // Only regular files, named as the file they are (the error's path is the file's, not a JSON
+  // path): a FIFO would block the open, /dev/zero would never end, a directory gives a JSON error.
   std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::is_directory(st))
-    throw CaseError("/", "\"" + printable(path) + "\" is a directory, not a case file");
-  if (!ec && !std::filesystem::is_regular_file(st))
-    throw CaseError("/", "\"" + printable(path) + "\" is not a regular file, a case is read only from one");
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  const std::string name = printable(path);
+  if (st.type() == std::filesystem::file_type::not_found) throw CaseError(name, "no such file");
+  if (std::filesystem::is_directory(st)) throw CaseError(name, "is a directory, not a case file");
+  if (!ec && !std::filesystem::is_regular_file(st)) throw CaseError(name, "not a regular file (a case is a JSON file)");
   const uintmax_t size = ec ? 0 : std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError("/", "cannot open case file \"" + printable(path) + "\"");
+  if (!in) throw CaseError(name, std::string("cannot read it: ") + std::strerror(errno));
   // one byte more than the size says: a file that grew since is still caught by the limit
   std::string text(std::min<uintmax_t>(ec ? 0 : size, kMaxCaseBytes) + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));
   if (size > kMaxCaseBytes || text.size() > kMaxCaseBytes)
-    throw CaseError("/", "\"" + printable(path) + "\" is larger than " + std::to_string(kMaxCaseBytes >> 20) +
-                             " MiB, the most a case file may be");
+    throw CaseError(name, "larger than " + std::to_string(kMaxCaseBytes >> 20) + " MiB, the most a case file may be");
   return parse_case_text(text);
 }
 

@@ -30,9 +30,11 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
   return out;
 }
 
+const char* attnscope_version() { return ATTNSCOPE_VERSION; }
+
 Environment capture_environment() {
   Environment e;
-  e.version = ATTNSCOPE_VERSION;
+  e.version = attnscope_version();
 #if defined(__clang__)
   e.build = "clang " __clang_version__;
 #elif defined(__GNUC__)

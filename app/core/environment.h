@@ -26,6 +26,9 @@ struct Environment {
   std::string device_error;  // why no device is listed, if none
 };
 
+// attnscope's version: CMake's project version ("0.1.0"), what --version prints.
+const char* attnscope_version();
+
 Environment capture_environment();
 nlohmann::ordered_json environment_to_json(const Environment& e);
 

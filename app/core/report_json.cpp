@@ -19,6 +19,8 @@ ordered_json num(double v) {
 }
 }  // namespace
 
+std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }
+
 ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
   ordered_json j;
   j["compiled"] = f.compiled;
@@ -240,11 +242,14 @@ ordered_json session_to_json(const Session& s) {
   for (const auto& d : s.diffs) ds.push_back(diff_to_json(d));
   j["comparisons"] = ds;
   ordered_json rp = ordered_json::array();
-  for (const auto& r : s.replay)
-    rp.push_back({{"backend", r.backend},
+  std::vector<ReplayCheck> checks = s.replay;  // the digests, then the recorded plan and verdicts
+  checks.insert(checks.end(), s.replay_records.begin(), s.replay_records.end());
+  for (const auto& r : checks)
+    rp.push_back({{"kind", replay_kind_name(r.kind)},
+                  {"backend", r.backend},
                   {"recorded", r.recorded},
                   {"now", r.now},
-                  {"state", replay_state_name(r.state)},
+                  {"state", replay_state_name(r.state, r.kind)},
                   {"why", r.why},
                   {"match", r.match()}});
   j["replay"] = rp;

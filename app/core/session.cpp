@@ -18,16 +18,20 @@ const Result* Session::result(const std::string& id) const {
 
 bool Session::failed() const { return summary().state == RunSummary::State::kFailed; }
 
-const char* replay_state_name(ReplayState s) {
+const char* replay_state_name(ReplayState s, ReplayKind k) {
   switch (s) {
     case ReplayState::kIdentical:
-      return "bit-identical";
+      return k == ReplayKind::kDigest ? "bit-identical" : "equal";
     case ReplayState::kDiffers:
       return "DIFFERS";
     case ReplayState::kNotChecked:
       return "NOT CHECKED";
   }
   return "";
+}
+
+const char* replay_kind_name(ReplayKind k) {
+  return k == ReplayKind::kDigest ? "digest" : k == ReplayKind::kPlan ? "plan" : "verdict";
 }
 
 RunSummary Session::summary() const {
@@ -43,9 +47,14 @@ RunSummary Session::summary() const {
     m.digests_differ += rp.state == ReplayState::kDiffers;
     m.digests_unchecked += rp.state == ReplayState::kNotChecked;
   }
-  if (m.backend_errors || m.comparisons_failed || m.digests_differ)
+  for (const auto& rp : replay_records) {
+    m.records_equal += rp.state == ReplayState::kIdentical;
+    m.records_differ += rp.state == ReplayState::kDiffers;
+    m.records_unchecked += rp.state == ReplayState::kNotChecked;
+  }
+  if (m.backend_errors || m.comparisons_failed || m.digests_differ || m.records_differ)
     m.state = RunSummary::State::kFailed;
-  else if (m.digests_unchecked || m.comparisons_skipped)
+  else if (m.digests_unchecked || m.records_unchecked || m.comparisons_skipped)
     m.state = RunSummary::State::kNotChecked;
   return m;
 }
@@ -68,6 +77,11 @@ std::string RunSummary::line() const {
     add(std::to_string(digests_identical) + " of " + std::to_string(digests) + " recorded digests bit-identical" +
         (digests_differ ? ", " + std::to_string(digests_differ) + " differ" : "") +
         (digests_unchecked ? ", " + std::to_string(digests_unchecked) + " not checked" : ""));
+  const int records = records_equal + records_differ + records_unchecked;
+  if (records)
+    add(std::to_string(records_equal) + " of " + std::to_string(records) + " recorded plan and verdicts equal" +
+        (records_differ ? ", " + std::to_string(records_differ) + " differ" : "") +
+        (records_unchecked ? ", " + std::to_string(records_unchecked) + " not checked" : ""));
   return parts.empty() ? s : s + ": " + parts;
 }
 
@@ -134,6 +148,109 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
   }
 }
 
+namespace {
+
+// One check per recorded digest (validate_recorded has checked their shape): a digest whose
+// backend did not run, or could not, is NOT CHECKED with the reason, never left out.
+void replay_digests(Session& s, const nlohmann::json& digests) {
+  for (auto it = digests.begin(); it != digests.end(); ++it) {
+    ReplayCheck rc;
+    rc.backend = it.key();
+    rc.recorded = it.value().get<std::string>();
+    const Result* r = s.result(rc.backend);
+    if (!r) {
+      rc.why = "backend not in this run";
+    } else if (!r->ok()) {
+      const std::string st = r->status == Status::kNotCompiled ? "not compiled"
+                             : r->status == Status::kNoDevice  ? "no CUDA device"
+                                                               : std::string(status_name(r->status));
+      // the message often starts with the same words ("no CUDA device: ..."): said once
+      rc.why = r->message.rfind(st, 0) == 0 ? r->message : r->message.empty() ? st : st + ": " + r->message;
+    } else {
+      rc.now = result_digest(*r);
+      rc.state = rc.recorded == rc.now ? ReplayState::kIdentical : ReplayState::kDiffers;
+    }
+    s.replay.push_back(rc);
+  }
+}
+
+// The recorded plan's figures against this run's plan (the plan is a pure function of the case).
+void replay_plan(Session& s, const nlohmann::json& rec) {
+  const SplitPlan& sp = s.plan.split;
+  const std::pair<const char*, nlohmann::json> now[] = {
+      {"cta_tile_q", sp.cta_tile_q}, {"chunk_pages", sp.chunk_pages}, {"num_items", sp.num_items}, {"split_kv", sp.split_kv}};
+  ReplayCheck rc;
+  rc.kind = ReplayKind::kPlan;
+  rc.backend = "plan";
+  std::string differ;
+  for (const auto& [key, value] : now) {
+    const std::string sep = rc.now.empty() ? "" : ", ";
+    rc.recorded += sep + key + " " + rec.at(key).dump();
+    rc.now += sep + key + " " + value.dump();
+    if (rec.at(key) != value)
+      differ += (differ.empty() ? "" : ", ") + std::string(key) + " recorded " + rec.at(key).dump() + ", now " + value.dump();
+  }
+  rc.state = differ.empty() ? ReplayState::kIdentical : ReplayState::kDiffers;
+  rc.why = differ;
+  s.replay_records.push_back(rc);
+}
+
+std::string verdict_text(bool pass, bool skipped, const std::string& rule, const std::string& detail) {
+  return std::string(pass ? "PASS" : skipped ? "SKIP" : "FAIL") + ", " + rule + ": " + detail;
+}
+
+// Each recorded verdict against the same comparison of this run (the case's comparisons, in order):
+// the same pass / skip, rule and numbers. A side that compared nothing leaves it NOT CHECKED.
+void replay_verdicts(Session& s, const nlohmann::json& verdicts) {
+  const auto& ks = s.spec().comparisons;
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    const nlohmann::json& v = verdicts[i];
+    ReplayCheck rc;
+    rc.kind = ReplayKind::kVerdict;
+    rc.recorded = verdict_text(v["pass"].get<bool>(), v["skipped"].get<bool>(), v["rule"].get<std::string>(),
+                               v["detail"].get<std::string>());
+    const std::string pair = v["backend"].get<std::string>() + " vs " + v["baseline"].get<std::string>();
+    if (i >= s.diffs.size() || i >= ks.size()) {
+      rc.backend = pair;
+      rc.state = ReplayState::kDiffers;
+      rc.why = "the case has " + std::to_string(ks.size()) + " comparisons, none for recorded verdict " + std::to_string(i);
+      s.replay_records.push_back(rc);
+      continue;
+    }
+    const DiffReport& d = s.diffs[i];
+    const Verdict& now = d.verdict;
+    rc.backend = comparison_label(ks[i]);
+    rc.now = verdict_text(now.pass, now.skipped, now.rule, now.detail);
+    if (pair != d.backend + " vs " + d.baseline) {
+      rc.state = ReplayState::kDiffers;
+      rc.why = "recorded verdict " + std::to_string(i) + " is of " + pair + ", the case's comparison " + std::to_string(i) +
+               " of " + d.backend + " vs " + d.baseline;
+    } else if (now.skipped) {
+      rc.now.clear();
+      rc.why = "not compared here: " + now.detail;
+    } else if (v["skipped"].get<bool>()) {
+      rc.why = "recorded as not compared (" + v["detail"].get<std::string>() + "): nothing to check it against";
+    } else {
+      rc.state = rc.recorded == rc.now ? ReplayState::kIdentical : ReplayState::kDiffers;
+    }
+    s.replay_records.push_back(rc);
+  }
+}
+
+// Everything /recorded claims is checked or reported NOT CHECKED; library_plans is a record of what
+// FlashInfer answered on the recording machine (its device), not a claim about this one.
+void replay_recorded(Session& s) {
+  s.replay.clear();
+  s.replay_records.clear();
+  const nlohmann::json& rec = s.file.recorded;
+  if (!rec.is_object()) return;
+  if (rec.contains("digests")) replay_digests(s, rec["digests"]);
+  if (rec.contains("plan")) replay_plan(s, rec["plan"]);
+  if (rec.contains("verdicts")) replay_verdicts(s, rec["verdicts"]);
+}
+
+}  // namespace
+
 void finish_session(Session& s) {
   const CaseSpec& c = s.spec();
   s.diffs.clear();
@@ -153,29 +270,7 @@ void finish_session(Session& s) {
     }
     s.diffs.push_back(compare_results(c, *a, *b, k, l));
   }
-  // One check per recorded digest (validate_recorded has checked their shape): a digest whose
-  // backend did not run, or could not, is NOT CHECKED with the reason, never left out.
-  s.replay.clear();
-  if (s.file.recorded.is_object() && s.file.recorded.contains("digests")) {
-    for (auto it = s.file.recorded["digests"].begin(); it != s.file.recorded["digests"].end(); ++it) {
-      ReplayCheck rc;
-      rc.backend = it.key();
-      rc.recorded = it.value().get<std::string>();
-      const Result* r = s.result(rc.backend);
-      if (!r) {
-        rc.why = "backend not in this run";
-      } else if (!r->ok()) {
-        rc.why = r->status == Status::kNotCompiled ? "not compiled"
-                 : r->status == Status::kNoDevice  ? "no CUDA device"
-                                                   : std::string(status_name(r->status));
-        if (!r->message.empty()) rc.why += ": " + r->message;
-      } else {
-        rc.now = result_digest(*r);
-        rc.state = rc.recorded == rc.now ? ReplayState::kIdentical : ReplayState::kDiffers;
-      }
-      s.replay.push_back(rc);
-    }
-  }
+  replay_recorded(s);
 }
 
 std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt) {

@@ -18,27 +18,35 @@
 
 namespace attnscope {
 
-// Replay of a repro case: does a backend reproduce the digest recorded with the case? One check
-// per recorded digest, whether or not its backend could run here.
+// Replay of a repro case: does this run reproduce what the case recorded? One check per recorded
+// digest (does the backend give the same bits), one for the recorded plan (the same tile, chunk,
+// items and split) and one per recorded verdict (the same comparison, verdict and numbers), whether
+// or not it could be checked here.
 enum class ReplayState { kIdentical, kDiffers, kNotChecked };
-const char* replay_state_name(ReplayState s);  // "bit-identical", "DIFFERS", "NOT CHECKED"
+enum class ReplayKind { kDigest, kPlan, kVerdict };
+// "bit-identical" (a digest; "equal" for a plan or a verdict), "DIFFERS", "NOT CHECKED"
+const char* replay_state_name(ReplayState s, ReplayKind k = ReplayKind::kDigest);
+const char* replay_kind_name(ReplayKind k);  // "digest", "plan", "verdict"
 
 struct ReplayCheck {
-  std::string backend;
-  std::string recorded, now;  // digests; `now` empty when not checked
+  ReplayKind kind = ReplayKind::kDigest;
+  std::string backend;        // kDigest: the backend; kPlan: "plan"; kVerdict: the comparison's label
+  std::string recorded, now;  // digests, or the plan / verdict as text; `now` empty when not checked
   ReplayState state = ReplayState::kNotChecked;
   std::string why;  // kNotChecked: not compiled / no CUDA device / backend not in this run / ...
   bool match() const { return state == ReplayState::kIdentical; }
 };
 
 // What a run checked, summed up once for the CLI's last line and exit code, its JSON, and the
-// GUI's status bar: FAILED (a comparison failed, a backend errored, a recorded digest differs),
-// else NOT CHECKED (some recorded digest or comparison could not be checked here), else ok.
+// GUI's status bar: FAILED (a comparison failed, a backend errored, a recorded digest, plan or
+// verdict differs), else NOT CHECKED (some recorded digest, verdict or comparison could not be
+// checked here), else ok.
 struct RunSummary {
   enum class State { kOk, kFailed, kNotChecked } state = State::kOk;
   int backend_errors = 0;
   int comparisons_failed = 0, comparisons_skipped = 0, comparisons = 0;
   int digests_identical = 0, digests_differ = 0, digests_unchecked = 0;
+  int records_equal = 0, records_differ = 0, records_unchecked = 0;  // the recorded plan and verdicts
   int exit_code() const { return state == State::kFailed ? 1 : state == State::kNotChecked ? 3 : 0; }
   const char* state_name() const;  // "ok", "FAILED", "NOT CHECKED"
   std::string line() const;        // "ok: ...", "FAILED: ...", "NOT CHECKED: ..."
@@ -75,9 +83,10 @@ class ResultList {
 struct Session {
   CaseFile file;  // spec + what the file recorded
   Plan plan;
-  ResultList results;             // in the order of the case's backends
-  std::vector<DiffReport> diffs;  // in the order of the case's comparisons
-  std::vector<ReplayCheck> replay;
+  ResultList results;                       // in the order of the case's backends
+  std::vector<DiffReport> diffs;            // in the order of the case's comparisons
+  std::vector<ReplayCheck> replay;          // one per recorded digest
+  std::vector<ReplayCheck> replay_records;  // the recorded plan, then one per recorded verdict
   Environment env;
   std::optional<int> sample_rows;  // what the references were limited to
 

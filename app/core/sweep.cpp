@@ -1,6 +1,7 @@
 // Parameter sweeps (sweep.h).
 #include "sweep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/plan.h"
 #include "bench.h"
+#include "report_json.h"
 
 namespace attnscope {
 
@@ -21,6 +23,63 @@ std::vector<std::string> split(const std::string& s, char sep) {
   if (!s.empty() && s.back() == sep) v.push_back("");
   return v;
 }
+
+constexpr size_t kMaxValues = 10000;
+
+// A list's values: split at the commas outside "..." (a JSON string, with \ escapes) and outside
+// (...), [...] and {...}, so an expression or a JSON array with commas in it is one value.
+std::vector<std::string> split_values(const std::string& rhs, const std::string& arg) {
+  const std::string hint = " (a comma inside \"...\", (...), [...] or {...} is part of a value)";
+  std::vector<std::string> out;
+  std::string cur, open;
+  bool in_str = false, esc = false;
+  for (char ch : rhs) {
+    if (in_str) {
+      cur += ch;
+      if (esc)
+        esc = false;
+      else if (ch == '\\')
+        esc = true;
+      else if (ch == '"')
+        in_str = false;
+      continue;
+    }
+    if (ch == '"') {
+      in_str = true;
+    } else if (ch == '(' || ch == '[' || ch == '{') {
+      open += ch;
+    } else if (ch == ')' || ch == ']' || ch == '}') {
+      const char want = ch == ')' ? '(' : ch == ']' ? '[' : '{';
+      if (open.empty() || open.back() != want)
+        throw std::invalid_argument("--set " + arg + ": an unmatched " + std::string(1, ch) + hint);
+      open.pop_back();
+    } else if (ch == ',' && open.empty()) {
+      out.push_back(cur);
+      cur.clear();
+      if (out.size() > kMaxValues)
+        throw std::invalid_argument("--set " + arg.substr(0, arg.find('=')) + ": more than 10000 values");
+      continue;
+    }
+    cur += ch;
+  }
+  if (in_str) throw std::invalid_argument("--set " + arg + ": an unclosed \"" + hint);
+  if (!open.empty()) throw std::invalid_argument("--set " + arg + ": an unclosed " + std::string(1, open.back()) + hint);
+  out.push_back(cur);
+  if (out.size() > kMaxValues) throw std::invalid_argument("--set " + arg.substr(0, arg.find('=')) + ": more than 10000 values");
+  return out;
+}
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+// Segments of a JSON path ("/requests/0/kv_len": 3).
+size_t depth(const std::string& path) { return static_cast<size_t>(std::count(path.begin(), path.end(), '/')); }
 
 double number(const std::string& t, const std::string& arg) {
   try {
@@ -94,12 +153,16 @@ SweepSpec parse_sweep_set(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
     throw std::invalid_argument("--set " + arg + ": expected PATH=V1,V2,... or PATH=START:STOP:xFACTOR");
+  // the values go into the case and its reports, which are JSON: UTF-8 text only
+  if (!valid_utf8(arg)) throw std::invalid_argument("--set: the argument is not valid UTF-8 text");
   SweepSpec s;
   s.path = arg.substr(0, eq);
   if (s.path[0] != '/') throw std::invalid_argument("--set " + arg + ": the path starts with / (e.g. /requests/*/kv_len)");
   const std::string rhs = arg.substr(eq + 1);
   if (rhs.empty()) throw std::invalid_argument("--set " + arg + ": no values after =");
-  const auto range = split(rhs, ':');
+  // a range has no quotes or brackets (those are list values: a JSON string may hold a colon)
+  const bool plain = rhs.find_first_of("\"[{") == std::string::npos;
+  const auto range = plain ? split(rhs, ':') : std::vector<std::string>{rhs};
   if (range.size() == 3) {
     const double a = number(range[0], arg), b = number(range[1], arg);
     const std::string& st = range[2];
@@ -112,12 +175,12 @@ SweepSpec parse_sweep_set(const std::string& arg) {
     if (b < a) throw std::invalid_argument("--set " + arg + ": STOP is below START");
     for (double v = a; v <= b * (1 + 1e-12); v = st[0] == 'x' ? v * f : v + f) {
       s.values.push_back(as_value(v));
-      if (s.values.size() > 10000) throw std::invalid_argument("--set " + arg + ": more than 10000 values");
+      if (s.values.size() > kMaxValues) throw std::invalid_argument("--set " + arg + ": more than 10000 values");
     }
     return s;
   }
   if (range.size() != 1) throw std::invalid_argument("--set " + arg + ": a range is START:STOP:xFACTOR or START:STOP:+STEP");
-  for (const auto& t : split(rhs, ',')) {
+  for (const auto& t : split_values(rhs, arg)) {
     if (t.empty()) throw std::invalid_argument("--set " + arg + ": an empty value in the list");
     try {
       s.values.push_back(nlohmann::json::parse(t));
@@ -132,6 +195,15 @@ SweepSpec prepare_sweep(const nlohmann::json& base, const std::string& arg) {
   SweepSpec s = parse_sweep_set(arg);
   nlohmann::json probe = base;
   set_case_path(probe, s.path, s.values.front());
+  // A key the case format does not have (a typo, /requests/*/kvlen) is created by set_case_path and
+  // refused by the reader as an unknown key at the path or above it. An unknown key below the path
+  // is inside the value itself (an object), which makes that value's row invalid like any other.
+  try {
+    (void)parse_case(probe);
+  } catch (const CaseError& e) {
+    if (e.rule().rfind("unknown key", 0) == 0 && depth(e.path()) <= depth(s.path))
+      throw std::invalid_argument("--set " + s.path + ": not a path of the case format (" + e.what() + ")");
+  }
   return s;
 }
 
@@ -192,9 +264,10 @@ SweepReport run_sweep(const nlohmann::json& base, const SweepSpec& spec, const S
       }
       pt.backends.push_back(b);
     }
-    for (const DiffReport& d : s->diffs) {
+    for (size_t i = 0; i < s->diffs.size(); ++i) {
+      const DiffReport& d = s->diffs[i];
       SweepComparison k;
-      k.name = d.backend + " vs " + d.baseline;
+      k.name = comparison_label(c.comparisons.at(i));
       k.verdict = d.verdict.pass ? "PASS" : d.verdict.skipped ? "SKIP" : "FAIL";
       k.max_abs = d.o.max_abs;
       k.rel_l2 = d.o.rel_l2;
@@ -213,6 +286,16 @@ std::string csv_field(const std::string& s) {
   std::string q = "\"";
   for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return q + "\"";
+}
+
+// A value as text; bytes that are not UTF-8 (none from parse_sweep_set) are replaced, never thrown.
+std::string value_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A JSON copy of a JSON value (through text: the two types are different); errors' bytes replaced
+nlohmann::ordered_json ordered(const nlohmann::json& v) {
+  return nlohmann::ordered_json::parse(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 // every digit of the double: a CSV value reads back as the value itself
@@ -243,7 +326,7 @@ std::string sweep_to_csv(const SweepReport& r) {
   }
   o << "\n";
   for (const auto& p : r.points) {
-    o << csv_field(p.value.is_string() ? p.value.get<std::string>() : p.value.dump()) << "," << csv_field(p.error);
+    o << csv_field(value_text(p.value)) << "," << csv_field(p.error);
     if (!p.error.empty()) {
       o << "\n";
       continue;
@@ -264,11 +347,11 @@ nlohmann::ordered_json sweep_to_json(const SweepReport& r) {
   j["schema"] = "attnscope/sweep@1";
   j["case"] = r.case_name;
   j["path"] = r.path;
-  j["base_case"] = nlohmann::ordered_json::parse(r.base.dump());
+  j["base_case"] = ordered(r.base);
   nlohmann::ordered_json pts = nlohmann::ordered_json::array();
   for (const auto& p : r.points) {
     nlohmann::ordered_json x;
-    x["value"] = nlohmann::ordered_json::parse(p.value.dump());
+    x["value"] = ordered(p.value);
     if (!p.error.empty()) {
       x["error"] = p.error;
       pts.push_back(x);

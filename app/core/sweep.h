@@ -22,13 +22,15 @@ struct SweepSpec {
   std::vector<nlohmann::json> values;
 };
 
-// "PATH=V1,V2,..." (each value JSON if it parses, else a string) or "PATH=START:STOP:xFACTOR"
-// (geometric) or "PATH=START:STOP:+STEP" (arithmetic), both inclusive of STOP when reached.
+// "PATH=V1,V2,..." (each value JSON if it parses, else a string; a comma inside "...", (...), [...]
+// or {...} is part of its value) or "PATH=START:STOP:xFACTOR" (geometric) or "PATH=START:STOP:+STEP"
+// (arithmetic), both inclusive of STOP when reached; at most 10000 values either way.
 // Throws std::invalid_argument naming the rule broken.
 SweepSpec parse_sweep_set(const std::string& arg);
 
-// parse_sweep_set, then a check that the path exists in `base` (the case JSON), so a typo fails
-// before anything runs. Throws std::invalid_argument.
+// parse_sweep_set, then a check that the path exists in `base` (the case JSON) and in the case
+// format (a key it does not have is refused, not created), so a typo fails before anything runs.
+// Throws std::invalid_argument.
 SweepSpec prepare_sweep(const nlohmann::json& base, const std::string& arg);
 
 // Sets every location `path` names in `j` to `value`; creates missing object keys on the way.
@@ -42,7 +44,7 @@ struct SweepBackend {
 };
 
 struct SweepComparison {
-  std::string name;     // "backend vs baseline"
+  std::string name;     // "backend vs baseline (rule)", as `run` labels it (comparison_label)
   std::string verdict;  // "PASS", "FAIL" or "SKIP"
   double max_abs = 0, rel_l2 = 0;
 };

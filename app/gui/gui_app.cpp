@@ -84,7 +84,10 @@ bool App::open_case(const std::string& path) {
     remember_recent(path);
     return true;
   } catch (const CaseError& e) {
-    dialog_error_ = "Cannot open " + path + ":\n\nerror: " + e.what() + "\n\nThe current session is unchanged.";
+    // the first open at start has no case to keep (a valid case has requests)
+    const bool have_case = !current_.spec.requests.empty();
+    dialog_error_ =
+        "Cannot open " + path + ":\n\nerror: " + e.what() + (have_case ? "\n\nThe current session is unchanged." : "");
     return false;
   }
 }

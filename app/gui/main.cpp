@@ -1,13 +1,41 @@
 // attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
 #include <GLFW/glfw3.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "environment.h"
 #include "gui_app.h"
+
+namespace {
+
+// Why --screenshot FILE cannot be written, found before a window opens (a bad argument, exit 2),
+// else "". The probe creates the file and removes it again unless it was there before.
+std::string screenshot_path_error(const std::string& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::is_directory(st)) return "is a directory; name the PNG file to write";
+  if (fs::exists(st) && !fs::is_regular_file(st)) return "is not a regular file";
+  const fs::path dir = fs::path(p).parent_path().empty() ? fs::path(".") : fs::path(p).parent_path();
+  if (!fs::is_directory(dir, ec)) return "its folder " + dir.string() + " does not exist";
+  const bool existed = fs::exists(st);
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return std::string("cannot be written: ") + std::strerror(errno);
+  ::close(fd);
+  if (!existed) ::unlink(p.c_str());
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace attnscope::gui;
@@ -23,6 +51,13 @@ int main(int argc, char** argv) {
     };
     if (a == "--screenshot") {
       o.screenshot = next("--screenshot");
+      if (const std::string why = screenshot_path_error(o.screenshot); !why.empty()) {
+        std::fprintf(stderr, "attnscope: --screenshot %s: %s\n", o.screenshot.c_str(), why.c_str());
+        return 2;
+      }
+    } else if (a == "--version") {
+      std::printf("attnscope %s\n", attnscope::attnscope_version());
+      return 0;
     } else if (a == "--tab") {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
@@ -58,7 +93,7 @@ int main(int argc, char** argv) {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] "
-          "[--size WxH]\n");
+          "[--size WxH] [--version]\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());

@@ -6,13 +6,17 @@
 
 namespace attnscope {
 
+static_assert(cudaErrorInsufficientDriver == 35 && cudaErrorNoDevice == 100, "the codes no_device_reason reads");
+
 std::vector<DeviceProps> query_devices(std::string* why) {
   std::vector<DeviceProps> out;
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error
-    if (why) *why = std::string("no CUDA device: ") + cudaGetErrorString(e);
+    int driver = 0;      // 0: no driver loaded
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    if (why) *why = no_device_reason(e, cudaGetErrorString(e), driver, CUDART_VERSION);
     return out;
   }
   if (n == 0 && why) *why = "no CUDA device: the runtime reports 0 devices";

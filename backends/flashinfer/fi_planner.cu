@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/device.h"
 #include "fi_library_plan.h"
 #include "fi_conventions.h"
 
@@ -91,9 +92,11 @@ const DeviceAnswer& device0() {
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
       cudaGetLastError();  // clear the sticky "no device" error
-      d.why = e == cudaErrorNoDevice || (e == cudaSuccess && n == 0)
-                  ? "no CUDA device here"
-                  : std::string("no CUDA device here (") + cudaGetErrorName(e) + ")";
+      int driver = 0;
+      if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+      // "no CUDA device: <why>" as "no CUDA device here (<why>)": no GPU or driver, or a driver too old
+      const std::string why = no_device_reason(e, cudaGetErrorString(e), driver, CUDART_VERSION);
+      d.why = e == cudaSuccess ? "no CUDA device here" : "no CUDA device here (" + why.substr(why.find(": ") + 2) + ")";
       return d;
     }
     cudaDeviceProp p{};

@@ -19,6 +19,22 @@ struct DeviceProps {
 // Every visible device; *why says why the list is empty ("not compiled", "no CUDA device: ...").
 std::vector<DeviceProps> query_devices(std::string* why);
 
+// Why the CUDA runtime sees no device, from cudaGetDeviceCount's error (code and text) and
+// cudaDriverGetVersion's answer (0: no driver loaded). Without a driver the runtime says "driver
+// version is insufficient", which reads as "upgrade your driver": there is nothing to upgrade, so
+// it says no GPU or driver; a driver that is there but too old gets both CUDA versions. Always
+// starts "no CUDA device" (status_of_reason maps that to Status::kNoDevice).
+inline std::string no_device_reason(int cuda_error, const std::string& error_text, int driver_version, int runtime_version) {
+  constexpr int kInsufficientDriver = 35, kNoDevice = 100;  // cudaErrorInsufficientDriver, cudaErrorNoDevice
+  auto cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (cuda_error == kNoDevice || (cuda_error == kInsufficientDriver && driver_version <= 0))
+    return "no CUDA device: no NVIDIA GPU or driver found";
+  if (cuda_error == kInsufficientDriver)
+    return "no CUDA device: the NVIDIA driver supports CUDA " + cuda(driver_version) + ", this build needs CUDA " +
+           cuda(runtime_version) + " or newer (" + error_text + ")";
+  return "no CUDA device: " + error_text;
+}
+
 }  // namespace attnscope
 
 namespace attnscope {
