@@ -4,6 +4,7 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // ErrorCheckEndFrameRecover
 #include <imgui_stdlib.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@
 #include "case_json.h"
 #include "draw/colormap.h"
 #include "draw/screenshot.h"
+#include "draw/text_fit.h"
+#include "file_input.h"
 
 namespace attnscope::gui {
 
@@ -24,14 +27,30 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr double kDebounceS = 0.15;  // backends re-run this long after the last edit
-
 std::string recent_file() {
   const char* home = std::getenv("HOME");
   return home ? std::string(home) + "/.config/attnscope/recent.txt" : "";
 }
 
 }  // namespace
+
+double median_ms(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string latency_line(const std::vector<double>& ms) {
+  std::string s;
+  char b[32];
+  for (double v : ms) {
+    std::snprintf(b, sizeof b, "%.1f ", v);
+    s += b;
+  }
+  std::snprintf(b, sizeof b, "ms; median %.1f ms", median_ms(ms));
+  return s + b;
+}
 
 App::App(AppOptions o) : opt_(std::move(o)) {
   if (persistent()) {
@@ -50,9 +69,11 @@ App::App(AppOptions o) : opt_(std::move(o)) {
   for (const auto& e : fs::directory_iterator(ex_dir, ec))
     if (e.path().extension() == ".json") examples_.push_back(e.path().string());
   std::sort(examples_.begin(), examples_.end());
-  std::ifstream rf(recent_file());
-  for (std::string line; std::getline(rf, line);)
-    if (!line.empty()) recent_.push_back(line);
+  if (persistent()) {
+    std::ifstream rf(recent_file());
+    for (std::string line; std::getline(rf, line);)
+      if (!line.empty()) recent_.push_back(line);
+  }
   std::string why;
   const auto devs = query_devices(&why);
   gpu_present_ = !devs.empty();
@@ -65,7 +86,7 @@ void App::remember_recent(const std::string& path) {
   recent_.insert(recent_.begin(), abs);
   if (recent_.size() > 10) recent_.resize(10);
   const std::string rf = recent_file();
-  if (rf.empty()) return;
+  if (rf.empty() || !persistent()) return;
   std::error_code ec;
   fs::create_directories(fs::path(rf).parent_path(), ec);
   std::ofstream out(rf);
@@ -74,15 +95,16 @@ void App::remember_recent(const std::string& path) {
 
 bool App::open_case(const std::string& path) {
   try {
-    const CaseFile f = read_case_file(path);
+    const CaseFile f = load_case_file(path);  // regular files only: a FIFO or /dev/zero is refused, not read
     adopt(f);
     history_.reset(f);
     open_path_ = save_path_ = path;
     settings_.last_case = fs::absolute(path).string();
     remember_recent(path);
     return true;
-  } catch (const CaseError& e) {
-    dialog_error_ = "Cannot open " + path + ":\n\nerror: " + e.what() + "\n\nThe current session is unchanged.";
+  } catch (const std::exception& e) {  // CaseError for the content; the file, or memory, for the rest
+    dialog_error_ = "Cannot open " + path + ":\n\nerror: " + e.what() +
+                    (shown_ ? "\n\nThe current session is unchanged." : "\n\nNo case is open: open one from the File menu.");
     return false;
   }
 }
@@ -152,23 +174,28 @@ void App::draw_status() {
   ImGui::SetNextWindowPos(ImVec2(0, ImGui::GetIO().DisplaySize.y - h));
   ImGui::SetNextWindowSize(ImVec2(ImGui::GetIO().DisplaySize.x, h));
   ImGui::Begin("##status", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings);
-  ImGui::Text("%s", env_line_.c_str());
+  // each part cut with "..." to its share of the bar, whole in a tooltip; the state gets the larger share
+  const float width = ImGui::GetIO().DisplaySize.x, frame_w = 240;
+  const float state_w = std::max(200.f, (width - frame_w) * 0.6f);
+  text_elided(env_line_, std::max(80.f, width - frame_w - state_w - 30));
   ImGui::SameLine(0, 30);
+  const ImVec4 red(1, 0.4f, 0.4f, 1);
   if (!edit_error_.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "invalid edit (not applied): %s", edit_error_.c_str());
+    text_elided("invalid edit (not applied): " + edit_error_, state_w, &red);
   } else if (run_pending_ || runner_.busy() || !snap_ || !snap_->done) {
     const std::string a = runner_.activity();
-    ImGui::Text("running %s", a.empty() ? "..." : a.c_str());
+    text_elided("running " + (a.empty() ? std::string("...") : a), state_w);
   } else if (snap_ && !snap_->error.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "error: %s", snap_->error.c_str());
+    text_elided("error: " + snap_->error, state_w, &red);
   } else if (shown_) {
     // the same summary as the CLI's last line: ok (green), NOT CHECKED (amber), FAILED (red)
     const RunSummary sum = shown_->summary();
     const ImVec4 colour = sum.state == RunSummary::State::kFailed       ? ImVec4(1, 0.4f, 0.4f, 1)
                           : sum.state == RunSummary::State::kNotChecked ? ImVec4(1, 0.75f, 0.3f, 1)
                                                                         : ImVec4(0.5f, 0.9f, 0.5f, 1);
-    ImGui::TextColored(colour, "done: %zu backends; %s", shown_->results.size(), sum.line().c_str());
-    if (ImGui::IsItemHovered() && !shown_->replay.empty()) {
+    const std::string line = "done: " + std::to_string(shown_->results.size()) + " backends; " + sum.line();
+    const bool cut = text_elided(line, state_w, &colour);
+    if (!cut && ImGui::IsItemHovered() && !shown_->replay.empty()) {
       std::string tip;
       for (const auto& r : shown_->replay)
         tip += r.backend + ": " + replay_state_name(r.state) + (r.why.empty() ? "" : " (why: " + r.why + ")") + "\n";
@@ -206,7 +233,13 @@ void App::frame() {
     open_case(p);
   }
   // debounced run of the backends
-  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= kDebounceS) {
+  if (scripted_edit_) {  // --edit-latency: the data seed toggled, through the editor's path
+    scripted_edit_ = false;
+    edit_.data.seed = edits_done_ % 2 ? edit_.data.seed - 1 : edit_.data.seed + 1;
+    edit_at_ = Clock::now();
+    apply_edit();
+  }
+  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= debounce_s_) {
     want_gen_ = runner_.submit(current_);
     run_pending_ = false;
   }
@@ -231,20 +264,7 @@ void App::frame() {
   ImGui::SetNextWindowSize(ImVec2(side, io.DisplaySize.y - top - bottom));
   ImGui::Begin("Case", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
   std::string preset;
-  if (editor_.draw(edit_, examples_, &preset)) {
-    try {
-      validate_case(edit_);
-      CaseFile f = current_;
-      f.spec = edit_;
-      f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
-      const CaseSpec keep = edit_;
-      adopt(f);
-      history_.push(f);
-      edit_ = keep;
-    } catch (const CaseError& e) {
-      edit_error_ = e.what();
-    }
-  }
+  if (editor_.draw(edit_, examples_, &preset)) apply_edit();
   if (!preset.empty()) open_case(preset);
   if (ui_.open_case_text) {  // a panel asked to open a case (a sweep point)
     try {
@@ -271,34 +291,7 @@ void App::frame() {
         ui_.tab = t;
         if (ui_.tab_forced && opt_.tab == t) ui_.tab_forced = false;
         if (switch_to_ && *switch_to_ == t) switch_to_.reset();
-        if (shown_) {
-          switch (t) {
-            case Tab::kMask:
-              mask_.draw(*shown_, ui_);
-              break;
-            case Tab::kPages:
-              pages_.draw(*shown_, ui_);
-              break;
-            case Tab::kLocal:
-              local_.draw(*shown_, ui_);
-              break;
-            case Tab::kSplit:
-              split_.draw(*shown_, ui_);
-              break;
-            case Tab::kSoftmax:
-              softmax_.draw(*shown_, ui_);
-              break;
-            case Tab::kDiff:
-              diff_.draw(*shown_, ui_);
-              break;
-            case Tab::kTiming:
-              timing_.draw(*shown_, ui_);
-              break;
-            case Tab::kSweep:
-              sweep_.draw(*shown_, ui_);
-              break;
-          }
-        }
+        if (shown_) draw_panel(t);
         ImGui::EndTabItem();
       }
     }
@@ -317,6 +310,100 @@ void App::frame() {
   draw_status();
   draw_dialogs();
   draw_help();
+}
+
+void App::apply_edit() {
+  try {
+    validate_case(edit_);
+    CaseFile f = current_;
+    f.spec = edit_;
+    f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
+    const CaseSpec keep = edit_;
+    adopt(f);
+    history_.push(f);
+    edit_ = keep;
+  } catch (const CaseError& e) {
+    edit_error_ = e.what();
+  }
+}
+
+void App::draw_panel(Tab t) {
+  if (failed_tab_ == t && failed_for_ == shown_.get()) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "This view failed on this case and is off until the case changes:");
+    ImGui::TextWrapped("%s", failed_what_.c_str());
+    return;
+  }
+  drawing_ = t;
+  switch (t) {
+    case Tab::kMask:
+      mask_.draw(*shown_, ui_);
+      break;
+    case Tab::kPages:
+      pages_.draw(*shown_, ui_);
+      break;
+    case Tab::kLocal:
+      local_.draw(*shown_, ui_);
+      break;
+    case Tab::kSplit:
+      split_.draw(*shown_, ui_);
+      break;
+    case Tab::kSoftmax:
+      softmax_.draw(*shown_, ui_);
+      break;
+    case Tab::kDiff:
+      diff_.draw(*shown_, ui_);
+      break;
+    case Tab::kTiming:
+      timing_.draw(*shown_, ui_);
+      break;
+    case Tab::kSweep:
+      sweep_.draw(*shown_, ui_);
+      break;
+  }
+  drawing_.reset();
+}
+
+void App::recover_from(const std::exception& e) {
+  ImGui::ErrorCheckEndFrameRecover(nullptr);  // ends the windows, tables and tab bars the throw left open
+  const std::string what = e.what();
+  if (drawing_) {
+    failed_tab_ = drawing_;
+    failed_for_ = shown_.get();
+    failed_what_ = what;
+    drawing_.reset();
+  }
+  dialog_error_ = std::string("Internal error") +
+                  (failed_tab_ ? std::string(" in the ") + tab_title(*failed_tab_) + " view" : "") + ": " + what +
+                  "\n\nattnscope keeps running; please report this with the case.";
+  if (!persistent()) {
+    std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
+    exit_code_ = 1;
+  }
+}
+
+void App::edit_latency_step(bool results_shown) {
+  const int n = opt_.edit_latency;
+  if (edit_in_flight_ && results_shown) {
+    glFinish();  // the frame is drawn, not only queued
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - edit_at_).count();
+    (edits_done_ < n ? latency_debounced_ : latency_direct_).push_back(ms);
+    edit_in_flight_ = false;
+    ++edits_done_;
+    if (edits_done_ == 2 * n) {
+      debounce_s_ = 0.15;
+      std::printf(
+          "edit latency: %d edits each way (the data seed toggled, as a typed edit), from the edit to the frame showing every "
+          "backend's new results\n  with the %.0f ms debounce (what a user sees): %s\n  without the debounce (run at the edit): "
+          "%s\n",
+          n, 150.0, latency_line(latency_debounced_).c_str(), latency_line(latency_direct_).c_str());
+      std::fflush(stdout);
+    }
+    return;
+  }
+  if (!edit_in_flight_ && results_shown && edits_done_ < 2 * n) {
+    debounce_s_ = edits_done_ < n ? 0.15 : 0.0;
+    scripted_edit_ = edit_in_flight_ = true;
+  }
 }
 
 void App::save_case() {
@@ -457,11 +544,11 @@ int App::run() {
     } catch (const CaseError&) {
     }
   }
-  if (!opened && !open_case(first) && !opt_.screenshot.empty()) {
+  if (!opened && !open_case(first) && !persistent()) {
     std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
     code = 2;
   }
-  const auto t0 = Clock::now();
+  auto t0 = Clock::now();
   while (code == 0 && !glfwWindowShouldClose(win_)) {
     if (opt_.screenshot.empty())
       glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
@@ -471,7 +558,11 @@ int App::run() {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
-    frame();
+    try {
+      frame();
+    } catch (const std::exception& e) {  // no input may end the GUI: the view that threw is turned off
+      recover_from(e);
+    }
     ImGui::Render();
     int w, h;
     glfwGetFramebufferSize(win_, &w, &h);
@@ -486,18 +577,25 @@ int App::run() {
                    snap_ && snap_->done ? "done" : "partial", runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
       // the results are in, and the panel shown has nothing of its own still computing
-      const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_ &&
-                        !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
-      if (done) ++frames_after_done_;
+      const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
+      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
+      if (edits_done_ < 2 * opt_.edit_latency) {
+        const int before = edits_done_;
+        edit_latency_step(results && !scripted_edit_);
+        if (edits_done_ != before) t0 = Clock::now();  // the time limit is per edit
+      } else if (done) {
+        ++frames_after_done_;
+      }
       if (frames_after_done_ >= 4) {  // textures built and laid out
         const std::string err = write_screenshot(opt_.screenshot, w, h);
         if (!err.empty()) {
-          std::fprintf(stderr, "attnscope: %s\n", err.c_str());
-          code = 1;
+          std::fprintf(stderr, "attnscope: --screenshot %s\n", err.c_str());
+          code = 2;  // checked before the window opened; what fails now is still the path asked for
         } else {
           std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up)\n",
                       opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(),
                       frame_stats_.counted(), FrameStats::kWarmup);
+          code = exit_code_;
         }
         break;
       }
