@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -35,9 +36,9 @@ std::string plain_json_error(const std::string& what) {
   return s;
 }
 
-}  // namespace
 
-std::string read_regular_file(const std::string& path, size_t max_bytes, std::string* text) {
+// Opens path for reading if it is a regular file of at most max_bytes: *fd (and *size) set, or why not.
+std::string open_regular(const std::string& path, size_t max_bytes, int* fd_out, size_t* size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return errno == ENOENT ? "no such file" : std::string("cannot open: ") + std::strerror(errno);
@@ -51,16 +52,28 @@ std::string read_regular_file(const std::string& path, size_t max_bytes, std::st
     ::close(fd);
     return "is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes >> 20) + " MiB allowed";
   }
+  *fd_out = fd;
+  *size = static_cast<size_t>(st.st_size);
+  return "";
+}
+
+}  // namespace
+
+std::string read_regular_file(const std::string& path, size_t max_bytes, std::string* text) {
+  int fd = -1;
+  size_t size = 0;
+  const std::string why = open_regular(path, max_bytes, &fd, &size);
+  if (!why.empty()) return why;
   text->clear();
-  text->reserve(static_cast<size_t>(st.st_size));
+  text->reserve(size);
   char buf[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
-      const std::string why = std::string("cannot read: ") + std::strerror(errno);
+      const std::string err = std::string("cannot read: ") + std::strerror(errno);
       ::close(fd);
-      return why;
+      return err;
     }
     if (n == 0) break;
     if (text->size() + static_cast<size_t>(n) > max_bytes) {  // grew while being read
@@ -82,11 +95,17 @@ CaseFile load_case_file(const std::string& path) {
 
 SweepReport load_sweep_report(const std::string& path) {
   auto fail = [&](const std::string& why) { return std::invalid_argument(path + ": " + why); };
-  std::string text;
-  const std::string why = read_regular_file(path, kMaxReportBytes, &text);
+  int fd = -1;
+  size_t size = 0;
+  const std::string why = open_regular(path, kMaxReportBytes, &fd, &size);
   if (!why.empty()) throw fail(why);
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw fail("the file is empty (expected the output of attnscope-cli sweep --json)");
+  // parsed from the file as it is read: the text is never held whole either
+  std::unique_ptr<FILE, int (*)(FILE*)> file(::fdopen(fd, "rb"), &std::fclose);
+  if (!file) {
+    ::close(fd);
+    throw fail(std::string("cannot read: ") + std::strerror(errno));
+  }
+  if (size == 0) throw fail("the file is empty (expected the output of attnscope-cli sweep --json)");
   // points are converted as the parser finishes each one and then dropped from the tree
   using json = nlohmann::json;
   SweepReport r;
@@ -102,8 +121,8 @@ SweepReport load_sweep_report(const std::string& path) {
       point_error = "/points/" + std::to_string(index) + ": not an object";
     } else if (point_error.empty()) {
       try {
-        const json one = {
-            {"schema", "attnscope/sweep@1"}, {"case", ""}, {"path", ""}, {"points", json::array({std::move(parsed)})}};
+        json one = {{"schema", "attnscope/sweep@1"}, {"case", ""}, {"path", ""}, {"points", json::array()}};
+        one["points"].push_back(std::move(parsed));  // moved, not copied
         r.points.push_back(std::move(sweep_from_json(one).points.at(0)));
       } catch (const std::exception& e) {
         std::string m = plain_json_error(e.what());
@@ -117,12 +136,10 @@ SweepReport load_sweep_report(const std::string& path) {
   };
   json j;
   try {
-    j = json::parse(text, cb);
+    j = json::parse(file.get(), cb);
   } catch (const json::exception& e) {
     throw fail("not valid JSON: " + plain_json_error(e.what()));
   }
-  text.clear();
-  text.shrink_to_fit();
   if (!j.is_object()) throw fail("/: not an object (expected the output of attnscope-cli sweep --json)");
   if (!j.contains("schema") || !j["schema"].is_string())
     throw fail("/schema: missing (expected \"attnscope/sweep@1\", the output of attnscope-cli sweep --json)");

@@ -34,24 +34,6 @@ std::string recent_file() {
 
 }  // namespace
 
-double median_ms(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string latency_line(const std::vector<double>& ms) {
-  std::string s;
-  char b[32];
-  for (double v : ms) {
-    std::snprintf(b, sizeof b, "%.1f ", v);
-    s += b;
-  }
-  std::snprintf(b, sizeof b, "ms; median %.1f ms", median_ms(ms));
-  return s + b;
-}
-
 App::App(AppOptions o) : opt_(std::move(o)) {
   if (persistent()) {
     settings_ = load_settings(settings_path());
@@ -59,7 +41,12 @@ App::App(AppOptions o) : opt_(std::move(o)) {
     if (!opt_.size_given) opt_.width = settings_.width, opt_.height = settings_.height;
   }
   if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
-  if (opt_.sweep_report) sweep_.show(*opt_.sweep_report);
+  if (opt_.sweep_report) {  // the points move to the panel (a report can hold 200,000); the case swept stays here
+    nlohmann::json base = opt_.sweep_report->base;
+    sweep_.show(std::move(*opt_.sweep_report));
+    opt_.sweep_report = SweepReport{};
+    opt_.sweep_report->base = std::move(base);
+  }
   if (opt_.tab) {
     ui_.tab = *opt_.tab;
     ui_.tab_forced = true;

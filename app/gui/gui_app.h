@@ -42,10 +42,6 @@ struct AppOptions {
   int edit_latency = 0;  // with --screenshot: scripted edits timed from the edit to the frame showing their results
 };
 
-// The latency figures --edit-latency prints: per edit in ms, in order, and their median.
-double median_ms(std::vector<double> v);
-std::string latency_line(const std::vector<double>& ms);
-
 class App {
  public:
   explicit App(AppOptions o);

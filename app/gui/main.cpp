@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "file_input.h"
 #include "gui_app.h"
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
   }
   int code = 1;
   try {
-    code = App(o).run();
+    code = App(std::move(o)).run();
   } catch (const std::exception& e) {  // App::run recovers from what a frame throws; this is the last resort
     std::fprintf(stderr, "attnscope: internal error: %s\n", e.what());
   }

@@ -192,7 +192,7 @@ void SweepPanel::show(SweepReport r) {
     values_ += p.value.is_string() ? p.value.get<std::string>() : p.value.dump();
     if (values_.size() > 4096) {  // a field of 200,000 values helps nobody and costs every frame
       values_ = "";
-      error_ = "the report's " + std::to_string(r.points.size()) + " values are not copied into the values field";
+      note_ = "the report's " + std::to_string(r.points.size()) + " values are not copied into the values field";
       break;
     }
   }
@@ -262,6 +262,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
       "values: V1,V2,... or START:STOP:xFACTOR or START:STOP:+STEP; * = every array element (/requests/*/kv_len, "
       "/split/fixed_split_size, /kv_cache/page_size, /heads/qo). GPU reps > 0 times GPU backends with CUDA events.");
   if (!error_.empty()) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s", error_.c_str());
+  if (!note_.empty()) ImGui::TextDisabled("%s", note_.c_str());
   if (!report_) {
     if (!running) ImGui::TextWrapped("Run a sweep of the current case: the plot and the table appear here.");
     return;
@@ -302,11 +303,16 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   auto X = [&](double v) { return a.x + static_cast<float>((tx(v) - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x); };
   auto Y = [&](double v) { return b.y - static_cast<float>((ty(v) - p.y_lo) / (p.y_hi - p.y_lo)) * (b.y - a.y); };
   const ImU32 grid = IM_COL32(60, 60, 70, 255), text = IM_COL32(190, 190, 190, 255);
+  float label_end = -1e9f;
   for (size_t i = 0; i < p.x_ticks.size(); ++i) {
     const float x =
         p.numeric ? X(p.x_ticks[i]) : a.x + static_cast<float>((p.x_ticks[i] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x);
     dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
-    dl->AddText(ImVec2(x - 3.5f * p.x_tick_labels[i].size(), b.y + 3), text, p.x_tick_labels[i].c_str());
+    // a label that would run into the one before it is left out (its grid line stays)
+    const float lx = x - 3.5f * p.x_tick_labels[i].size();
+    if (lx < label_end + 6) continue;
+    dl->AddText(ImVec2(lx, b.y + 3), text, p.x_tick_labels[i].c_str());
+    label_end = lx + ImGui::CalcTextSize(p.x_tick_labels[i].c_str()).x;
   }
   for (size_t i = 0; i < p.y_ticks.size(); ++i) {
     const float y = Y(p.y_ticks[i]);
@@ -331,7 +337,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
             Y(sr.y[k - 1]));
         dl->AddLine(q0, q, col, 2.5f);
       }
-      dl->AddCircleFilled(q, 3.5f, col);
+      if (sr.x.size() <= 400) dl->AddCircleFilled(q, 3.5f, col);  // markers where they stay apart
       const float d2 = (q.x - mouse.x) * (q.x - mouse.x) + (q.y - mouse.y) * (q.y - mouse.y);
       if (hovered && d2 < best) best = d2, best_s = static_cast<int>(si), best_k = static_cast<int>(k);
     }

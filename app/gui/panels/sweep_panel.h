@@ -39,7 +39,7 @@ struct SweepPlot {
 // metric 0: time in ms (device time where timed, else host), 1: TFLOP/s. A series of more than
 // max_points is decimated for drawing: sorted by x, cut into max_points / 4 buckets, each keeping
 // its first, lowest, highest and last point (every spike stays visible).
-SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points = 4000);
+SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points = 2000);
 
 // Ticks over [lo, hi] (log10 units when log): at most about 12, finite for any range (a step below
 // the values' rounding unit gives the two ends only).
@@ -59,7 +59,7 @@ class SweepPanel {
   std::string path_ = "/requests/*/kv_len", values_ = "64:8192:x2", csv_path_ = "sweep.csv";
   int reps_ = 0, metric_ = 0;
   bool autostart_ = false;
-  std::string error_, saved_;
+  std::string error_, saved_, note_;
   std::future<SweepReport> job_;
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::shared_ptr<std::atomic<int>> done_;
