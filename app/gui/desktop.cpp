@@ -122,6 +122,13 @@ std::vector<int> request_rows(const CaseSpec& c, int col, bool ascending, const 
   return rows;
 }
 
+double peak_resident_mib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  return -1;
+}
+
 double median_ms(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

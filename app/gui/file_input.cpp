@@ -36,7 +36,6 @@ std::string plain_json_error(const std::string& what) {
   return s;
 }
 
-
 // Opens path for reading if it is a regular file of at most max_bytes: *fd (and *size) set, or why not.
 std::string open_regular(const std::string& path, size_t max_bytes, int* fd_out, size_t* size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer

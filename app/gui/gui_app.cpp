@@ -579,9 +579,11 @@ int App::run() {
           std::fprintf(stderr, "attnscope: --screenshot %s\n", err.c_str());
           code = 2;  // checked before the window opened; what fails now is still the path asked for
         } else {
-          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up)\n",
-                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(),
-                      frame_stats_.counted(), FrameStats::kWarmup);
+          std::printf(
+              "screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up); peak "
+              "resident %.0f MiB\n",
+              opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(), frame_stats_.counted(),
+              FrameStats::kWarmup, peak_resident_mib());
           code = exit_code_;
         }
         break;

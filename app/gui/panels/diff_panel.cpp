@@ -153,6 +153,18 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
                                : "FAIL",
                      d.verdict.rule.c_str(), d.verdict.detail.c_str());
   ImGui::PopStyleColor();
+  ImGui::PushTextWrapPos(0.f);
+  if (it.not_compared > 0) {
+    // the swatch, then what it means: rows a sampled reference skipped are not errors of any size
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    const float sz = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(q, ImVec2(q.x + sz, q.y + sz), pack_abgr(kNotComparedColour));
+    ImGui::Dummy(ImVec2(sz, sz));
+    ImGui::SameLine();
+    ImGui::Text("grey: not compared (%d of %lld (token, head) rows; the reference computed sampled rows only)", it.not_compared,
+                static_cast<long long>(s.spec().total_q()) * s.spec().num_qo_heads);
+  }
+  ImGui::PopTextWrapPos();
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
   // heatmap: rows = tokens, columns = heads
@@ -191,16 +203,6 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::Dummy(ImVec2(0, 14));  // the y axis title's line
   ImGui::PushTextWrapPos(0.f);
   ImGui::Text("rows: tokens (%d per row), columns: heads; colour: log10 of the largest |error| in the cell", it.tokens_per_row);
-  if (it.not_compared > 0) {
-    // the swatch, then what it means: rows a sampled reference skipped are not errors of any size
-    const ImVec2 q = ImGui::GetCursorScreenPos();
-    const float sz = ImGui::GetTextLineHeight();
-    dl->AddRectFilled(q, ImVec2(q.x + sz, q.y + sz), pack_abgr(kNotComparedColour));
-    ImGui::Dummy(ImVec2(sz, sz));
-    ImGui::SameLine();
-    ImGui::Text("grey: not compared (%d of %lld (token, head) rows; the reference computed sampled rows only)", it.not_compared,
-                static_cast<long long>(s.spec().total_q()) * s.spec().num_qo_heads);
-  }
   ImGui::PopTextWrapPos();
   ImGui::NextColumn();
   ImGui::TextWrapped("histogram of log10 |error| per compared (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);

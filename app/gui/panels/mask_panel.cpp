@@ -170,7 +170,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     built_request_ = ui.request;
   }
   const auto& m = items_;
-  ImGui::Text(
+  ImGui::TextWrapped(
       "q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
       m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
       m.q_per_cell, m.k_per_cell);
