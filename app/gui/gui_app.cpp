@@ -314,58 +314,105 @@ void App::apply_edit() {
   }
 }
 
+namespace {
+
+// ImGui's state around a panel: what a panel that throws midway leaves open is closed again, down to
+// this. (ErrorCheckEndFrameRecover would also end the tab bar the panel sits in.)
+struct ImGuiDepth {
+  ImGuiContext& g = *ImGui::GetCurrentContext();
+  ImGuiWindow* window = g.CurrentWindow;
+  ImGuiTable* table = g.CurrentTable;
+  int windows = g.CurrentWindowStack.Size, ids = window->IDStack.Size, colours = g.ColorStack.Size, vars = g.StyleVarStack.Size,
+      fonts = g.FontStack.Size, groups = g.GroupStack.Size, tree = window->DC.TreeDepth, widths = window->DC.ItemWidthStack.Size,
+      wraps = window->DC.TextWrapPosStack.Size, disabled = g.DisabledStackSize;
+
+  void restore() {
+    while (g.CurrentWindowStack.Size > windows) {  // child windows, tooltips, popups the panel began
+      ImGuiTabBar* const bar = g.CurrentTabBar;    // the panel's host's, not the child's to end
+      g.CurrentTabBar = nullptr;
+      ImGui::ErrorCheckEndWindowRecover(nullptr);
+      g.CurrentTabBar = bar;
+      if (g.CurrentWindow->Flags & ImGuiWindowFlags_ChildWindow)
+        ImGui::EndChild();
+      else
+        ImGui::End();
+    }
+    while (g.CurrentTable && g.CurrentTable != table) ImGui::EndTable();
+    if (window->DC.CurrentColumns) ImGui::EndColumns();
+    while (window->DC.TreeDepth > tree) ImGui::TreePop();
+    while (g.GroupStack.Size > groups) ImGui::EndGroup();
+    while (window->IDStack.Size > ids) ImGui::PopID();
+    while (g.DisabledStackSize > disabled) ImGui::EndDisabled();
+    while (g.ColorStack.Size > colours) ImGui::PopStyleColor();
+    while (g.StyleVarStack.Size > vars) ImGui::PopStyleVar();
+    while (g.FontStack.Size > fonts) ImGui::PopFont();
+    while (window->DC.ItemWidthStack.Size > widths) ImGui::PopItemWidth();
+    while (window->DC.TextWrapPosStack.Size > wraps) ImGui::PopTextWrapPos();
+  }
+};
+
+}  // namespace
+
 void App::draw_panel(Tab t) {
   if (failed_tab_ == t && failed_for_ == shown_.get()) {
     ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "This view failed on this case and is off until the case changes:");
     ImGui::TextWrapped("%s", failed_what_.c_str());
     return;
   }
-  drawing_ = t;
-  switch (t) {
-    case Tab::kMask:
-      mask_.draw(*shown_, ui_);
-      break;
-    case Tab::kPages:
-      pages_.draw(*shown_, ui_);
-      break;
-    case Tab::kLocal:
-      local_.draw(*shown_, ui_);
-      break;
-    case Tab::kSplit:
-      split_.draw(*shown_, ui_);
-      break;
-    case Tab::kSoftmax:
-      softmax_.draw(*shown_, ui_);
-      break;
-    case Tab::kDiff:
-      diff_.draw(*shown_, ui_);
-      break;
-    case Tab::kTiming:
-      timing_.draw(*shown_, ui_);
-      break;
-    case Tab::kSweep:
-      sweep_.draw(*shown_, ui_);
-      break;
+  ImGuiDepth depth;
+  try {
+    if (throw_in_ == t) {
+      ImGui::BeginChild("half-drawn");  // left open, as a real failure would leave it
+      ImGui::BeginTable("half-drawn table", 2);
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0, 0, 1));
+      throw std::runtime_error("test fault (ATTNSCOPE_TEST_THROW_IN_VIEW)");
+    }
+    switch (t) {
+      case Tab::kMask:
+        mask_.draw(*shown_, ui_);
+        break;
+      case Tab::kPages:
+        pages_.draw(*shown_, ui_);
+        break;
+      case Tab::kLocal:
+        local_.draw(*shown_, ui_);
+        break;
+      case Tab::kSplit:
+        split_.draw(*shown_, ui_);
+        break;
+      case Tab::kSoftmax:
+        softmax_.draw(*shown_, ui_);
+        break;
+      case Tab::kDiff:
+        diff_.draw(*shown_, ui_);
+        break;
+      case Tab::kTiming:
+        timing_.draw(*shown_, ui_);
+        break;
+      case Tab::kSweep:
+        sweep_.draw(*shown_, ui_);
+        break;
+    }
+  } catch (const std::exception& e) {  // no input may end the GUI: this view is turned off, the rest goes on
+    depth.restore();
+    failed_tab_ = t;
+    failed_for_ = shown_.get();
+    failed_what_ = e.what();
+    report_failure(std::string("Internal error in the ") + tab_title(t) + " view: " + e.what());
   }
-  drawing_.reset();
+}
+
+void App::report_failure(const std::string& what) {
+  dialog_error_ = what + "\n\nattnscope keeps running; please report this with the case.";
+  if (!persistent()) {
+    std::fprintf(stderr, "attnscope: %s\n", what.c_str());
+    exit_code_ = 1;
+  }
 }
 
 void App::recover_from(const std::exception& e) {
   ImGui::ErrorCheckEndFrameRecover(nullptr);  // ends the windows, tables and tab bars the throw left open
-  const std::string what = e.what();
-  if (drawing_) {
-    failed_tab_ = drawing_;
-    failed_for_ = shown_.get();
-    failed_what_ = what;
-    drawing_.reset();
-  }
-  dialog_error_ = std::string("Internal error") +
-                  (failed_tab_ ? std::string(" in the ") + tab_title(*failed_tab_) + " view" : "") + ": " + what +
-                  "\n\nattnscope keeps running; please report this with the case.";
-  if (!persistent()) {
-    std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
-    exit_code_ = 1;
-  }
+  report_failure(std::string("Internal error: ") + e.what());
 }
 
 void App::edit_latency_step(bool results_shown) {

@@ -55,7 +55,8 @@ class App {
   void adopt(const CaseFile& f);            // new current case: plan now, run debounced
   void apply_edit();                        // edit_ validated and adopted, as the editor's edits are
   void draw_panel(Tab t);
-  void recover_from(const std::exception& e);  // a frame threw: balance ImGui, turn the view off, say why
+  void recover_from(const std::exception& e);  // a frame outside the views threw: balance ImGui, say why
+  void report_failure(const std::string& what);
   void edit_latency_step(bool results_shown);  // --edit-latency's script, once per frame
   void frame();
   void draw_menu();
@@ -96,10 +97,13 @@ class App {
   bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
   double debounce_s_ = 0.15;                                        // backends re-run this long after the last edit
   // a view that threw: drawn as its error until the session shown changes
-  std::optional<Tab> drawing_, failed_tab_;
+  std::optional<Tab> failed_tab_;
   const Session* failed_for_ = nullptr;
   std::string failed_what_;
   int exit_code_ = 0;  // screenshot mode: 1 when a view failed
+  // tests of the recovery: ATTNSCOPE_TEST_THROW_IN_VIEW=<tab id> makes that view throw while drawing
+  std::optional<Tab> throw_in_ =
+      std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW") ? parse_tab(std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW")) : std::nullopt;
   // --edit-latency: edits done (debounced first, then not), the one in flight, the figures
   int edits_done_ = 0;
   bool edit_in_flight_ = false;

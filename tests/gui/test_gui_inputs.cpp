@@ -493,3 +493,20 @@ TEST(GuiRuns, ALargeSweepReportOpensInModestMemory) {
               peak_mb);
   fs::remove(f);
 }
+
+// No exception may end the GUI: a view that throws is turned off with its error shown, the rest
+// goes on (here the screenshot is still written; screenshot mode then exits 1).
+TEST(GuiRuns, AViewThatThrowsIsTurnedOffNotTheProgram) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  const fs::path png = scratch("throw.png");
+  fs::remove(png);
+  std::string out;
+  EXPECT_EQ(
+      run_gui(example("prefix-lm.json") + " --tab mask --screenshot " + png.string(), &out, "ATTNSCOPE_TEST_THROW_IN_VIEW=mask"),
+      1)
+      << out;
+  EXPECT_NE(out.find("Internal error in the Mask view: test fault"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(png)) << out;
+  EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Assertion"), std::string::npos) << out;
+}
