@@ -68,6 +68,63 @@ DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows) 
   return it;
 }
 
+namespace {
+
+// The comparison's statistics for O and LSE.
+void stats_table(const DiffReport& d) {
+  if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("statistic");
+    ImGui::TableSetupColumn("O");
+    ImGui::TableSetupColumn("LSE");
+    ImGui::TableHeadersRow();
+    auto row = [](const char* name, const std::string& a, const std::string& b) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(a.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(b.c_str());
+    };
+    auto f = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.3g", v);
+      return std::string(b);
+    };
+    row("max abs", f(d.o.max_abs), f(d.lse.max_abs));
+    row("mean abs", f(d.o.mean_abs), f(d.lse.mean_abs));
+    row("relative L2", f(d.o.rel_l2), f(d.lse.rel_l2));
+    row("NMSE", f(d.o.nmse), f(d.lse.nmse));
+    row("max ULP", std::to_string(d.o.max_ulp), std::to_string(d.lse.max_ulp));
+    row("bit-identical", std::to_string(d.o.bit_identical) + " / " + std::to_string(d.o.count),
+        std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
+    row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
+    row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
+    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a),
+        std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
+    if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
+    ImGui::EndTable();
+  }
+}
+
+// The grey swatch and what it means: rows a sampled reference skipped are not errors of any size.
+void not_compared_legend(const DiffItems& it, const CaseSpec& c) {
+  ImGui::PushTextWrapPos(0.f);
+  if (it.not_compared > 0) {
+    // the swatch, then what it means: rows a sampled reference skipped are not errors of any size
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    const float sz = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(q, ImVec2(q.x + sz, q.y + sz), pack_abgr(kNotComparedColour));
+    ImGui::Dummy(ImVec2(sz, sz));
+    ImGui::SameLine();
+    ImGui::Text("grey: not compared (%d of %lld (token, head) rows; the reference computed sampled rows only)", it.not_compared,
+                static_cast<long long>(c.total_q()) * c.num_qo_heads);
+  }
+  ImGui::PopTextWrapPos();
+}
+
+}  // namespace
+
 void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::Checkbox("any two backends", &any_pair_);
   ImGui::SameLine();
@@ -153,18 +210,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
                                : "FAIL",
                      d.verdict.rule.c_str(), d.verdict.detail.c_str());
   ImGui::PopStyleColor();
-  ImGui::PushTextWrapPos(0.f);
-  if (it.not_compared > 0) {
-    // the swatch, then what it means: rows a sampled reference skipped are not errors of any size
-    const ImVec2 q = ImGui::GetCursorScreenPos();
-    const float sz = ImGui::GetTextLineHeight();
-    ImGui::GetWindowDrawList()->AddRectFilled(q, ImVec2(q.x + sz, q.y + sz), pack_abgr(kNotComparedColour));
-    ImGui::Dummy(ImVec2(sz, sz));
-    ImGui::SameLine();
-    ImGui::Text("grey: not compared (%d of %lld (token, head) rows; the reference computed sampled rows only)", it.not_compared,
-                static_cast<long long>(s.spec().total_q()) * s.spec().num_qo_heads);
-  }
-  ImGui::PopTextWrapPos();
+  not_compared_legend(it, s.spec());
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
   // heatmap: rows = tokens, columns = heads
@@ -208,39 +254,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::TextWrapped("histogram of log10 |error| per compared (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);
   ImGui::PlotHistogram("##hist", it.histogram.data(), static_cast<int>(it.histogram.size()), 0, nullptr, 0, FLT_MAX,
                        ImVec2(ImGui::GetContentRegionAvail().x, 110));
-  if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
-    ImGui::TableSetupColumn("statistic");
-    ImGui::TableSetupColumn("O");
-    ImGui::TableSetupColumn("LSE");
-    ImGui::TableHeadersRow();
-    auto row = [](const char* name, const std::string& a, const std::string& b) {
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(name);
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(a.c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(b.c_str());
-    };
-    auto f = [](double v) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%.3g", v);
-      return std::string(b);
-    };
-    row("max abs", f(d.o.max_abs), f(d.lse.max_abs));
-    row("mean abs", f(d.o.mean_abs), f(d.lse.mean_abs));
-    row("relative L2", f(d.o.rel_l2), f(d.lse.rel_l2));
-    row("NMSE", f(d.o.nmse), f(d.lse.nmse));
-    row("max ULP", std::to_string(d.o.max_ulp), std::to_string(d.lse.max_ulp));
-    row("bit-identical", std::to_string(d.o.bit_identical) + " / " + std::to_string(d.o.count),
-        std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
-    row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
-    row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
-    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a),
-        std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
-    if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
-    ImGui::EndTable();
-  }
+  stats_table(d);
   // both backends' values over head_dim for the clicked cell
   const Result* a = s.result(d.backend);
   const Result* b = s.result(d.baseline);

@@ -369,6 +369,10 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
     }
   }
 
+  draw_table(r, p);
+}
+
+void SweepPanel::draw_table(const SweepReport& r, const SweepPlot& p) {
   // the table, and CSV out
   ImGui::SetNextItemWidth(260);
   ImGui::InputText("##csv", &csv_path_);

@@ -56,6 +56,7 @@ class SweepPanel {
 
  private:
   void start(const Session& s);
+  void draw_table(const SweepReport& r, const SweepPlot& p);  // the plan figures per value, Save CSV
   std::string path_ = "/requests/*/kv_len", values_ = "64:8192:x2", csv_path_ = "sweep.csv";
   int reps_ = 0, metric_ = 0;
   bool autostart_ = false;
