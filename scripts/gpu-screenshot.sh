@@ -6,6 +6,7 @@
 # machine already has (X11, xcb, libdrm, libxml2, ...) are left out of the archive.
 #
 # usage: bash scripts/gpu-screenshot.sh CASE.json OUTDIR TAB [TAB ...]   (tabs: mask pages local split diff timing)
+# ATTNSCOPE_GUI_ARGS: more options for each run (e.g. "--edit-latency 10": the edit-to-results times)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 3 ] || { echo "usage: $0 CASE.json OUTDIR TAB [TAB ...]" >&2; exit 2; }
@@ -40,8 +41,8 @@ export DISPLAY=$disp
 rc=0
 for tab in "$@"; do
   LIBGL_DEBUG=verbose timeout 300 "$gx/bin/attnscope" "$case_json" --screenshot "$out/$tab.png" --tab "$tab" --size 1600x1000 \
-    > "$out/gui-$tab.log" 2>&1
-  r=$?; echo "tab $tab: rc=$r"; grep -E "screenshot|error|libGL|attnscope:" "$out/gui-$tab.log" | head -5
+    ${ATTNSCOPE_GUI_ARGS:-} > "$out/gui-$tab.log" 2>&1
+  r=$?; echo "tab $tab: rc=$r"; grep -E "screenshot|error|libGL|attnscope:|edit latency|debounce" "$out/gui-$tab.log" | head -8
   [ $r -eq 0 ] || rc=1
 done
 kill $xpid 2>/dev/null

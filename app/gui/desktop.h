@@ -53,4 +53,12 @@ std::vector<std::pair<std::string, std::string>> shortcut_list();
 // nothing and is named in *error.
 std::vector<int> request_rows(const CaseSpec& c, int col, bool ascending, const std::string& filter, std::string* error);
 
+// This process's peak resident memory in MiB (Linux /proc/self/status VmHWM; -1 elsewhere), printed
+// with a screenshot's frame times.
+double peak_resident_mib();
+
+// The figures --edit-latency prints: per edit in ms, in order, then their median.
+double median_ms(std::vector<double> v);
+std::string latency_line(const std::vector<double>& ms);
+
 }  // namespace attnscope::gui

@@ -4,6 +4,7 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // ErrorCheckEndFrameRecover
 #include <imgui_stdlib.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include "repro.h"
 #include "draw/colormap.h"
 #include "draw/screenshot.h"
+#include "draw/text_fit.h"
+#include "file_input.h"
 
 namespace attnscope::gui {
 
@@ -25,8 +28,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr double kDebounceS = 0.15;  // backends re-run this long after the last edit
 
 std::string recent_file() {
   const char* home = std::getenv("HOME");
@@ -42,7 +43,12 @@ App::App(AppOptions o) : opt_(std::move(o)) {
     if (!opt_.size_given) opt_.width = settings_.width, opt_.height = settings_.height;
   }
   if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
-  if (opt_.sweep_report) sweep_.show(*opt_.sweep_report);
+  if (opt_.sweep_report) {  // the points move to the panel (a report can hold 200,000); the case swept stays here
+    nlohmann::json base = opt_.sweep_report->base;
+    sweep_.show(std::move(*opt_.sweep_report));
+    opt_.sweep_report = SweepReport{};
+    opt_.sweep_report->base = std::move(base);
+  }
   if (opt_.tab) {
     ui_.tab = *opt_.tab;
     ui_.tab_forced = true;
@@ -52,9 +58,11 @@ App::App(AppOptions o) : opt_(std::move(o)) {
   for (const auto& e : fs::directory_iterator(ex_dir, ec))
     if (e.path().extension() == ".json") examples_.push_back(e.path().string());
   std::sort(examples_.begin(), examples_.end());
-  std::ifstream rf(recent_file());
-  for (std::string line; std::getline(rf, line);)
-    if (!line.empty()) recent_.push_back(line);
+  if (persistent()) {
+    std::ifstream rf(recent_file());
+    for (std::string line; std::getline(rf, line);)
+      if (!line.empty()) recent_.push_back(line);
+  }
   std::string why;
   const auto devs = query_devices(&why);
   gpu_present_ = !devs.empty();
@@ -67,7 +75,7 @@ void App::remember_recent(const std::string& path) {
   recent_.insert(recent_.begin(), abs);
   if (recent_.size() > 10) recent_.resize(10);
   const std::string rf = recent_file();
-  if (rf.empty()) return;
+  if (rf.empty() || !persistent()) return;
   std::error_code ec;
   fs::create_directories(fs::path(rf).parent_path(), ec);
   std::ofstream out(rf);
@@ -76,18 +84,16 @@ void App::remember_recent(const std::string& path) {
 
 bool App::open_case(const std::string& path) {
   try {
-    const CaseFile f = read_case_file(path);
+    const CaseFile f = load_case_file(path);  // regular files only: a FIFO or /dev/zero is refused, not read
     adopt(f);
     history_.reset(f);
     open_path_ = save_path_ = path;
     settings_.last_case = fs::absolute(path).string();
     remember_recent(path);
     return true;
-  } catch (const CaseError& e) {
-    // the first open at start has no case to keep (a valid case has requests)
-    const bool have_case = !current_.spec.requests.empty();
-    dialog_error_ =
-        "Cannot open " + path + ":\n\nerror: " + e.what() + (have_case ? "\n\nThe current session is unchanged." : "");
+  } catch (const std::exception& e) {  // CaseError for the content; the file, or memory, for the rest
+    dialog_error_ = "Cannot open " + path + ":\n\nerror: " + e.what() +
+                    (shown_ ? "\n\nThe current session is unchanged." : "\n\nNo case is open: open one from the File menu.");
     return false;
   }
 }
@@ -157,23 +163,28 @@ void App::draw_status() {
   ImGui::SetNextWindowPos(ImVec2(0, ImGui::GetIO().DisplaySize.y - h));
   ImGui::SetNextWindowSize(ImVec2(ImGui::GetIO().DisplaySize.x, h));
   ImGui::Begin("##status", nullptr, ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings);
-  ImGui::Text("%s", env_line_.c_str());
+  // each part cut with "..." to its share of the bar, whole in a tooltip; the state gets the larger share
+  const float width = ImGui::GetIO().DisplaySize.x, frame_w = 240;
+  const float state_w = std::max(200.f, (width - frame_w) * 0.6f);
+  text_elided(env_line_, std::max(80.f, width - frame_w - state_w - 30));
   ImGui::SameLine(0, 30);
+  const ImVec4 red(1, 0.4f, 0.4f, 1);
   if (!edit_error_.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "invalid edit (not applied): %s", edit_error_.c_str());
+    text_elided("invalid edit (not applied): " + edit_error_, state_w, &red);
   } else if (run_pending_ || runner_.busy() || !snap_ || !snap_->done) {
     const std::string a = runner_.activity();
-    ImGui::Text("running %s", a.empty() ? "..." : a.c_str());
+    text_elided("running " + (a.empty() ? std::string("...") : a), state_w);
   } else if (snap_ && !snap_->error.empty()) {
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "error: %s", snap_->error.c_str());
+    text_elided("error: " + snap_->error, state_w, &red);
   } else if (shown_) {
     // the same summary as the CLI's last line: ok (green), NOT CHECKED (amber), FAILED (red)
     const RunSummary sum = shown_->summary();
     const ImVec4 colour = sum.state == RunSummary::State::kFailed       ? ImVec4(1, 0.4f, 0.4f, 1)
                           : sum.state == RunSummary::State::kNotChecked ? ImVec4(1, 0.75f, 0.3f, 1)
                                                                         : ImVec4(0.5f, 0.9f, 0.5f, 1);
-    ImGui::TextColored(colour, "done: %zu backends; %s", shown_->results.size(), sum.line().c_str());
-    if (ImGui::IsItemHovered() && !shown_->replay.empty()) {
+    const std::string line = "done: " + std::to_string(shown_->results.size()) + " backends; " + sum.line();
+    const bool cut = text_elided(line, state_w, &colour);
+    if (!cut && ImGui::IsItemHovered() && !shown_->replay.empty()) {
       std::string tip;
       for (const auto& r : shown_->replay)
         tip += r.backend + ": " + replay_state_name(r.state) + (r.why.empty() ? "" : " (why: " + r.why + ")") + "\n";
@@ -211,7 +222,13 @@ void App::frame() {
     open_case(p);
   }
   // debounced run of the backends
-  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= kDebounceS) {
+  if (scripted_edit_) {  // --edit-latency: the data seed toggled, through the editor's path
+    scripted_edit_ = false;
+    edit_.data.seed = edits_done_ % 2 ? edit_.data.seed - 1 : edit_.data.seed + 1;
+    edit_at_ = Clock::now();
+    apply_edit();
+  }
+  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= debounce_s_) {
     want_gen_ = runner_.submit(current_);
     run_pending_ = false;
   }
@@ -236,20 +253,7 @@ void App::frame() {
   ImGui::SetNextWindowSize(ImVec2(side, io.DisplaySize.y - top - bottom));
   ImGui::Begin("Case", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse);
   std::string preset;
-  if (editor_.draw(edit_, examples_, &preset)) {
-    try {
-      validate_case(edit_, &registry_ids());
-      CaseFile f = current_;
-      f.spec = edit_;
-      f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
-      const CaseSpec keep = edit_;
-      adopt(f);
-      history_.push(f);
-      edit_ = keep;
-    } catch (const CaseError& e) {
-      edit_error_ = e.what();
-    }
-  }
+  if (editor_.draw(edit_, examples_, &preset)) apply_edit();
   if (!preset.empty()) open_case(preset);
   if (ui_.open_case_text) {  // a panel asked to open a case (a sweep point)
     try {
@@ -276,34 +280,7 @@ void App::frame() {
         ui_.tab = t;
         if (ui_.tab_forced && opt_.tab == t) ui_.tab_forced = false;
         if (switch_to_ && *switch_to_ == t) switch_to_.reset();
-        if (shown_) {
-          switch (t) {
-            case Tab::kMask:
-              mask_.draw(*shown_, ui_);
-              break;
-            case Tab::kPages:
-              pages_.draw(*shown_, ui_);
-              break;
-            case Tab::kLocal:
-              local_.draw(*shown_, ui_);
-              break;
-            case Tab::kSplit:
-              split_.draw(*shown_, ui_);
-              break;
-            case Tab::kSoftmax:
-              softmax_.draw(*shown_, ui_);
-              break;
-            case Tab::kDiff:
-              diff_.draw(*shown_, ui_);
-              break;
-            case Tab::kTiming:
-              timing_.draw(*shown_, ui_);
-              break;
-            case Tab::kSweep:
-              sweep_.draw(*shown_, ui_);
-              break;
-          }
-        }
+        if (shown_) draw_panel(t);
         ImGui::EndTabItem();
       }
     }
@@ -322,6 +299,147 @@ void App::frame() {
   draw_status();
   draw_dialogs();
   draw_help();
+}
+
+void App::apply_edit() {
+  try {
+    validate_case(edit_, &registry_ids());
+    CaseFile f = current_;
+    f.spec = edit_;
+    f.recorded = nullptr;  // an edited case no longer matches what a repro recorded
+    const CaseSpec keep = edit_;
+    adopt(f);
+    history_.push(f);
+    edit_ = keep;
+  } catch (const CaseError& e) {
+    edit_error_ = e.what();
+  }
+}
+
+namespace {
+
+// ImGui's state around a panel: what a panel that throws midway leaves open is closed again, down to
+// this. (ErrorCheckEndFrameRecover would also end the tab bar the panel sits in.)
+struct ImGuiDepth {
+  ImGuiContext& g = *ImGui::GetCurrentContext();
+  ImGuiWindow* window = g.CurrentWindow;
+  ImGuiTable* table = g.CurrentTable;
+  int windows = g.CurrentWindowStack.Size, ids = window->IDStack.Size, colours = g.ColorStack.Size, vars = g.StyleVarStack.Size,
+      fonts = g.FontStack.Size, groups = g.GroupStack.Size, tree = window->DC.TreeDepth, widths = window->DC.ItemWidthStack.Size,
+      wraps = window->DC.TextWrapPosStack.Size, disabled = g.DisabledStackSize;
+
+  void restore() {
+    while (g.CurrentWindowStack.Size > windows) {  // child windows, tooltips, popups the panel began
+      ImGuiTabBar* const bar = g.CurrentTabBar;    // the panel's host's, not the child's to end
+      g.CurrentTabBar = nullptr;
+      ImGui::ErrorCheckEndWindowRecover(nullptr);
+      g.CurrentTabBar = bar;
+      if (g.CurrentWindow->Flags & ImGuiWindowFlags_ChildWindow)
+        ImGui::EndChild();
+      else
+        ImGui::End();
+    }
+    while (g.CurrentTable && g.CurrentTable != table) ImGui::EndTable();
+    if (window->DC.CurrentColumns) ImGui::EndColumns();
+    while (window->DC.TreeDepth > tree) ImGui::TreePop();
+    while (g.GroupStack.Size > groups) ImGui::EndGroup();
+    while (window->IDStack.Size > ids) ImGui::PopID();
+    while (g.DisabledStackSize > disabled) ImGui::EndDisabled();
+    while (g.ColorStack.Size > colours) ImGui::PopStyleColor();
+    while (g.StyleVarStack.Size > vars) ImGui::PopStyleVar();
+    while (g.FontStack.Size > fonts) ImGui::PopFont();
+    while (window->DC.ItemWidthStack.Size > widths) ImGui::PopItemWidth();
+    while (window->DC.TextWrapPosStack.Size > wraps) ImGui::PopTextWrapPos();
+  }
+};
+
+}  // namespace
+
+void App::draw_panel(Tab t) {
+  if (failed_tab_ == t && failed_for_ == shown_.get()) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "This view failed on this case and is off until the case changes:");
+    ImGui::TextWrapped("%s", failed_what_.c_str());
+    return;
+  }
+  ImGuiDepth depth;
+  try {
+    if (throw_in_ == t) {
+      ImGui::BeginChild("half-drawn");  // left open, as a real failure would leave it
+      ImGui::BeginTable("half-drawn table", 2);
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0, 0, 1));
+      throw std::runtime_error("test fault (ATTNSCOPE_TEST_THROW_IN_VIEW)");
+    }
+    switch (t) {
+      case Tab::kMask:
+        mask_.draw(*shown_, ui_);
+        break;
+      case Tab::kPages:
+        pages_.draw(*shown_, ui_);
+        break;
+      case Tab::kLocal:
+        local_.draw(*shown_, ui_);
+        break;
+      case Tab::kSplit:
+        split_.draw(*shown_, ui_);
+        break;
+      case Tab::kSoftmax:
+        softmax_.draw(*shown_, ui_);
+        break;
+      case Tab::kDiff:
+        diff_.draw(*shown_, ui_);
+        break;
+      case Tab::kTiming:
+        timing_.draw(*shown_, ui_);
+        break;
+      case Tab::kSweep:
+        sweep_.draw(*shown_, ui_);
+        break;
+    }
+  } catch (const std::exception& e) {  // no input may end the GUI: this view is turned off, the rest goes on
+    depth.restore();
+    failed_tab_ = t;
+    failed_for_ = shown_.get();
+    failed_what_ = e.what();
+    report_failure(std::string("Internal error in the ") + tab_title(t) + " view: " + e.what());
+  }
+}
+
+void App::report_failure(const std::string& what) {
+  dialog_error_ = what + "\n\nattnscope keeps running; please report this with the case.";
+  if (!persistent()) {
+    std::fprintf(stderr, "attnscope: %s\n", what.c_str());
+    exit_code_ = 1;
+  }
+}
+
+void App::recover_from(const std::exception& e) {
+  ImGui::ErrorCheckEndFrameRecover(nullptr);  // ends the windows, tables and tab bars the throw left open
+  report_failure(std::string("Internal error: ") + e.what());
+}
+
+void App::edit_latency_step(bool results_shown) {
+  const int n = opt_.edit_latency;
+  if (edit_in_flight_ && results_shown) {
+    glFinish();  // the frame is drawn, not only queued
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - edit_at_).count();
+    (edits_done_ < n ? latency_debounced_ : latency_direct_).push_back(ms);
+    edit_in_flight_ = false;
+    ++edits_done_;
+    if (edits_done_ == 2 * n) {
+      debounce_s_ = 0.15;
+      std::printf(
+          "edit latency: %d edits each way (the data seed toggled, as a typed edit), from the edit to the frame showing every "
+          "backend's new results\n  with the %.0f ms debounce (what a user sees): %s\n  without the debounce (run at the edit): "
+          "%s\n",
+          n, 150.0, latency_line(latency_debounced_).c_str(), latency_line(latency_direct_).c_str());
+      std::fflush(stdout);
+    }
+    return;
+  }
+  if (!edit_in_flight_ && results_shown && edits_done_ < 2 * n) {
+    debounce_s_ = edits_done_ < n ? 0.15 : 0.0;
+    scripted_edit_ = edit_in_flight_ = true;
+  }
 }
 
 void App::save_case() {
@@ -462,11 +580,11 @@ int App::run() {
     } catch (const CaseError&) {
     }
   }
-  if (!opened && !open_case(first) && !opt_.screenshot.empty()) {
+  if (!opened && !open_case(first) && !persistent()) {
     std::fprintf(stderr, "attnscope: %s\n", dialog_error_.c_str());
     code = 2;
   }
-  const auto t0 = Clock::now();
+  auto t0 = Clock::now();
   while (code == 0 && !glfwWindowShouldClose(win_)) {
     if (opt_.screenshot.empty())
       glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
@@ -476,7 +594,11 @@ int App::run() {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
-    frame();
+    try {
+      frame();
+    } catch (const std::exception& e) {  // no input may end the GUI: the view that threw is turned off
+      recover_from(e);
+    }
     ImGui::Render();
     int w, h;
     glfwGetFramebufferSize(win_, &w, &h);
@@ -491,18 +613,27 @@ int App::run() {
                    snap_ && snap_->done ? "done" : "partial", runner_.activity().c_str());
     if (!opt_.screenshot.empty()) {
       // the results are in, and the panel shown has nothing of its own still computing
-      const bool done = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_ &&
-                        !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
-      if (done) ++frames_after_done_;
+      const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
+      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
+      if (edits_done_ < 2 * opt_.edit_latency) {
+        const int before = edits_done_;
+        edit_latency_step(results && !scripted_edit_);
+        if (edits_done_ != before) t0 = Clock::now();  // the time limit is per edit
+      } else if (done) {
+        ++frames_after_done_;
+      }
       if (frames_after_done_ >= 4) {  // textures built and laid out
         const std::string err = write_screenshot(opt_.screenshot, w, h);
         if (!err.empty()) {
-          std::fprintf(stderr, "attnscope: %s\n", err.c_str());
-          code = 1;
+          std::fprintf(stderr, "attnscope: --screenshot %s\n", err.c_str());
+          code = 2;  // checked before the window opened; what fails now is still the path asked for
         } else {
-          std::printf("screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up)\n",
-                      opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(),
-                      frame_stats_.counted(), FrameStats::kWarmup);
+          std::printf(
+              "screenshot %s (%dx%d, tab %s); frame time avg %.2f ms, max %.2f ms over %d frames (after %d warm-up); peak "
+              "resident %.0f MiB\n",
+              opt_.screenshot.c_str(), w, h, tab_id(ui_.tab), frame_stats_.mean(), frame_stats_.max(), frame_stats_.counted(),
+              FrameStats::kWarmup, peak_resident_mib());
+          code = exit_code_;
         }
         break;
       }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,7 @@ struct AppOptions {
   int width = 1600, height = 1000;
   bool size_given = false;  // --size: else the size kept in the settings
   double screenshot_timeout_s = 300;
+  int edit_latency = 0;  // with --screenshot: scripted edits timed from the edit to the frame showing their results
 };
 
 class App {
@@ -51,6 +53,11 @@ class App {
  private:
   bool open_case(const std::string& path);  // on failure: error dialog, current session kept
   void adopt(const CaseFile& f);            // new current case: plan now, run debounced
+  void apply_edit();                        // edit_ validated and adopted, as the editor's edits are
+  void draw_panel(Tab t);
+  void recover_from(const std::exception& e);  // a frame outside the views threw: balance ImGui, say why
+  void report_failure(const std::string& what);
+  void edit_latency_step(bool results_shown);  // --edit-latency's script, once per frame
   void frame();
   void draw_menu();
   void draw_status();
@@ -61,7 +68,7 @@ class App {
   void undo_redo(bool redo);
   void save_case();
   void export_repro();
-  bool persistent() const { return opt_.screenshot.empty(); }  // screenshots neither read nor write settings
+  bool persistent() const { return opt_.screenshot.empty(); }  // screenshots neither read nor write settings or recent files
 
   AppOptions opt_;
   GLFWwindow* win_ = nullptr;
@@ -88,6 +95,21 @@ class App {
   std::optional<Tab> switch_to_;  // a shortcut's tab, selected in the tab bar's next frame
   int frames_after_done_ = 0;
   bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
+  double debounce_s_ = 0.15;                                        // backends re-run this long after the last edit
+  // a view that threw: drawn as its error until the session shown changes
+  std::optional<Tab> failed_tab_;
+  const Session* failed_for_ = nullptr;
+  std::string failed_what_;
+  int exit_code_ = 0;  // screenshot mode: 1 when a view failed
+  // tests of the recovery: ATTNSCOPE_TEST_THROW_IN_VIEW=<tab id> makes that view throw while drawing
+  std::optional<Tab> throw_in_ =
+      std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW") ? parse_tab(std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW")) : std::nullopt;
+  // --edit-latency: edits done (debounced first, then not), the one in flight, the figures
+  int edits_done_ = 0;
+  bool edit_in_flight_ = false;
+  bool scripted_edit_ = false;  // apply one at the next frame
+  std::chrono::steady_clock::time_point edit_at_;
+  std::vector<double> latency_debounced_, latency_direct_;
 
   EditorPanel editor_;
   MaskPanel mask_;

@@ -1,41 +1,16 @@
 // attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
+//           [--edit-latency N]
 #include <GLFW/glfw3.h>
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <exception>
 #include <string>
+#include <utility>
 
 #include "environment.h"
+#include "file_input.h"
 #include "gui_app.h"
-
-namespace {
-
-// Why --screenshot FILE cannot be written, found before a window opens (a bad argument, exit 2),
-// else "". The probe creates the file and removes it again unless it was there before.
-std::string screenshot_path_error(const std::string& p) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);
-  if (fs::is_directory(st)) return "is a directory; name the PNG file to write";
-  if (fs::exists(st) && !fs::is_regular_file(st)) return "is not a regular file";
-  const fs::path dir = fs::path(p).parent_path().empty() ? fs::path(".") : fs::path(p).parent_path();
-  if (!fs::is_directory(dir, ec)) return "its folder " + dir.string() + " does not exist";
-  const bool existed = fs::exists(st);
-  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return std::string("cannot be written: ") + std::strerror(errno);
-  ::close(fd);
-  if (!existed) ::unlink(p.c_str());
-  return "";
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace attnscope::gui;
@@ -51,13 +26,21 @@ int main(int argc, char** argv) {
     };
     if (a == "--screenshot") {
       o.screenshot = next("--screenshot");
-      if (const std::string why = screenshot_path_error(o.screenshot); !why.empty()) {
+      const std::string why = check_screenshot_path(o.screenshot);
+      if (!why.empty()) {
         std::fprintf(stderr, "attnscope: --screenshot %s: %s\n", o.screenshot.c_str(), why.c_str());
         return 2;
       }
     } else if (a == "--version") {
       std::printf("attnscope %s\n", attnscope::attnscope_version());
       return 0;
+    } else if (a == "--edit-latency") {
+      const std::string n = next("--edit-latency");
+      char extra = 0;
+      if (std::sscanf(n.c_str(), "%d%c", &o.edit_latency, &extra) != 1 || o.edit_latency < 1 || o.edit_latency > 1000) {
+        std::fprintf(stderr, "attnscope: --edit-latency %s must be a number of edits, 1 to 1000\n", n.c_str());
+        return 2;
+      }
     } else if (a == "--tab") {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
@@ -75,25 +58,26 @@ int main(int argc, char** argv) {
     } else if (a == "--sweep-report") {
       const std::string f = next("--sweep-report");
       try {
-        std::ifstream in(f);
-        if (!in) throw std::invalid_argument("cannot read the file");
-        o.sweep_report = attnscope::sweep_from_json(nlohmann::json::parse(in));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "attnscope: --sweep-report %s: %s\n", f.c_str(), e.what());
+        o.sweep_report = load_sweep_report(f);
+      } catch (const std::exception& e) {  // the message names the file
+        std::fprintf(stderr, "attnscope: --sweep-report %s\n", e.what());
         return 2;
       }
     } else if (a == "--size") {
       const std::string s = next("--size");
       o.size_given = true;
-      if (std::sscanf(s.c_str(), "%dx%d", &o.width, &o.height) != 2 || o.width < 320 || o.height < 240) {
-        std::fprintf(stderr, "attnscope: --size %s must be WxH, at least 320x240\n", s.c_str());
+      const std::string why = parse_window_size(s, &o.width, &o.height);
+      if (!why.empty()) {
+        std::fprintf(stderr, "attnscope: --size %s %s\n", s.c_str(), why.c_str());
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] "
-          "[--size WxH] [--version]\n");
+          "[--size WxH] [--edit-latency N] [--version]\n"
+          "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
+          "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());
@@ -101,6 +85,10 @@ int main(int argc, char** argv) {
     } else {
       o.case_path = a;
     }
+  }
+  if (o.edit_latency > 0 && o.screenshot.empty()) {
+    std::fprintf(stderr, "attnscope: --edit-latency needs --screenshot (it measures, then writes the screenshot and exits)\n");
+    return 2;
   }
   const char* display = std::getenv("DISPLAY");
   const char* wayland = std::getenv("WAYLAND_DISPLAY");
@@ -115,7 +103,12 @@ int main(int argc, char** argv) {
                  display ? display : "");
     return 2;
   }
-  const int code = App(o).run();
+  int code = 1;
+  try {
+    code = App(std::move(o)).run();
+  } catch (const std::exception& e) {  // App::run recovers from what a frame throws; this is the last resort
+    std::fprintf(stderr, "attnscope: internal error: %s\n", e.what());
+  }
   glfwTerminate();
   return code;
 }

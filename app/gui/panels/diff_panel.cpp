@@ -9,8 +9,13 @@
 
 #include "draw/axes.h"
 #include "draw/colormap.h"
+#include "draw/text_fit.h"
 
 namespace attnscope::gui {
+
+Rgba diff_cell_colour(float log_err, float lo, float hi) {
+  return std::isnan(log_err) ? kNotComparedColour : ramp((log_err - lo) / (hi - lo));
+}
 
 DiffItems build_diff_items(const Session& s, int index, int max_rows) {
   if (s.diffs.empty()) {
@@ -44,7 +49,10 @@ DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows) 
   for (int64_t t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) {
       const float e = d.error_map[t * H + h];
-      if (std::isnan(e)) continue;
+      if (std::isnan(e)) {
+        ++it.not_compared;
+        continue;
+      }
       if (e == 0) ++it.zero_errors;
       const float l = e > 0 ? std::log10(e) : -12.f;
       float& cell = it.log_err[static_cast<size_t>(t / it.tokens_per_row) * it.cols + h];
@@ -59,6 +67,63 @@ DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows) 
   }
   return it;
 }
+
+namespace {
+
+// The comparison's statistics for O and LSE.
+void stats_table(const DiffReport& d) {
+  if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
+    ImGui::TableSetupColumn("statistic");
+    ImGui::TableSetupColumn("O");
+    ImGui::TableSetupColumn("LSE");
+    ImGui::TableHeadersRow();
+    auto row = [](const char* name, const std::string& a, const std::string& b) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(a.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(b.c_str());
+    };
+    auto f = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.3g", v);
+      return std::string(b);
+    };
+    row("max abs", f(d.o.max_abs), f(d.lse.max_abs));
+    row("mean abs", f(d.o.mean_abs), f(d.lse.mean_abs));
+    row("relative L2", f(d.o.rel_l2), f(d.lse.rel_l2));
+    row("NMSE", f(d.o.nmse), f(d.lse.nmse));
+    row("max ULP", std::to_string(d.o.max_ulp), std::to_string(d.lse.max_ulp));
+    row("bit-identical", std::to_string(d.o.bit_identical) + " / " + std::to_string(d.o.count),
+        std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
+    row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
+    row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
+    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a),
+        std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
+    if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
+    ImGui::EndTable();
+  }
+}
+
+// The grey swatch and what it means: rows a sampled reference skipped are not errors of any size.
+void not_compared_legend(const DiffItems& it, const CaseSpec& c) {
+  ImGui::PushTextWrapPos(0.f);
+  if (it.not_compared > 0) {
+    // the swatch, then what it means: rows a sampled reference skipped are not errors of any size
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    const float sz = ImGui::GetTextLineHeight();
+    ImGui::GetWindowDrawList()->AddRectFilled(q, ImVec2(q.x + sz, q.y + sz), pack_abgr(kNotComparedColour));
+    ImGui::Dummy(ImVec2(sz, sz));
+    ImGui::SameLine();
+    ImGui::Text("grey: not compared (%d of %lld (token, head) rows; the reference computed sampled rows only)", it.not_compared,
+                static_cast<long long>(c.total_q()) * c.num_qo_heads);
+  }
+  ImGui::PopTextWrapPos();
+}
+
+}  // namespace
 
 void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::Checkbox("any two backends", &any_pair_);
@@ -86,8 +151,17 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     ui.diff_index = std::clamp(ui.diff_index, 0, static_cast<int>(s.diffs.size()) - 1);
     std::vector<std::string> names;
     for (const auto& d : s.diffs) names.push_back(d.backend + " vs " + d.baseline + " (" + d.verdict.rule + ")");
-    ImGui::SetNextItemWidth(520);
-    if (ImGui::BeginCombo("comparison", names[ui.diff_index].c_str())) {
+    // as wide as the longest name, within the room the label leaves; a name still cut shows whole on hover
+    float widest = 0;
+    for (const auto& n : names) widest = std::max(widest, ImGui::CalcTextSize(n.c_str()).x);
+    const float room =
+        ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("comparison").x - ImGui::GetStyle().ItemInnerSpacing.x;
+    ImGui::SetNextItemWidth(std::min(room, widest + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x));
+    const std::string preview = elide(names[ui.diff_index], room - ImGui::GetFrameHeight() - 2 * ImGui::GetStyle().FramePadding.x,
+                                      [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; });
+    const bool open = ImGui::BeginCombo("comparison", preview.c_str());
+    if (!open && preview != names[ui.diff_index] && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", names[ui.diff_index].c_str());
+    if (open) {
       for (size_t i = 0; i < names.size(); ++i)
         if (ImGui::Selectable(names[i].c_str(), static_cast<int>(i) == ui.diff_index)) ui.diff_index = static_cast<int>(i);
       ImGui::EndCombo();
@@ -112,7 +186,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
       std::vector<uint32_t> px(items_.log_err.size());
       for (size_t i = 0; i < px.size(); ++i) {
         const float l = items_.log_err[i];
-        px[i] = std::isnan(l) ? pack_abgr({20, 20, 24, 255}) : pack_abgr(ramp((l - items_.lo) / (items_.hi - items_.lo)));
+        px[i] = pack_abgr(diff_cell_colour(l, items_.lo, items_.hi));
       }
       tex_.upload(items_.cols, items_.rows, px);
     }
@@ -127,14 +201,16 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   }
   const DiffReport& d = any_pair_ ? custom_ : s.diffs[ui.diff_index];
   const bool pass = d.verdict.pass, skipped = !pass && d.verdict.skipped;  // skipped: not checked (amber), never a pass
-  ImGui::TextColored(pass      ? ImVec4(0.4f, 0.9f, 0.4f, 1)
-                     : skipped ? ImVec4(1, 0.75f, 0.25f, 1)
-                               : ImVec4(1, 0.35f, 0.35f, 1),
-                     "%s  %s: %s",
+  ImGui::PushStyleColor(ImGuiCol_Text, pass      ? ImVec4(0.4f, 0.9f, 0.4f, 1)
+                                       : skipped ? ImVec4(1, 0.75f, 0.25f, 1)
+                                                 : ImVec4(1, 0.35f, 0.35f, 1));
+  ImGui::TextWrapped("%s  %s: %s",
                      pass      ? "PASS"
                      : skipped ? "NOT CHECKED"
                                : "FAIL",
                      d.verdict.rule.c_str(), d.verdict.detail.c_str());
+  ImGui::PopStyleColor();
+  not_compared_legend(it, s.spec());
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
   // heatmap: rows = tokens, columns = heads
@@ -171,44 +247,14 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
   dl->AddText(ImVec2(lx + 18, p0.y), IM_COL32(220, 220, 220, 255), top);
   dl->AddText(ImVec2(lx + 18, p0.y + h - 14), IM_COL32(220, 220, 220, 255), bot);
   ImGui::Dummy(ImVec2(0, 14));  // the y axis title's line
-  ImGui::Text("rows: tokens (%d per row), columns: heads; log scale", it.tokens_per_row);
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::Text("rows: tokens (%d per row), columns: heads; colour: log10 of the largest |error| in the cell", it.tokens_per_row);
+  ImGui::PopTextWrapPos();
   ImGui::NextColumn();
-  ImGui::Text("histogram of log10 |error| per (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);
+  ImGui::TextWrapped("histogram of log10 |error| per compared (token, head), -10 .. 1 (%d exact zeros)", it.zero_errors);
   ImGui::PlotHistogram("##hist", it.histogram.data(), static_cast<int>(it.histogram.size()), 0, nullptr, 0, FLT_MAX,
                        ImVec2(ImGui::GetContentRegionAvail().x, 110));
-  if (ImGui::BeginTable("stats", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
-    ImGui::TableSetupColumn("statistic");
-    ImGui::TableSetupColumn("O");
-    ImGui::TableSetupColumn("LSE");
-    ImGui::TableHeadersRow();
-    auto row = [](const char* name, const std::string& a, const std::string& b) {
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(name);
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(a.c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(b.c_str());
-    };
-    auto f = [](double v) {
-      char b[32];
-      std::snprintf(b, sizeof b, "%.3g", v);
-      return std::string(b);
-    };
-    row("max abs", f(d.o.max_abs), f(d.lse.max_abs));
-    row("mean abs", f(d.o.mean_abs), f(d.lse.mean_abs));
-    row("relative L2", f(d.o.rel_l2), f(d.lse.rel_l2));
-    row("NMSE", f(d.o.nmse), f(d.lse.nmse));
-    row("max ULP", std::to_string(d.o.max_ulp), std::to_string(d.lse.max_ulp));
-    row("bit-identical", std::to_string(d.o.bit_identical) + " / " + std::to_string(d.o.count),
-        std::to_string(d.lse.bit_identical) + " / " + std::to_string(d.lse.count));
-    row("allclose 1e-2, 1e-3", d.o.allclose_loose ? "yes" : "no", d.lse.allclose_loose ? "yes" : "no");
-    row("allclose 1e-3, 1e-4", d.o.allclose_tight ? "yes" : "no", d.lse.allclose_tight ? "yes" : "no");
-    row("NaN / Inf (backend)", std::to_string(d.o.nan_a) + " / " + std::to_string(d.o.inf_a),
-        std::to_string(d.lse.nan_a) + " / " + std::to_string(d.lse.inf_a));
-    if (d.lowp_max_abs) row("lowp max abs (2x rule)", f(*d.lowp_max_abs), "");
-    ImGui::EndTable();
-  }
+  stats_table(d);
   // both backends' values over head_dim for the clicked cell
   const Result* a = s.result(d.backend);
   const Result* b = s.result(d.baseline);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "draw/colormap.h"
 #include "draw/texture.h"
 #include "gui_state.h"
 #include "session.h"
@@ -22,8 +23,14 @@ struct DiffItems {
   float lo = -8, hi = 0;         // colour scale (log10)
   std::vector<float> histogram;  // counts per bin of log10 error
   float hist_lo = -10, hist_hi = 1;
-  int zero_errors = 0;  // (token, head) rows with error exactly 0
+  int zero_errors = 0;   // (token, head) rows with error exactly 0
+  int not_compared = 0;  // (token, head) rows left out: a sampled reference did not compute them
 };
+
+// A heatmap cell's colour: the viridis ramp over [lo, hi] (log10), and for a cell with no compared
+// row (NaN) a grey that the ramp never gives, named in the legend.
+Rgba diff_cell_colour(float log_err, float lo, float hi);
+constexpr Rgba kNotComparedColour{128, 128, 128, 255};
 
 DiffItems build_diff_items(const Session& s, int diff_index, int max_rows = 512);
 DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows = 512);

@@ -121,6 +121,14 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
   }
   ch |= ImGui::InputText("name", &c.name);
   ch |= ImGui::InputTextMultiline("description", &c.description, ImVec2(-110, 44));
+  // the field does not wrap: the whole description, wrapped, on hover
+  if (!c.description.empty() && ImGui::IsItemHovered() && !ImGui::IsItemActive()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+    ImGui::TextUnformatted(c.description.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
   if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
                 static_cast<long long>(c.total_kv()));
@@ -192,7 +200,10 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
         ImGui::TextDisabled("prefix_len: enable prefix-LM (or write a mask_mod) under Attention");
       ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
       std::string docs;
-      for (int d : r.doc_starts) docs += (docs.empty() ? "" : " ") + std::to_string(d);
+      for (int d : r.doc_starts) {  // appended in two steps: "x" + to_string() trips GCC 12's -Wrestrict
+        if (!docs.empty()) docs += ' ';
+        docs += std::to_string(d);
+      }
       if (ImGui::InputTextWithHint("doc_starts", "0 100 180", &docs, ImGuiInputTextFlags_EnterReturnsTrue)) {
         r.doc_starts = parse_int_list(docs);
         ch = true;
@@ -304,7 +315,10 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     ch |= ImGui::InputDouble("mean", &c.data.mean, 0, 0, "%.4g");
     ch |= ImGui::InputDouble("std", &c.data.std, 0, 0, "%.4g");
     std::string chans;
-    for (int x : c.data.outlier_channels) chans += (chans.empty() ? "" : " ") + std::to_string(x);
+    for (int x : c.data.outlier_channels) {
+      if (!chans.empty()) chans += ' ';
+      chans += std::to_string(x);
+    }
     if (ImGui::InputTextWithHint("outlier K channels", "e.g. 3 17", &chans, ImGuiInputTextFlags_EnterReturnsTrue)) {
       c.data.outlier_channels = parse_int_list(chans);
       ch = true;

@@ -7,6 +7,7 @@
 
 #include "attnscope/mask.h"
 #include "draw/colormap.h"
+#include "draw/text_fit.h"
 
 namespace attnscope::gui {
 
@@ -57,9 +58,12 @@ void LocalPanel::draw(const Session& s, UiState& ui) {
       ImGui::TableNextColumn();
       const auto& bt = s.plan.local.batches[b.index].block_table;
       std::string t;
-      for (size_t i = 0; i < bt.size() && i < 12; ++i) t += (i ? " " : "") + std::to_string(bt[i]);
-      if (bt.size() > 12) t += " ...";
-      ImGui::TextUnformatted(t.c_str());
+      for (size_t i = 0; i < bt.size() && i < 512; ++i) {
+        if (i) t += ' ';
+        t += std::to_string(bt[i]);
+      }
+      if (bt.size() > 512) t += " ...";
+      text_elided(t);  // cut to the column with "...", whole in the tooltip
     }
     ImGui::EndTable();
   }

@@ -51,7 +51,10 @@ MaskItems build_mask_items(const Session& s, int request, int max_cells) {
   const int G = c.group_size(), T = s.plan.split.cta_tile_q;
   for (const auto& u : s.plan.units) {
     if (u.request != request) continue;
-    m.unit_starts.push_back(u.q_begin);
+    // a red line where one virtual batch ends and the next begins, never at row 0
+    if (!s.plan.local.batches.empty() && u.q_begin > 0 &&
+        std::find(m.unit_starts.begin(), m.unit_starts.end(), u.q_begin) == m.unit_starts.end())
+      m.unit_starts.push_back(u.q_begin);
     for (int row = 0; row < u.q_len * G; row += T) m.q_tile_starts.push_back(u.q_begin + row / G);
   }
   return m;
@@ -168,7 +171,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     built_request_ = ui.request;
   }
   const auto& m = items_;
-  ImGui::Text(
+  ImGui::TextWrapped(
       "q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
       m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
       m.q_per_cell, m.k_per_cell);
@@ -185,7 +188,8 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   // the sentences under the map, measured so that the map leaves them room at any width
   const std::string tiles_line =
       "Tiles: query tile " + std::to_string(s.plan.split.cta_tile_q) + " packed rows (white lines), KV tile " +
-      std::to_string(m.kv_tile) + " keys (grey), virtual batches (red); zoom in to see blocks outlined " +
+      std::to_string(m.kv_tile) + " keys (grey)" +
+      (m.unit_starts.empty() ? std::string("") : ", virtual-batch boundaries (red)") + "; zoom in to see blocks outlined " +
       (palette() == Palette::kColourBlind ? "sky blue" : "green") + " (full) or orange (partial, masked).";
   const float wrap = ImGui::GetContentRegionAvail().x;
   float footer = ImGui::CalcTextSize(tiles_line.c_str(), nullptr, false, wrap).y;

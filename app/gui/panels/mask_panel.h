@@ -23,7 +23,7 @@ struct MaskItems {
   std::vector<Cell> cells;         // [rows * cols]: pairs allowed in that cell: none, some, all
   int64_t allowed = 0;             // allowed (q, k) pairs of the request
   std::vector<int> q_tile_starts;  // query index where each q-tile of the plan starts (per unit)
-  std::vector<int> unit_starts;    // query index where each unit (virtual batch) starts
+  std::vector<int> unit_starts;    // query index (> 0) where a virtual batch after the first starts
   int kv_tile = 64;
 };
 

@@ -8,6 +8,7 @@
 
 #include "draw/axes.h"
 #include "draw/colormap.h"
+#include "draw/text_fit.h"
 
 namespace attnscope::gui {
 
@@ -117,9 +118,12 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
       ImGui::Text("%d / %d", it.last_fill[r], it.page_size);
       ImGui::TableNextColumn();
       std::string t;
-      for (size_t i = 0; i < it.tables[r].size() && t.size() < 400; ++i) t += (i ? " " : "") + std::to_string(it.tables[r][i]);
-      if (static_cast<int>(it.tables[r].size()) < it.table_len[r] || t.size() >= 400) t += " ...";
-      ImGui::TextUnformatted(t.c_str());
+      for (size_t i = 0; i < it.tables[r].size() && t.size() < 4000; ++i) {
+        if (i) t += ' ';
+        t += std::to_string(it.tables[r][i]);
+      }
+      if (static_cast<int>(it.tables[r].size()) < it.table_len[r] || t.size() >= 4000) t += " ...";
+      text_elided(t);  // cut to the column with "...", whole in the tooltip
     }
     ImGui::EndTable();
   }

@@ -115,6 +115,11 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   for (int i = 0; i <= last_tile; ++i) {
     v.m_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].m_new);
     v.d_series.push_back(t.steps[i].den);
+    if (i == 0) continue;
+    if (t.steps[i].chunk != t.steps[i - 1].chunk)
+      v.breaks.push_back({i, "chunk " + std::to_string(t.steps[i].chunk)});
+    else if (t.steps[i].way != t.steps[i - 1].way)
+      v.breaks.push_back({i, "way " + std::to_string(t.steps[i].way)});
   }
   for (size_t k = 0; k < t.keys.size(); ++k) {
     v.logits.push_back(std::isinf(t.logits[k]) ? kNaN : t.logits[k]);
@@ -132,8 +137,10 @@ namespace {
 // point marked. `bars`: vertical bars instead of a line; `shade_lo/hi`: x indices outside are
 // masked (drawn grey).
 void plot(const char* title, const char* x_label, const std::vector<float>& y, ImVec2 size, bool bars = false, int x0 = 0,
-          int shade_lo = -1, int shade_hi = -1) {
+          int shade_lo = -1, int shade_hi = -1, const std::vector<SeriesBreak>* breaks = nullptr) {
+  ImGui::PushTextWrapPos(0.f);
   ImGui::TextUnformatted(title);
+  ImGui::PopTextWrapPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const float left = 56, bottom = 18;
@@ -167,12 +174,22 @@ void plot(const char* title, const char* x_label, const std::vector<float>& y, I
     if (s0 > a.x) dl->AddRectFilled(a, ImVec2(s0, b.y), IM_COL32(70, 70, 70, 120));
     if (s1 < b.x) dl->AddRectFilled(ImVec2(s1, a.y), b, IM_COL32(70, 70, 70, 120));
   }
+  if (breaks)  // dashed lines between the last tile of a chunk (or way) and the first of the next
+    for (const auto& br : *breaks) {
+      if (br.at >= n) continue;
+      const float x = (X(br.at - 1) + X(br.at)) / 2;
+      for (float yy = a.y; yy < b.y; yy += 8)
+        dl->AddLine(ImVec2(x, yy), ImVec2(x, std::min(b.y, yy + 4)), IM_COL32(110, 190, 255, 220), 1.5f);
+      dl->AddText(ImVec2(x + 3, a.y + 1), IM_COL32(110, 190, 255, 255), br.label.c_str());
+    }
   const ImU32 col = IM_COL32(250, 215, 60, 255);
   for (int i = 0; i < n; ++i) {
     if (std::isnan(y[i])) continue;
     if (bars) {
       dl->AddLine(ImVec2(X(i), Y(0)), ImVec2(X(i), Y(y[i])), col, std::max(1.f, (b.x - a.x) / n));
-    } else if (i > 0 && !std::isnan(y[i - 1])) {
+    } else if (i > 0 && !std::isnan(y[i - 1]) &&
+               !(breaks && std::any_of(breaks->begin(), breaks->end(), [&](const SeriesBreak& br) { return br.at == i; }))) {
+      // no line across a break: the new chunk's state does not follow from the last one
       dl->AddLine(ImVec2(X(i - 1), Y(y[i - 1])), ImVec2(X(i), Y(y[i])), col, 2);
     }
   }
@@ -283,10 +300,13 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   ImGui::TextWrapped("%s", v.events[v.step].state.c_str());
   ImGui::Separator();
   const float w = ImGui::GetContentRegionAvail().x;
-  plot(trace_.kv_warp_split > 1 ? "running max m (base 2) after each tile, each way's own, way after way"
-                                : "running max m (base 2) after each tile",
-       "tile step", v.m_series, ImVec2(w, 110));
-  plot("running denominator d after each tile", "tile step", v.d_series, ImVec2(w, 110));
+  const std::string restart = v.breaks.empty()
+                                  ? std::string()
+                                  : std::string("; each KV chunk") + (trace_.kv_warp_split > 1 ? " and key-split way" : "") +
+                                        " starts its own m and d (dashed lines), merged at the end, so a drop there is expected";
+  plot(("running max m (base 2) after each tile" + restart).c_str(), "tile step", v.m_series, ImVec2(w, 110), false, 0, -1, -1,
+       &v.breaks);
+  plot("running denominator d after each tile", "tile step", v.d_series, ImVec2(w, 110), false, 0, -1, -1, &v.breaks);
   plot("logit (base 2) per key; masked keys shaded", "key", v.logits, ImVec2(w, 110), false, v.key0, v.visible_lo, v.visible_hi);
   plot("exact probability per key", "key", v.probs, ImVec2(w, 110), true, v.key0, v.visible_lo, v.visible_hi);
   ImGui::EndChild();

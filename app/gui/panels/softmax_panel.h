@@ -24,11 +24,19 @@ struct SoftmaxEvent {
   std::string state;  // the state after the event, several lines
 };
 
+// Where the m / d series start over: a tile that begins a new KV chunk (split-KV) or key-split
+// way has its own running state, so m and d drop there without anything being wrong.
+struct SeriesBreak {
+  int at = 0;         // tile-step index of the first tile of the new chunk / way
+  std::string label;  // "chunk 1", "way 2"
+};
+
 struct SoftmaxView {
   std::string header;                     // row, plan, logit formula
   std::vector<SoftmaxEvent> events;       // never empty for a built trace (ends with kFinal)
   int step = 0;                           // the event shown, clamped to [0, events.size())
   std::vector<float> m_series, d_series;  // per tile step up to and including `step` (m: -inf -> NaN, not drawn)
+  std::vector<SeriesBreak> breaks;        // within m_series: where a new chunk or way starts its own state
   std::vector<float> logits, probs;       // per key of the row's unit (masked logit: NaN)
   int key0 = 0;                           // first key of the unit
   int visible_lo = 0, visible_hi = 0;

@@ -162,12 +162,17 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
   }
   const SplitItems& it = items_;
+  ImGui::PushTextWrapPos(0.f);
   ImGui::Text("planner %s: tile %d packed rows, chunk %d pages (%lld keys), %s, %d work items x %d kv heads%s",
               planner_name(sp.planner), sp.cta_tile_q, sp.chunk_pages, static_cast<long long>(sp.chunk_tokens),
               sp.split_kv ? "split-KV" : "no split", sp.num_items, s.spec().num_kv_heads,
               it.padded_extra > 0 ? (", +" + std::to_string(it.padded_extra) + " padding CTAs").c_str() : "");
   if (ImGui::CollapsingHeader("Planner reasoning", ImGuiTreeNodeFlags_DefaultOpen))
-    for (const auto& line : sp.reasoning) ImGui::BulletText("%s", line.c_str());
+    for (const auto& line : sp.reasoning) {  // BulletText does not wrap
+      ImGui::Bullet();
+      ImGui::TextWrapped("%s", line.c_str());
+    }
+  ImGui::PopTextWrapPos();
   if (ImGui::CollapsingHeader("Planner models side by side", ImGuiTreeNodeFlags_DefaultOpen) &&
       ImGui::BeginTable("models", 6, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
     for (const char* h : {"model", "tile", "chunk (pages)", "split", "items", "grid"}) ImGui::TableSetupColumn(h);

@@ -26,15 +26,18 @@ std::string short_num(double v) {
   return b;
 }
 
-// Ticks for [lo, hi] (log10 units when log): powers of ten (and 2, 5 between them when few), or a
-// linear 1-2-5 step.
-void ticks(double lo, double hi, bool log, std::vector<double>* at, std::vector<std::string>* label) {
+}  // namespace
+
+// Powers of ten (and 2, 5 between them when few), or a linear 1-2-5 step.
+void sweep_ticks(double lo, double hi, bool log, std::vector<double>* at, std::vector<std::string>* label) {
   at->clear();
   label->clear();
+  if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) return;
   if (log) {
     const int a = static_cast<int>(std::floor(lo)), b = static_cast<int>(std::ceil(hi));
     const bool dense = b - a <= 2;
-    for (int e = a; e <= b; ++e)
+    const int every = std::max(1, (b - a) / 12);  // at most about 12 decades labelled
+    for (int e = a; e <= b; e += every)
       for (double m : dense ? std::vector<double>{1, 2, 5} : std::vector<double>{1}) {
         const double v = m * std::pow(10.0, e), l = std::log10(v);
         if (l >= lo - 1e-9 && l <= hi + 1e-9) {
@@ -48,15 +51,69 @@ void ticks(double lo, double hi, bool log, std::vector<double>* at, std::vector<
   if (!(span > 0)) return;
   const double raw = span / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double step = raw / mag < 2 ? mag : raw / mag < 5 ? 2 * mag : 5 * mag;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
-    at->push_back(v);
-    label->push_back(short_num(std::fabs(v) < step * 1e-9 ? 0 : v));
+  // ticks by index, not by adding the step: a step below the values' rounding unit (1e17 + 16
+  // steps of 1) leaves v unchanged; labels that print alike are merged
+  const double first = std::ceil(lo / step);
+  const double count = std::floor(hi / step + 1e-9) - first + 1;
+  if (!(count >= 1 && count <= 50) || lo + step == lo || hi - step == hi) {
+    for (double v : {lo, hi}) {  // full precision: the ends differ in their last digits
+      char b[40];
+      std::snprintf(b, sizeof b, "%.17g", v);
+      if (!at->empty() && b == label->back()) continue;
+      at->push_back(v);
+      label->push_back(b);
+    }
+    return;
   }
+  for (int i = 0; i < static_cast<int>(count); ++i) {
+    const double v = (first + i) * step;
+    const std::string l = short_num(std::fabs(v) < step * 1e-9 ? 0 : v);
+    if (!label->empty() && l == label->back()) continue;
+    at->push_back(v);
+    label->push_back(l);
+  }
+}
+
+namespace {
+
+// Keeps a series' shape in at most about max_points: sorted by x, per x bucket the first, lowest,
+// highest and last point.
+void decimate(SweepSeries* s, double x_lo, double x_hi, bool log_x, int max_points) {
+  const size_t n = s->x.size();
+  if (n <= static_cast<size_t>(std::max(4, max_points))) return;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s->x[a] < s->x[b]; });
+  const int buckets = std::max(1, max_points / 4);
+  auto bucket_of = [&](double x) {
+    const double t = log_x ? std::log10(x) : x;
+    const double f = x_hi > x_lo ? (t - x_lo) / (x_hi - x_lo) : 0;
+    return std::clamp(static_cast<int>(f * buckets), 0, buckets - 1);
+  };
+  SweepSeries out{s->backend, {}, {}, {}, s->ran};
+  auto keep = [&](size_t i) {
+    if (!out.point.empty() && out.point.back() == s->point[i]) return;
+    out.x.push_back(s->x[i]);
+    out.y.push_back(s->y[i]);
+    out.point.push_back(s->point[i]);
+  };
+  for (size_t a = 0; a < n;) {
+    const int b = bucket_of(s->x[order[a]]);
+    size_t e = a, lo = a, hi = a;
+    for (; e < n && bucket_of(s->x[order[e]]) == b; ++e) {
+      if (s->y[order[e]] < s->y[order[lo]]) lo = e;
+      if (s->y[order[e]] > s->y[order[hi]]) hi = e;
+    }
+    size_t pick[4] = {a, std::min(lo, hi), std::max(lo, hi), e - 1};  // in x order
+    for (size_t k : pick) keep(order[k]);
+    a = e;
+  }
+  *s = std::move(out);
 }
 
 }  // namespace
 
-SweepPlot build_sweep_plot(const SweepReport& r, int metric) {
+SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points) {
   SweepPlot p;
   p.y_label = metric == 0 ? "time (ms)" : "TFLOP/s";
   p.x_label = r.path;
@@ -78,12 +135,13 @@ SweepPlot build_sweep_plot(const SweepReport& r, int metric) {
       if (!(y > 0)) continue;
       auto it = std::find_if(p.series.begin(), p.series.end(), [&](const SweepSeries& s) { return s.backend == b.backend; });
       if (it == p.series.end()) {
-        p.series.push_back(SweepSeries{b.backend, {}, {}, {}});
+        p.series.push_back(SweepSeries{b.backend, {}, {}, {}, 0});
         it = p.series.end() - 1;
       }
       it->x.push_back(x);
       it->y.push_back(y);
       it->point.push_back(static_cast<int>(i));
+      ++it->ran;
     }
   }
   double xl = INFINITY, xh = -INFINITY, yl = INFINITY, yh = -INFINITY;
@@ -104,15 +162,17 @@ SweepPlot build_sweep_plot(const SweepReport& r, int metric) {
   const double pad = (p.y_hi - p.y_lo) * 0.05;
   p.y_hi += pad;
   if (p.log_y) p.y_lo -= pad;
+  for (auto& s : p.series) decimate(&s, p.x_lo, p.x_hi, p.log_x, max_points);
   if (p.numeric) {
-    ticks(p.x_lo, p.x_hi, p.log_x, &p.x_ticks, &p.x_tick_labels);
+    sweep_ticks(p.x_lo, p.x_hi, p.log_x, &p.x_ticks, &p.x_tick_labels);
   } else {
-    for (size_t i = 0; i < r.points.size(); ++i) {
+    const size_t every = std::max<size_t>(1, r.points.size() / 24);  // labels of text values, at most about 24
+    for (size_t i = 0; i < r.points.size(); i += every) {
       p.x_ticks.push_back(static_cast<double>(i));
       p.x_tick_labels.push_back(p.value_labels[i]);
     }
   }
-  ticks(p.y_lo, p.y_hi, p.log_y, &p.y_ticks, &p.y_tick_labels);
+  sweep_ticks(p.y_lo, p.y_hi, p.log_y, &p.y_ticks, &p.y_tick_labels);
   return p;
 }
 
@@ -130,9 +190,15 @@ void SweepPanel::show(SweepReport r) {
   for (const auto& p : r.points) {
     if (!values_.empty()) values_ += ',';
     values_ += p.value.is_string() ? p.value.get<std::string>() : p.value.dump();
+    if (values_.size() > 4096) {  // a field of 200,000 values helps nobody and costs every frame
+      values_ = "";
+      note_ = "the report's " + std::to_string(r.points.size()) + " values are not copied into the values field";
+      break;
+    }
   }
   base_ = r.base;
   report_ = std::move(r);
+  plot_.reset();
 }
 
 void SweepPanel::start(const Session& s) {
@@ -167,6 +233,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   if (job_.valid() && job_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     try {
       report_ = job_.get();
+      plot_.reset();
     } catch (const std::exception& e) {
       error_ = e.what();
     }
@@ -195,6 +262,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
       "values: V1,V2,... or START:STOP:xFACTOR or START:STOP:+STEP; * = every array element (/requests/*/kv_len, "
       "/split/fixed_split_size, /kv_cache/page_size, /heads/qo). GPU reps > 0 times GPU backends with CUDA events.");
   if (!error_.empty()) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s", error_.c_str());
+  if (!note_.empty()) ImGui::TextDisabled("%s", note_.c_str());
   if (!report_) {
     if (!running) ImGui::TextWrapped("Run a sweep of the current case: the plot and the table appear here.");
     return;
@@ -204,10 +272,20 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   ImGui::SameLine();
   ImGui::RadioButton("TFLOP/s", &metric_, 1);
   ImGui::SameLine();
-  const SweepPlot p = build_sweep_plot(r, metric_);
+  if (!plot_ || plot_metric_ != metric_) {
+    plot_ = build_sweep_plot(r, metric_);
+    plot_metric_ = metric_;
+  }
+  const SweepPlot& p = *plot_;
+  int drawn = 0, ran = 0;
+  for (const auto& sr : p.series) drawn += static_cast<int>(sr.x.size()), ran += sr.ran;
   ImGui::Text("%s over %zu values%s%s%s", r.path.c_str(), r.points.size(),
               p.invalid ? (", " + std::to_string(p.invalid) + " invalid (see the table)").c_str() : "", p.log_x ? ", log x" : "",
               p.log_y ? ", log y" : "");
+  if (drawn < ran) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("(%d of %d points drawn: each x bucket's first, lowest, highest, last)", drawn, ran);
+  }
 
   // the chart
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -225,11 +303,16 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   auto X = [&](double v) { return a.x + static_cast<float>((tx(v) - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x); };
   auto Y = [&](double v) { return b.y - static_cast<float>((ty(v) - p.y_lo) / (p.y_hi - p.y_lo)) * (b.y - a.y); };
   const ImU32 grid = IM_COL32(60, 60, 70, 255), text = IM_COL32(190, 190, 190, 255);
+  float label_end = -1e9f;
   for (size_t i = 0; i < p.x_ticks.size(); ++i) {
     const float x =
         p.numeric ? X(p.x_ticks[i]) : a.x + static_cast<float>((p.x_ticks[i] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x);
     dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
-    dl->AddText(ImVec2(x - 3.5f * p.x_tick_labels[i].size(), b.y + 3), text, p.x_tick_labels[i].c_str());
+    // a label that would run into the one before it is left out (its grid line stays)
+    const float lx = x - 3.5f * p.x_tick_labels[i].size();
+    if (lx < label_end + 6) continue;
+    dl->AddText(ImVec2(lx, b.y + 3), text, p.x_tick_labels[i].c_str());
+    label_end = lx + ImGui::CalcTextSize(p.x_tick_labels[i].c_str()).x;
   }
   for (size_t i = 0; i < p.y_ticks.size(); ++i) {
     const float y = Y(p.y_ticks[i]);
@@ -254,7 +337,7 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
             Y(sr.y[k - 1]));
         dl->AddLine(q0, q, col, 2.5f);
       }
-      dl->AddCircleFilled(q, 3.5f, col);
+      if (sr.x.size() <= 400) dl->AddCircleFilled(q, 3.5f, col);  // markers where they stay apart
       const float d2 = (q.x - mouse.x) * (q.x - mouse.x) + (q.y - mouse.y) * (q.y - mouse.y);
       if (hovered && d2 < best) best = d2, best_s = static_cast<int>(si), best_k = static_cast<int>(k);
     }
@@ -286,6 +369,10 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
     }
   }
 
+  draw_table(r, p);
+}
+
+void SweepPanel::draw_table(const SweepReport& r, const SweepPlot& p) {
   // the table, and CSV out
   ImGui::SetNextItemWidth(260);
   ImGui::InputText("##csv", &csv_path_);
@@ -309,42 +396,45 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
     if (!r.points.empty())
       for (const auto& be : r.points.front().backends) ImGui::TableSetupColumn((be.backend + " ms").c_str());
     ImGui::TableHeadersRow();
-    for (size_t i = 0; i < r.points.size(); ++i) {
-      const SweepPoint& pt = r.points[i];
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(p.value_labels[i].c_str());
-      if (!pt.error.empty()) {
+    ImGuiListClipper clip;  // only the rows on screen: a report can hold 200,000
+    clip.Begin(static_cast<int>(r.points.size()));
+    while (clip.Step())
+      for (size_t i = static_cast<size_t>(clip.DisplayStart); i < static_cast<size_t>(clip.DisplayEnd); ++i) {
+        const SweepPoint& pt = r.points[i];
+        ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "invalid");
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pt.error.c_str());
-        continue;
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%d", pt.tile);
-      ImGui::TableNextColumn();
-      ImGui::Text("%d", pt.chunk_pages);
-      ImGui::TableNextColumn();
-      ImGui::Text("%d", pt.items);
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(pt.split_kv ? "yes" : "no");
-      ImGui::TableNextColumn();
-      int pass = 0, skip = 0, fail = 0;
-      for (const auto& k : pt.comparisons) (k.verdict == "PASS" ? pass : k.verdict == "SKIP" ? skip : fail) += 1;
-      if (pt.comparisons.empty())
-        ImGui::TextDisabled("none in the case");
-      else if (fail)
-        ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%d FAIL, %d pass", fail, pass);
-      else
-        ImGui::Text("%d pass%s", pass, skip ? (", " + std::to_string(skip) + " not checked").c_str() : "");
-      for (const auto& be : pt.backends) {
+        ImGui::TextUnformatted(p.value_labels[i].c_str());
+        if (!pt.error.empty()) {
+          ImGui::TableNextColumn();
+          ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "invalid");
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pt.error.c_str());
+          continue;
+        }
         ImGui::TableNextColumn();
-        if (be.status != "ok")
-          ImGui::TextDisabled("%s", be.status.substr(0, be.status.find(':')).c_str());
+        ImGui::Text("%d", pt.tile);
+        ImGui::TableNextColumn();
+        ImGui::Text("%d", pt.chunk_pages);
+        ImGui::TableNextColumn();
+        ImGui::Text("%d", pt.items);
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(pt.split_kv ? "yes" : "no");
+        ImGui::TableNextColumn();
+        int pass = 0, skip = 0, fail = 0;
+        for (const auto& k : pt.comparisons) (k.verdict == "PASS" ? pass : k.verdict == "SKIP" ? skip : fail) += 1;
+        if (pt.comparisons.empty())
+          ImGui::TextDisabled("none in the case");
+        else if (fail)
+          ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%d FAIL, %d pass", fail, pass);
         else
-          ImGui::Text("%.4g%s", be.device_ms > 0 ? be.device_ms : be.host_ms, be.device_ms > 0 ? "" : " host");
+          ImGui::Text("%d pass%s", pass, skip ? (", " + std::to_string(skip) + " not checked").c_str() : "");
+        for (const auto& be : pt.backends) {
+          ImGui::TableNextColumn();
+          if (be.status != "ok")
+            ImGui::TextDisabled("%s", be.status.substr(0, be.status.find(':')).c_str());
+          else
+            ImGui::Text("%.4g%s", be.device_ms > 0 ? be.device_ms : be.host_ms, be.device_ms > 0 ? "" : " host");
+        }
       }
-    }
     ImGui::EndTable();
   }
 }

@@ -19,8 +19,9 @@ namespace attnscope::gui {
 
 struct SweepSeries {
   std::string backend;
-  std::vector<double> x, y;  // points where the backend ran (x: the value)
+  std::vector<double> x, y;  // points drawn (x: the value); decimated when the backend ran on more
   std::vector<int> point;    // index into the report's points
+  int ran = 0;               // points where the backend ran (drawn or not)
 };
 
 struct SweepPlot {
@@ -35,8 +36,14 @@ struct SweepPlot {
   int invalid = 0;                        // points the case rejected
 };
 
-// metric 0: time in ms (device time where timed, else host), 1: TFLOP/s.
-SweepPlot build_sweep_plot(const SweepReport& r, int metric);
+// metric 0: time in ms (device time where timed, else host), 1: TFLOP/s. A series of more than
+// max_points is decimated for drawing: sorted by x, cut into max_points / 4 buckets, each keeping
+// its first, lowest, highest and last point (every spike stays visible).
+SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points = 2000);
+
+// Ticks over [lo, hi] (log10 units when log): at most about 12, finite for any range (a step below
+// the values' rounding unit gives the two ends only).
+void sweep_ticks(double lo, double hi, bool log, std::vector<double>* at, std::vector<std::string>* label);
 
 class SweepPanel {
  public:
@@ -49,16 +56,20 @@ class SweepPanel {
 
  private:
   void start(const Session& s);
+  void draw_table(const SweepReport& r, const SweepPlot& p);  // the plan figures per value, Save CSV
   std::string path_ = "/requests/*/kv_len", values_ = "64:8192:x2", csv_path_ = "sweep.csv";
   int reps_ = 0, metric_ = 0;
   bool autostart_ = false;
-  std::string error_, saved_;
+  std::string error_, saved_, note_;
   std::future<SweepReport> job_;
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::shared_ptr<std::atomic<int>> done_;
   int total_ = 0;
   std::optional<SweepReport> report_;
   nlohmann::json base_;  // the case the report was run on
+  // the plot of report_ for metric_, built when either changes (a report can hold 200,000 points)
+  std::optional<SweepPlot> plot_;
+  int plot_metric_ = -1;
 };
 
 }  // namespace attnscope::gui

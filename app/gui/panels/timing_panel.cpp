@@ -5,10 +5,40 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "attnscope/mask.h"
 #include "attnscope/registry.h"
 #include "attnscope/plan.h"
+#include "draw/text_fit.h"
 
 namespace attnscope::gui {
+
+WorkCounts work_done(const Session& s, const Result& r) {
+  const CaseSpec& c = s.spec();
+  WorkCounts w = work_counts(c, s.plan);
+  if (r.row_valid.empty()) return w;
+  int64_t pairs = 0, rows = 0, t = 0;
+  for (size_t q = 0; q < c.requests.size(); ++q) {
+    const RowMask& m = s.plan.masks[q];
+    for (int i = 0; i < c.requests[q].q_len; ++i, ++t)
+      if (r.row_ok(t)) pairs += allowed_in(m, q_abs_of(m, i), 0, c.requests[q].kv_len), ++rows;
+  }
+  const double per_pair = w.allowed_pairs ? w.flops / static_cast<double>(w.allowed_pairs) : 0;
+  const double qo = c.total_q() ? (w.bytes - w.kv_bytes) / static_cast<double>(c.total_q()) : 0;
+  w.allowed_pairs = pairs;
+  w.flops = per_pair * static_cast<double>(pairs);
+  w.bytes = w.kv_bytes + qo * static_cast<double>(rows);
+  return w;
+}
+
+std::string bench_hint(const Session& s) {
+  bool gpu = false;
+  for (const auto& id : s.spec().backends) gpu = gpu || is_gpu_backend(id);
+  if (s.env.devices.empty())
+    return "No GPU here (" + (s.env.device_error.empty() ? std::string("no CUDA device") : s.env.device_error) +
+           "): GPU backends cannot be benchmarked on this machine.";
+  if (!gpu) return "No GPU backend in this case: add cuda.flash under Backends to benchmark it.";
+  return "";
+}
 
 TimingItems build_timing_items(const Session& s) {
   TimingItems it;
@@ -25,9 +55,13 @@ TimingItems build_timing_items(const Session& s) {
     row.device_ms = r.timing.device_ms;
     row.device_timed = r.timing.reps > 0;
     const double ms = row.device_timed ? row.device_ms : row.host_ms;
+    const WorkCounts done = work_done(s, r);
+    row.flops = done.flops;
+    row.bytes = done.bytes;
+    row.sampled = !r.row_valid.empty();
     if (r.ok() && ms > 0) {
-      row.tflops = it.flops / (ms * 1e-3) / 1e12;
-      row.gbps = it.bytes / (ms * 1e-3) / 1e9;
+      row.tflops = row.flops / (ms * 1e-3) / 1e12;
+      row.gbps = row.bytes / (ms * 1e-3) / 1e9;
     }
     it.max_ms = std::max(it.max_ms, std::max(row.host_ms, row.device_ms));
     it.rows.push_back(row);
@@ -43,23 +77,34 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
   const TimingItems& it = items_;
   ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9,
               it.bytes / 1e6);
-  ImGui::TextDisabled(
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped(
       "CPU backends: host wall time. GPU backends are timed with CUDA events by attnscope-cli bench (median of N); here they "
-      "show host time of one run unless benchmarked.");
-  const float bar_w = std::max(120.f, ImGui::GetContentRegionAvail().x - 560);
-  if (ImGui::BeginTable("timing", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) {
-    ImGui::TableSetupColumn("backend", ImGuiTableColumnFlags_WidthFixed, 130);
-    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_WidthFixed, bar_w + 90);
-    ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_WidthFixed, 80);
-    ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_WidthFixed, 80);
-    ImGui::TableSetupColumn("status");
+      "show host time of one run unless benchmarked. TFLOP/s and GB/s count the work each run did: a sampled reference (*) "
+      "computes only its sampled rows.");
+  ImGui::PopStyleColor();
+  // the widest time label decides the time column; the bar takes what is left of it
+  float label_w = 0;
+  for (const auto& r : it.rows) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%.3g ms %s", r.device_timed ? r.device_ms : r.host_ms, r.device_timed ? "device" : "host");
+    label_w = std::max(label_w, ImGui::CalcTextSize(b).x);
+  }
+  if (ImGui::BeginTable("timing", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+    const float ch = ImGui::CalcTextSize("0").x;
+    ImGui::TableSetupColumn("backend", ImGuiTableColumnFlags_WidthFixed, ch * 20);
+    ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_WidthStretch, 1.4f);
+    ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_WidthFixed, ch * 10);
+    ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_WidthFixed, ch * 9);
+    ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthStretch, 1.f);
     ImGui::TableHeadersRow();
     for (const auto& r : it.rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(r.backend.c_str());
+      text_elided(r.backend);
       ImGui::TableNextColumn();
       const double ms = r.device_timed ? r.device_ms : r.host_ms;
+      const float bar_w = std::max(20.f, ImGui::GetContentRegionAvail().x - label_w - ImGui::GetStyle().ItemSpacing.x);
       const float frac = it.max_ms > 0 ? static_cast<float>(ms / it.max_ms) : 0.f;
       char label[48];
       std::snprintf(label, sizeof label, "%.3g ms %s", ms, r.device_timed ? "device" : "host");
@@ -67,11 +112,13 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
       ImGui::SameLine();
       ImGui::TextUnformatted(label);
       ImGui::TableNextColumn();
-      ImGui::Text("%.3g", r.tflops);
+      ImGui::Text("%.3g%s", r.tflops, r.sampled ? " *" : "");
+      if (r.sampled && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%.3g GFLOP done: the sampled rows only (the case asks for %.3g GFLOP)", r.flops / 1e9, it.flops / 1e9);
       ImGui::TableNextColumn();
-      ImGui::Text("%.3g", r.gbps);
+      ImGui::Text("%.3g%s", r.gbps, r.sampled ? " *" : "");
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(r.status.c_str());
+      ImGui::TextWrapped("%s", r.status.c_str());
     }
     ImGui::EndTable();
   }
@@ -81,8 +128,11 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
   for (const auto& id : s.spec().backends)
     if (is_gpu_backend(id)) gpu.push_back(id);
   if (bench_.valid() && bench_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) report_ = bench_.get();
-  if (gpu.empty()) {
-    ImGui::TextDisabled("No GPU backend in this case: add cuda.flash under Backends to benchmark it.");
+  const std::string hint = bench_hint(s);
+  if (!hint.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", hint.c_str());
+    ImGui::PopStyleColor();
   } else if (bench_.valid()) {
     ImGui::Text("benchmarking %zu GPU backends (CUDA events, 20 runs) ...", gpu.size());
   } else if (ImGui::Button("Benchmark GPU backends (CUDA events)")) {

@@ -16,8 +16,10 @@ namespace attnscope::gui {
 struct TimingRow {
   std::string backend, status;
   double host_ms = 0, device_ms = 0;
+  double flops = 0, bytes = 0;  // the work this run did: a sampled reference computes only its rows
   double tflops = 0, gbps = 0;  // from device time when measured, else host time
   bool device_timed = false;
+  bool sampled = false;  // computed some query rows only
 };
 
 struct TimingItems {
@@ -28,6 +30,14 @@ struct TimingItems {
 };
 
 TimingItems build_timing_items(const Session& s);
+
+// The work a result did: work_counts() over the rows it computed (every row unless it is a
+// sampled reference); K and V counted whole, Q and O per computed row.
+WorkCounts work_done(const Session& s, const Result& r);
+
+// Why the GPU benchmark cannot be offered ("no GPU here: ..." / "no GPU backend in this case ..."),
+// "" when it can.
+std::string bench_hint(const Session& s);
 
 class TimingPanel {
  public:
