@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   // the dynamic region starts after the static one; aligned here (flash_smem_bytes adds kTileAlign)
   // (an offset from the shared array, not a rounded integer: the compiler keeps its addresses 32-bit
-  // shared ones; rounded through uintptr_t they became generic: the decode kernel 252 registers, not 186)
+  // shared ones; rounded through uintptr_t they become generic 64-bit ones, costing many registers)
   unsigned char* smem_raw =
       smem_dyn + ((kTileAlign - static_cast<uint32_t>(__cvta_generic_to_shared(smem_dyn)) % kTileAlign) % kTileAlign);
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
