@@ -265,9 +265,8 @@ class FlashBackend final : public Backend {
     int warps = 0, warps_n = 0, rb = 0;
     flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, mode, debug_.rb, &warps, &warps_n, &rb);
     // the Hopper kernel where it fits (flash_sm90_fits), is built and the device is sm_90
-    const FlashSm90Launcher sm90 = flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && debug_.sm90
-                                       ? find_flash_sm90_launcher(D, c.dtype)
-                                       : nullptr;
+    const FlashSm90Launcher sm90 =
+        flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && debug_.sm90 ? find_flash_sm90_launcher(D, c.dtype) : nullptr;
     const bool hopper = sm90 && device_is_sm90();
     // Head dim 256 on the Hopper kernel: two 64-row items per CTA where the plan has neighbours with the
     // same keys (the bit-less variants: a mask_mod's per-item tile lists stay one per CTA). A 64-row

@@ -329,13 +329,11 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
   // the instantiation of the launch's variant for one warp layout (every variant is compiled for it)
   auto pick = [&](auto layout, int threads) {
     constexpr int kWM = decltype(layout)::kWM, kWN = decltype(layout)::kWN;
-    switch (mode) {
-      case FlashMode::kPlain: return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlain>, threads);
-      case FlashMode::kPlainBits: return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlainBits>, threads);
-      case FlashMode::kCapAlibi: return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibi>, threads);
-      case FlashMode::kScoreMod: return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kScoreMod>, threads);
-      case FlashMode::kCapAlibiBits: return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibiBits>, threads);
-    }
+    if (mode == FlashMode::kPlain) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlain>, threads);
+    if (mode == FlashMode::kPlainBits) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlainBits>, threads);
+    if (mode == FlashMode::kCapAlibi) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibi>, threads);
+    if (mode == FlashMode::kScoreMod) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kScoreMod>, threads);
+    return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibiBits>, threads);
   };
   if (warps_m == 1 && warps_n == 4 && rb == 1) return pick(FlashWarps<1, 4>{}, 128);
   if (warps_m == 4 && warps_n == 1 && rb == 1) return pick(FlashWarps<4, 1>{}, 128);

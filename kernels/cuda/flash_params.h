@@ -73,11 +73,11 @@ struct MergeParams {
 // The kernel variants of cuda.flash, each its own instantiation so that no variant carries another's
 // code in the hot loop. flash_mode() is the one place that picks a launch's variant.
 enum class FlashMode : int {
-  kPlain,          // logit = q.k, its scale folded into exp2's fma
-  kPlainBits,      // kPlain with a mask_mod's bits (two words per row per tile)
-  kCapAlibi,       // soft-cap and / or ALiBi
-  kScoreMod,       // a score_mod that is neither, interpreted per element (expr_program.h); bits when present
-  kCapAlibiBits,   // kCapAlibi with a mask_mod's bits
+  kPlain,         // logit = q.k, its scale folded into exp2's fma
+  kPlainBits,     // kPlain with a mask_mod's bits (two words per row per tile)
+  kCapAlibi,      // soft-cap and / or ALiBi
+  kScoreMod,      // a score_mod that is neither, interpreted per element (expr_program.h); bits when present
+  kCapAlibiBits,  // kCapAlibi with a mask_mod's bits
 };
 
 // The variant's properties, named once: the logit is q.k (its scale still pending, FlashCta::exp_scale);
@@ -90,15 +90,11 @@ constexpr bool flash_mode_bits(FlashMode m) {
 }
 constexpr bool flash_mode_cap_alibi(FlashMode m) { return m == FlashMode::kCapAlibi || m == FlashMode::kCapAlibiBits; }
 constexpr bool flash_mode_bitless(FlashMode m) { return m == FlashMode::kPlain || m == FlashMode::kCapAlibi; }
+// for error messages, in the enum's order
 inline const char* flash_mode_name(FlashMode m) {
-  switch (m) {
-    case FlashMode::kPlain: return "plain";
-    case FlashMode::kPlainBits: return "plain with mask_mod bits";
-    case FlashMode::kCapAlibi: return "soft-cap / ALiBi";
-    case FlashMode::kScoreMod: return "interpreted score_mod";
-    case FlashMode::kCapAlibiBits: return "soft-cap / ALiBi with mask_mod bits";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"plain", "plain with mask_mod bits", "soft-cap / ALiBi", "interpreted score_mod",
+                                    "soft-cap / ALiBi with mask_mod bits"};
+  return kNames[static_cast<int>(m)];
 }
 
 // The variant a launch runs: one rule for the launchers and flash_geometry.

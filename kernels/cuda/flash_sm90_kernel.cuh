@@ -39,9 +39,9 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
   constexpr bool kLean = D >= 256 && NWG == 1;
-  constexpr bool kShadow = !kLean && !kPair && kMode != FlashMode::kPlainBits;  // S's wait apart from its issue (qk_done)
-  constexpr int kTileBytes = kKvTile * D * 2;                         // one K or V tile
-  if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
+  constexpr bool kShadow = !kLean && !kPair && kMode != FlashMode::kPlainBits;  // S's wait apart from its issue
+  constexpr int kTileBytes = kKvTile * D * 2;                                   // one K or V tile
+  if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;            // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* qs = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});

@@ -143,8 +143,8 @@ class SdpaBackend final : public Backend {
     // The graph execution only, as cuda.flash times its kernels, on the stream cuDNN runs on (the
     // default stream).
     cuda::time_launches(
-        opt, [&] { g.graph->execute(b); },
-        [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop"); }, &res.timing);
+        opt, [&] { g.graph->execute(b); }, [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop"); },
+        &res.timing);
 
     // The graph's build time beside the run: on a miss the whole build, on a hit the lookup.
     const std::string graph_time = g.cached ? "graph cached: " + fixed(g.lookup_ms, 3) + " ms (built in " +

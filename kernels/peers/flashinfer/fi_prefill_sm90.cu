@@ -350,8 +350,8 @@ class PrefillSm90Backend final : public Backend {
 
     // kernel launches only (the plan is made once, before)
     cuda::time_launches(
-        opt, [&] { once(false); },
-        [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop of flashinfer.prefill_sm90"); }, &res.timing);
+        opt, [&] { once(false); }, [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop of flashinfer.prefill_sm90"); },
+        &res.timing);
 
     std::string msg = "FlashInfer PrefillSM90Plan: cta_tile_q " + std::to_string(tile) + ", " + std::to_string(works) +
                       " work tiles (q tile x qo head) over " + std::to_string(sms) + " persistent CTAs (" +

@@ -202,7 +202,8 @@ void Workspaces::alloc(size_t float_b, size_t int_b) {
 }
 
 void time_launches(const RunOptions& opt, const std::function<void()>& once, Timing* t) {
-  cuda::time_launches(opt, once, [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop"); }, t);
+  cuda::time_launches(
+      opt, once, [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop"); }, t);
 }
 
 void check_fi_launch(cudaError_t st, const std::string& what, bool sync) {
