@@ -33,7 +33,7 @@ struct Work {
   }
 };
 
-void sync() { cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void device_sync() { cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 }  // namespace
 
@@ -62,7 +62,7 @@ TEST(GpuTimer, WarmsUpThenTimesEachRep) {
       opt, [&] { work(); },
       [&] {
         ++settled;
-        sync();
+        device_sync();
       },
       &t);
   EXPECT_EQ(work.calls, cuda::kWarmups + 7);
@@ -99,7 +99,7 @@ TEST(GpuTimer, CancelStopsTheReps) {
         work();
         if (work.calls == cuda::kWarmups + 2) cancel = true;  // after the second timed rep
       },
-      sync, &t);
+      device_sync, &t);
   EXPECT_EQ(work.calls, cuda::kWarmups + 2);
   EXPECT_EQ(t.reps, 2);
 }
@@ -117,9 +117,9 @@ TEST(GpuTimer, ALaunchThatThrowsLeavesNoEventsAndNoTiming) {
                      work();
                      if (work.calls == cuda::kWarmups + 3) throw cuda::CudaError("kernel x: a launch failed");
                    },
-                   sync, &t),
+                   device_sync, &t),
                cuda::CudaError);
   EXPECT_EQ(GpuEventTimer::live_count().load(), before);
   EXPECT_EQ(t.reps, 0);
-  sync();  // the device is still usable
+  device_sync();  // the device is still usable
 }
