@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes kernels/cuda/wgmma_ops.cuh: the wgmma.mma_async wrappers cuda.flash's Hopper kernel uses
+"""Writes backends/cuda/wgmma_ops.cuh: the wgmma.mma_async wrappers cuda.flash's Hopper kernel uses
 (m64nNk16, fp32 accumulators, bf16 / fp16 inputs). Each shape needs one asm statement naming every
 accumulator register (N / 2 of them per thread), which is why they are generated rather than written.
-Usage: python3 scripts/gen_wgmma.py > kernels/cuda/wgmma_ops.cuh && clang-format -i kernels/cuda/wgmma_ops.cuh"""
+Usage: python3 scripts/gen_wgmma.py > backends/cuda/wgmma_ops.cuh && clang-format -i backends/cuda/wgmma_ops.cuh"""
 
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 SS_N = (64,)  # S = Q K^T: one 64-key tile (kKvTile)

@@ -39,7 +39,7 @@ struct DeviceWorkload {
 };
 
 // A score_mod's postfix program and per-request variables on the device, for the kernels that
-// interpret it (cuda.reference / cuda.naive, cuda.flash's kMode 3). The variables' doc_starts stay
+// interpret it (cuda.reference / cuda.naive, cuda.flash's FlashMode::kScoreMod). The variables' doc_starts stay
 // null: the kernels take the device copy from the request's mask.
 struct DeviceScoreMod {
   DeviceBuffer ops, envs;  // [n] ExprOp, [requests] ExprEnv

@@ -4,14 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "attnscope/item_pairs.h"
 #include "attnscope/mask.h"
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
+#include "flash_debug.h"
 #include "flash_params.h"
+#include "gpu_timer.h"
 
 namespace attnscope::cuda {
 
@@ -56,46 +57,6 @@ size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
 }
 
 namespace {
-
-// ATTNSCOPE_FLASH_RB=1 or 2 forces the 128-row tile's layout (flash_geometry): a knob for A/B
-// measurements of the two layouts on one build; anything else leaves the default.
-int rb_override() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_RB");
-  return v && (std::string(v) == "1" || std::string(v) == "2") ? std::stoi(v) : 0;
-}
-
-// ATTNSCOPE_FLASH_PATH=mma runs the mma.sync kernel where the Hopper kernel would run (A/B
-// measurements on one build; the default, or wgmma, takes the Hopper kernel where it fits).
-bool sm90_path_allowed() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_PATH");
-  return !(v && std::string(v) == "mma");
-}
-
-// ATTNSCOPE_FLASH_PAIR=0 runs one 64-row item per Hopper CTA where two would be paired (A/B).
-bool pairing_allowed() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_PAIR");
-  return !(v && std::string(v) == "0");
-}
-
-// ATTNSCOPE_FLASH_WS=1 runs the warp-specialised Hopper kernel where it fits (flash_sm90_ws_fits): the
-// Stage 2 structure, measured slower than the two-CTA form on every bench shape so far (docs/perf-notes.md
-// v34), hence not the default.
-bool ws_requested() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_WS");
-  return v && std::string(v) == "1";
-}
-
-// ATTNSCOPE_FLASH_ORDER=plan launches the items in the plan's order with the KV heads outermost (A/B);
-// =heads-outer keeps the last items first but the heads outermost (the order before v39); by default
-// the plan's last items start first, and in the mma.sync decode layout a request's heads run together.
-bool heavy_first_allowed() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
-  return !(v && std::string(v) == "plan");
-}
-bool heads_inner_allowed() {
-  const char* v = std::getenv("ATTNSCOPE_FLASH_ORDER");
-  return !(v && (std::string(v) == "plan" || std::string(v) == "heads-outer"));
-}
 
 // The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
 bool device_is_sm90() {
@@ -187,7 +148,7 @@ DeviceBuffer pad_rows(const DeviceBuffer& in, int64_t rows, int d, int dp) {
 
 class FlashBackend final : public Backend {
  public:
-  explicit FlashBackend(bool padded) : padded_(padded) {}
+  explicit FlashBackend(bool padded) : padded_(padded), debug_(flash_debug_options()) {}
   std::string id() const override { return padded_ ? "cuda.flash_padded" : "cuda.flash"; }
   std::string describe() const override {
     return padded_ ? "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (default 64), sm_scale of the true head dim: "
@@ -266,7 +227,7 @@ class FlashBackend final : public Backend {
     // The plan lists a unit's query tiles from the first; under a causal mask the last see the most
     // keys, so they start first and the short ones fill the tail of the grid (FlashAttention-3's
     // longest-first order). The order of launch changes no item, tile or sum.
-    fp.heavy_first = heavy_first_allowed() ? 1 : 0;
+    fp.heavy_first = debug_.heavy_first ? 1 : 0;
     fp.hq = Hq;
     fp.hk = Hk;
     fp.group = c.group_size();
@@ -296,33 +257,31 @@ class FlashBackend final : public Backend {
     MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
-    const int mode = flash_mode(fp);
+    const FlashMode mode = flash_mode(fp);
     int warps = 0, warps_n = 0, rb = 0;
-    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, mode, rb_override(), &warps, &warps_n, &rb);
+    flash_geometry(sp.cta_tile_q, D, sp.kv_warp_split, mode, debug_.rb, &warps, &warps_n, &rb);
     // the Hopper kernel where it fits (flash_sm90_fits), is built and the device is sm_90
-    const FlashSm90Launcher sm90 = flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && sm90_path_allowed()
-                                       ? find_flash_sm90_launcher(D, c.dtype)
-                                       : nullptr;
+    const FlashSm90Launcher sm90 =
+        flash_sm90_fits(sp.cta_tile_q, sp.kv_warp_split, D, mode) && debug_.sm90 ? find_flash_sm90_launcher(D, c.dtype) : nullptr;
     const bool hopper = sm90 && device_is_sm90();
     // Head dim 256 on the Hopper kernel: two 64-row items per CTA where the plan has neighbours with the
-    // same keys (the plain and soft-cap / ALiBi variants: a mask_mod's per-item tile lists stay one per
-    // CTA). A 64-row CTA loads 64 KB of K / V per 64 keys for 64 rows; a pair serves 128 rows with it.
+    // same keys (the bit-less variants: a mask_mod's per-item tile lists stay one per CTA). A 64-row
+    // CTA loads 64 KB of K / V per 64 keys for 64 rows; a pair serves 128 rows with it.
     std::vector<int2> pair_xy;
-    if (hopper && D == 256 && sp.cta_tile_q == 64 && sp.item_tile_indptr.empty() && (mode == 0 || mode == 2) && pairing_allowed())
+    if (hopper && D == 256 && sp.cta_tile_q == 64 && sp.item_tile_indptr.empty() && flash_mode_bitless(mode) && debug_.pairs)
       for (const ItemPair& pr : pair_items(sp.items)) pair_xy.push_back(make_int2(pr.a, pr.b));
     const bool paired = !pair_xy.empty() && pair_xy.size() < sp.items.size();
     if (fp.heavy_first) std::reverse(pair_xy.begin(), pair_xy.end());
     DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
     fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
-    // on request (ATTNSCOPE_FLASH_WS=1), 128-row tiles of the plain and soft-cap / ALiBi variants at
-    // head dims 64 / 128 run the warp-specialised form (one CTA per SM, a producer warpgroup)
-    const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && ws_requested();
+    // on request (FlashDebugOptions::ws), 128-row tiles of the bit-less variants at head dims 64 / 128
+    // run the warp-specialised form (one CTA per SM, a producer warpgroup)
+    const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && debug_.ws;
     // The mma.sync decode layout (16-row tiles with key-split warps) launches an item's KV heads side by
     // side, grid (hk, 1, items): in the NHD layout they read the same tokens' rows (one 2 KB run at head
-    // dim 128 and 8 KV heads). Measured on the decode benchmarks (docs/perf-notes.md v39): 1.4% faster
-    // paged, 1.5% contiguous. Elsewhere the items are innermost, so a unit's neighbouring query tiles,
-    // which read the same K / V, run together.
-    fp.heads_inner = !hopper && warps_n > 1 && heads_inner_allowed() ? 1 : 0;
+    // dim 128 and 8 KV heads), which then share their L2 lines. Elsewhere the items are innermost, so a
+    // unit's neighbouring query tiles, which read the same K / V, run together.
+    fp.heads_inner = !hopper && warps_n > 1 && debug_.heads_inner ? 1 : 0;
     const unsigned n_x = static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1));
     const dim3 grid = fp.heads_inner ? dim3(static_cast<unsigned>(Hk), 1, n_x) : dim3(n_x, 1, static_cast<unsigned>(Hk));
     const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
@@ -361,38 +320,14 @@ class FlashBackend final : public Backend {
     }
     res.lse = lse.to_host<float>(total_q * Hq);
 
-    if (opt.bench_reps > 0) {
-      cudaEvent_t a, b;
-      cuda::check(cudaEventCreate(&a), "cudaEventCreate");
-      cuda::check(cudaEventCreate(&b), "cudaEventCreate");
-      for (int i = 0; i < 3; ++i) once(false);  // warm-up
-      std::vector<float> ms;
-      for (int i = 0; i < opt.bench_reps; ++i) {
-        if (opt.cancel && opt.cancel->load()) break;
-        cuda::check(cudaEventRecord(a), "cudaEventRecord");
-        once(false);
-        cuda::check(cudaEventRecord(b), "cudaEventRecord");
-        cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
-        float t = 0;
-        cuda::check(cudaEventElapsedTime(&t, a, b), "cudaEventElapsedTime");
-        ms.push_back(t);
-      }
-      check_launch("benchmark loop", grid, block, 0, true);
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-      if (!ms.empty()) {
-        std::sort(ms.begin(), ms.end());
-        res.timing.device_ms = ms[ms.size() / 2];
-        res.timing.device_ms_min = ms.front();
-        res.timing.device_ms_max = ms.back();
-        res.timing.reps = static_cast<int>(ms.size());
-      }
-    }
+    time_launches(
+        opt, [&] { once(false); }, [&] { check_launch("benchmark loop", grid, block, 0, true); }, &res.timing);
     return res;
   }
 
  private:
   bool padded_;
+  FlashDebugOptions debug_;  // developer-only A/B switches (flash_debug.h), read when the backend is made
 };
 
 }  // namespace

@@ -18,12 +18,11 @@
 namespace attnscope::cuda {
 
 // What the logit of a tile needs beside S: the kernel variant's per-CTA constants and this thread's
-// rows of one 16-row block (rows g and g + 8 of the block). kMode as in flash_mode(): 0 plain, 1 plain
-// with a mask_mod's bits, 2 soft-cap / ALiBi, 3 an interpreted score_mod, 4 soft-cap / ALiBi with bits.
-template <int kMode>
+// rows of one 16-row block (rows g and g + 8 of the block). kMode: the kernel variant (flash_mode()).
+template <FlashMode kMode>
 struct FlashRowBlock {
-  static constexpr bool kBits = kMode == 1 || kMode >= 3;
-  static constexpr bool kCapAlibi = kMode == 2 || kMode == 4;
+  static constexpr bool kBits = flash_mode_bits(kMode);
+  static constexpr bool kCapAlibi = flash_mode_cap_alibi(kMode);
   // a mask_mod's bit rows (kBits): the rows' indices in the mask (-1: none), not pointers: the two-CTA
   // mask_mod kernels sit at 128 registers and spilled more with two 64-bit pointers held
   int brow[2] = {-1, -1};
@@ -100,7 +99,7 @@ struct FlashCta {
   // the bit rows and ALiBi terms of block `blk`'s rows (ALiBi: each row's slope and query position
   // once per CTA rather than per element; the division by G and the position lookup, unrolled 32
   // times, were most of the soft-cap loop's code)
-  template <int kMode>
+  template <FlashMode kMode>
   __device__ FlashRowBlock<kMode> row_block(int blk) const {
     FlashRowBlock<kMode> b;
 #pragma unroll
@@ -117,13 +116,13 @@ struct FlashCta {
     return b;
   }
 
-  // The factor softmax_step still applies to this kernel's logits: the plain kernels (kModes 0, 1)
-  // leave q.k unscaled and fold sm_scale x log2(e) into exp2's argument, one FFMA per element where a
-  // multiply and a subtract were (docs/perf-notes.md v36); the others' logits are base 2 already, and
-  // x * 1 and fma(x, 1, -m) = x - m keep their bits.
-  template <int kMode>
+  // The factor softmax_step still applies to this kernel's logits: the plain-logit variants leave q.k
+  // unscaled and fold sm_scale x log2(e) into exp2's argument, one FFMA per element where a multiply
+  // and a subtract were; the others' logits are base 2 already, and x * 1 and fma(x, 1, -m) = x - m
+  // keep their bits.
+  template <FlashMode kMode>
   __device__ __forceinline__ float exp_scale() const {
-    return kMode <= 1 ? p.scale_log2 : 1.f;
+    return flash_mode_plain_logit(kMode) ? p.scale_log2 : 1.f;
   }
 
   // Logits of a warp's NT x 8 keys from k0 for block `blk`'s rows, in place in s (q.k for the plain
@@ -131,11 +130,12 @@ struct FlashCta {
   // for the others; -inf where a key is not visible), and the rows' maxima of the quad's part.
   // full: the plan marked the tile full (item_tile_full: every row of the item has every key of it
   // allowed by the mask_mod), so its bits need no test: the same logits as testing them.
-  template <int kMode, int NT>
+  template <FlashMode kMode, int NT>
   __device__ __forceinline__ void logits(float (&s)[NT][4], float (&tile_max)[2], const FlashRowBlock<kMode>& rb, int blk, int k0,
                                          bool full, const int* s_rlo, const int* s_rhi, const int* s_wlo, const int* s_whi,
                                          float inv_cap) const {
-    constexpr bool kPlain = kMode <= 1, kBits = FlashRowBlock<kMode>::kBits, kProg = kMode == 3;
+    constexpr bool kPlain = flash_mode_plain_logit(kMode), kBits = FlashRowBlock<kMode>::kBits;
+    constexpr bool kProg = kMode == FlashMode::kScoreMod;
     constexpr int kKeys = NT * 8;
     tile_max[0] = tile_max[1] = -INFINITY;
     // a mask_mod's bits of this warp's keys: they start at k0 and span at most 64 keys, so two words
@@ -155,7 +155,7 @@ struct FlashCta {
     // (and the mask_mod's on a full tile) then takes the maxima without a per-key test (a warp-uniform
     // branch)
     const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
-    if ((kMode == 0 || (kMode == 1 && full)) && whole) {
+    if ((kMode == FlashMode::kPlain || (kMode == FlashMode::kPlainBits && full)) && whole) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -164,12 +164,12 @@ struct FlashCta {
     }
     const int rlo[2] = {s_rlo[blk * 16 + g], s_rlo[blk * 16 + g + 8]};
     const int rhi[2] = {s_rhi[blk * 16 + g], s_rhi[blk * 16 + g + 8]};
-    if constexpr (kMode == 1) {
+    if constexpr (kMode == FlashMode::kPlainBits) {
       // a partial tile of the plain mask_mod kernel: each row's visible keys of this warp's part, and
       // the mask_mod's bits of them, folded into one 64-bit word per row (bit n: key k0 + n) once per
       // tile, so each element tests one bit at a place known at compile time: the same keys seen as by
-      // the per-key tests below (dilated mask_mod, every tile partial: docs/perf-notes.md v20). Not for
-      // kMode 0, whose partial tiles are few (a causal diagonal) and whose registers it would cost.
+      // the per-key tests below (a mask_mod with every tile partial needs it). Not for kPlain, whose
+      // partial tiles are few (a causal diagonal) and whose registers it would cost.
       static_assert(kKeys <= 64, "a warp's keys fit one word");
       const int sh = k0 & 63;
       uint64_t seen_w[2];
@@ -216,7 +216,7 @@ struct FlashCta {
               env.v[kVarScore] = s[j][e] * p.sm_scale;
               x = static_cast<float>(eval_expr(p.score_ops, p.score_n, env)) * 1.4426950408889634f;
             } else {
-              // kModes 2 and 4 run only when a soft-cap or ALiBi is set (flash_mode)
+              // the soft-cap / ALiBi variants run only when a soft-cap or ALiBi is set (flash_mode)
               x = s[j][e] * p.sm_scale;
               if (p.soft_cap > 0.f) x = p.soft_cap * softcap_tanh(x * inv_cap);
               // key - q as float: exact below 2^24, as the int difference the twins use
@@ -301,8 +301,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[NT][4], float (&tile_max
 }
 
 // A warp whose rows all kept their maxima (every corr exactly 1, the common case once a row has seen
-// its largest logits) skips the D / 2 multiplies: x * 1 is x, so the bits are the same (perf-notes
-// v25). Called by whole warps.
+// its largest logits) skips the D / 2 multiplies: x * 1 is x, so the bits are the same. Called by
+// whole warps.
 template <int D>
 __device__ __forceinline__ void rescale_o(float (&o)[D / 8][4], const float (&corr)[2]) {
   if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
@@ -346,7 +346,7 @@ __device__ __forceinline__ void quad_row_sums(float (&den)[2]) {
 // and for V).
 // In two halves, load_tile_page (the page lookup and its global loads) and store_tile_slot, so a
 // kernel can issue the loads where its fetching warps would otherwise wait and store a tile's math
-// later (docs/perf-notes.md v30).
+// later.
 // The KV tiles an item visits, in order, as cpu.tiled does: every kKvTile-key tile from the one
 // holding the first visible key (kv_lo; the grid starts at the item's first key), or the plan's list
 // of the item's non-empty tiles with their full marks (a mask_mod's item_tiles; use_list false in a

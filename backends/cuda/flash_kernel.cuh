@@ -18,9 +18,8 @@ namespace attnscope::cuda {
 // groups; a row keeps its 128-byte lines whole. Where D is not a multiple of 64 (32, 96), the swizzle
 // would leave the row, so rows are padded by 8 elements instead (16 bytes: the same stagger).
 // Why not pad everywhere: cp.async.cg moves 128-byte lines from L2 into shared memory, and a padded
-// row (272 bytes at head dim 128) puts 7 of 8 rows' lines across two 128-byte shared segments: ncu
-// on decode counted 1.5x the L2 sectors of the bytes copied (100.7M for 67.1M) and 2.7x the
-// requests, against cuDNN's one request per line (docs/perf-notes.md v39).
+// row (272 bytes at head dim 128) puts 7 of 8 rows' lines across two 128-byte shared segments, so each
+// line costs more L2 sectors and requests than a swizzled row's.
 template <int D>
 constexpr int kStride = flash_smem_stride(D);
 template <int D>
@@ -50,26 +49,19 @@ __device__ __forceinline__ uint32_t tile_addr(const T* tile, int r, int col) {
 // between them (the decode path: a 16-row tile still gets 4 warps of loads and MMAs) and are merged
 // in warp order at the end. K/V tiles are double-buffered with cp.async. With RB = 1, Q lives in
 // registers; with RB = 2 it stays in shared memory (registers go to the second row block).
-// kPlain: no soft-cap and no ALiBi, so the logit is q.k (its scale folded into exp2's FFMA); a
-// separate instantiation keeps tanhf and the ALiBi term out of the hot loop's code
-// (instruction-cache stalls on the prefill).
-// kMode: 0 plain; 1 plain with a mask_mod's bits (two words per row per tile), so a mask_mod alone
-// keeps the lean code (measured: the same window as a mask_mod ran 2.07x the built-in window's time
-// in the non-plain kernel; docs/perf-notes.md); 2 soft-cap / ALiBi; 4 soft-cap / ALiBi with a
-// mask_mod's bits (a separate instantiation: testing absent bits per element cost the Gemma-2
-// case ~20%, docs/perf-notes.md v10); 3 a score_mod that is neither, interpreted per element
-// (expr_program.h, doubles, as the CPU backends), bits tested when present: correct, not fast, and
-// its own instantiation so the others keep their code.
+// kMode, the kernel variant (FlashMode), is a template argument so that each variant is its own
+// instantiation: the plain ones keep tanhf and the ALiBi term out of the hot loop's code
+// (instruction-cache stalls), a mask_mod alone keeps the plain code (kPlainBits), the soft-cap / ALiBi
+// kernel tests no absent bits per element (kCapAlibiBits is apart), and the interpreted score_mod
+// (expr_program.h, doubles, as the CPU backends: correct, not fast) leaves the others' code alone.
 // Head dim 256 runs lean (kLean): Q's fragments are read from shared memory at every k-step rather
-// than held (64 registers per thread: the held form spilled 250 bytes per thread), and K and V get
-// one buffer each, K refilled as soon as S = Q K^T is done and V as soon as P V is done (the
-// schedule FlashAttention-2 uses at this size): 101 KB of shared memory instead of 169 KB, so two
-// CTAs share an SM and one's copies overlap the other's math. Same MMAs in the same order: the
-// same bits as the double-buffered form.
-// Head dim <= 64 with 8 warps asks for two CTAs per SM (__launch_bounds__ min blocks 2: at most 128
-// registers, from 145; 64 bytes of spills, outside the key loop): 16 resident warps instead of 8.
-// Measured on the H100: hd 64 prefill 1.89 -> 1.50 ms causal, 3.46 -> 2.69 ms non-causal.
-template <int D, class T, int WM, int WN, int RB, int kMode>
+// than held (the held form spills), and K and V get one buffer each, K refilled as soon as S = Q K^T
+// is done and V as soon as P V is done (the schedule FlashAttention-2 uses at this size): 101 KB of
+// shared memory instead of 169 KB, so two CTAs share an SM and one's copies overlap the other's math.
+// Same MMAs in the same order: the same bits as the double-buffered form.
+// Head dim <= 64 with 8 warps asks for two CTAs per SM (__launch_bounds__ min blocks 2, at most 128
+// registers; its few spills are outside the key loop): 16 resident warps instead of 8.
+template <int D, class T, int WM, int WN, int RB, FlashMode kMode>
 __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) flash_kernel(const FlashParams p) {
   constexpr int kThreads = WM * WN * 32;
   constexpr int kRows = WM * 16 * RB;
@@ -87,7 +79,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   extern __shared__ __align__(16) unsigned char smem_dyn[];
   // the dynamic region starts after the static one; aligned here (flash_smem_bytes adds kTileAlign)
   // (an offset from the shared array, not a rounded integer: the compiler keeps its addresses 32-bit
-  // shared ones; rounded through uintptr_t they became generic: the decode kernel 252 registers, not 186)
+  // shared ones; rounded through uintptr_t they become generic 64-bit ones, costing many registers)
   unsigned char* smem_raw =
       smem_dyn + ((kTileAlign - static_cast<uint32_t>(__cvta_generic_to_shared(smem_dyn)) % kTileAlign) % kTileAlign);
   T* stage0 = reinterpret_cast<T*>(smem_raw);  // K [64][S] then V [64][S]
@@ -135,7 +127,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   for (int rb = 0; rb < RB; ++rb) rows[rb] = c.row_block<kMode>(wm * RB + rb);
   __syncthreads();  // s_lo / s_hi final; RB = 1: every warp has its Q fragments, stage 1 is free
   const int kv_lo = s_lo, kv_hi = s_hi;
-  // soft-cap (kModes 2 and 4): 1 / cap once
+  // soft-cap (the soft-cap / ALiBi variants): 1 / cap once
   const float inv_cap = FlashRowBlock<kMode>::kCapAlibi && p.soft_cap > 0.f ? 1.f / p.soft_cap : 0.f;
 
   float o[RB][D / 8][4];
@@ -317,6 +309,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   for (int rb = 0; rb < RB; ++rb) c.store<D, T>(wm * RB + rb, o[rb], mx[rb], den[rb]);
 }
 
+// A warp layout of launch_flash (row warps x key-split warps), as a type for its dispatch.
+template <int WM, int WN>
+struct FlashWarps {
+  static constexpr int kWM = WM, kWN = WN;
+};
+
 template <int D, class T>
 void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 grid, cudaStream_t stream) {
   const size_t smem = flash_smem_bytes(D, warps_m, warps_n, rb);
@@ -327,28 +325,26 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  // plain, plain with a mask_mod's bits, soft-cap / ALiBi, an interpreted score_mod, or soft-cap /
-  // ALiBi with bits
-  const int mode = flash_mode(p);
-  auto pick = [&](auto k0, auto k1, auto k2, auto k3, auto k4, int threads) {
-    if (mode == 0) return go(k0, threads);
-    if (mode == 1) return go(k1, threads);
-    if (mode == 2) return go(k2, threads);
-    if (mode == 3) return go(k3, threads);
-    return go(k4, threads);
+  const FlashMode mode = flash_mode(p);
+  // the instantiation of the launch's variant for one warp layout (every variant is compiled for it)
+  auto pick = [&](auto layout, int threads) {
+    constexpr int kWM = decltype(layout)::kWM, kWN = decltype(layout)::kWN;
+    if (mode == FlashMode::kPlain) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlain>, threads);
+    if (mode == FlashMode::kPlainBits) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlainBits>, threads);
+    if (mode == FlashMode::kCapAlibi) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibi>, threads);
+    if (mode == FlashMode::kScoreMod) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kScoreMod>, threads);
+    return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibiBits>, threads);
   };
-#define ATTNSCOPE_FLASH_MODES(WM, WN, RB)                                                                  \
-  flash_kernel<D, T, WM, WN, RB, 0>, flash_kernel<D, T, WM, WN, RB, 1>, flash_kernel<D, T, WM, WN, RB, 2>, \
-      flash_kernel<D, T, WM, WN, RB, 3>, flash_kernel<D, T, WM, WN, RB, 4>
-  if (warps_m == 1 && warps_n == 4 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(1, 4, 1), 128);
-  if (warps_m == 4 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(4, 1, 1), 128);
+  if (warps_m == 1 && warps_n == 4 && rb == 1) return pick(FlashWarps<1, 4>{}, 128);
+  if (warps_m == 4 && warps_n == 1 && rb == 1) return pick(FlashWarps<4, 1>{}, 128);
   if constexpr (D < 256) {  // head dim 256: at most 64 rows per tile (the planners' rule)
-    if (warps_m == 8 && warps_n == 1 && rb == 1) return pick(ATTNSCOPE_FLASH_MODES(8, 1, 1), 256);
-    // FlashAttention-2's layout for modes 0 and 2 only (flash_geometry picks it for no other)
-    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == 0) return go(flash_kernel<D, T, 4, 1, 2, 0>, 128);
-    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == 2) return go(flash_kernel<D, T, 4, 1, 2, 2>, 128);
+    if (warps_m == 8 && warps_n == 1 && rb == 1) return pick(FlashWarps<8, 1>{}, 256);
+    // FlashAttention-2's layout for the bit-less variants only (flash_geometry picks it for no other)
+    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == FlashMode::kPlain)
+      return go(flash_kernel<D, T, 4, 1, 2, FlashMode::kPlain>, 128);
+    if (warps_m == 4 && warps_n == 1 && rb == 2 && mode == FlashMode::kCapAlibi)
+      return go(flash_kernel<D, T, 4, 1, 2, FlashMode::kCapAlibi>, 128);
   }
-#undef ATTNSCOPE_FLASH_MODES
   throw CudaError("cuda.flash: no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(warps_m) + "x" +
                   std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks");
 }

@@ -70,31 +70,55 @@ struct MergeParams {
   int hq, d;
 };
 
-// The kernel variant (kMode) a launch runs: 0 plain logits; 1 plain with a mask_mod's bits; 2 soft-cap
-// / ALiBi; 3 an interpreted score_mod; 4 soft-cap / ALiBi with bits. One rule for the launcher and
-// flash_geometry.
-inline int flash_mode(const FlashParams& p) {
-  if (p.score_ops) return 3;
+// The kernel variants of cuda.flash, each its own instantiation so that no variant carries another's
+// code in the hot loop. flash_mode() is the one place that picks a launch's variant.
+enum class FlashMode : int {
+  kPlain,         // logit = q.k, its scale folded into exp2's fma
+  kPlainBits,     // kPlain with a mask_mod's bits (two words per row per tile)
+  kCapAlibi,      // soft-cap and / or ALiBi
+  kScoreMod,      // a score_mod that is neither, interpreted per element (expr_program.h); bits when present
+  kCapAlibiBits,  // kCapAlibi with a mask_mod's bits
+};
+
+// The variant's properties, named once: the logit is q.k (its scale still pending, FlashCta::exp_scale);
+// rows carry a mask_mod's bit rows; rows carry the ALiBi terms and the soft-cap; no bits at all (the
+// only variants compiled for FlashAttention-2's two-row-block layout, the warp-specialised and the
+// paired Hopper kernels).
+constexpr bool flash_mode_plain_logit(FlashMode m) { return m == FlashMode::kPlain || m == FlashMode::kPlainBits; }
+constexpr bool flash_mode_bits(FlashMode m) {
+  return m == FlashMode::kPlainBits || m == FlashMode::kScoreMod || m == FlashMode::kCapAlibiBits;
+}
+constexpr bool flash_mode_cap_alibi(FlashMode m) { return m == FlashMode::kCapAlibi || m == FlashMode::kCapAlibiBits; }
+constexpr bool flash_mode_bitless(FlashMode m) { return m == FlashMode::kPlain || m == FlashMode::kCapAlibi; }
+// for error messages, in the enum's order
+inline const char* flash_mode_name(FlashMode m) {
+  constexpr const char* kNames[] = {"plain", "plain with mask_mod bits", "soft-cap / ALiBi", "interpreted score_mod",
+                                    "soft-cap / ALiBi with mask_mod bits"};
+  return kNames[static_cast<int>(m)];
+}
+
+// The variant a launch runs: one rule for the launchers and flash_geometry.
+inline FlashMode flash_mode(const FlashParams& p) {
+  if (p.score_ops) return FlashMode::kScoreMod;
   const bool plain_logit = p.soft_cap <= 0.f && !p.alibi;
-  return plain_logit ? (p.mask_bits ? 1 : 0) : (p.mask_bits ? 4 : 2);
+  if (plain_logit) return p.mask_bits ? FlashMode::kPlainBits : FlashMode::kPlain;
+  return p.mask_bits ? FlashMode::kCapAlibiBits : FlashMode::kCapAlibi;
 }
 
 // Kernel geometry of a tile: 16 rows -> 1 row warp x 4 key-split warps; 64 rows -> 4 warps, one
 // 16-row block each; 128 rows -> 8 warps x 1 block, or FlashAttention-2's layout, 4 warps x 2 row
-// blocks with Q in shared memory, where it measured faster (H100, docs/perf-notes.md v10, v11): the
-// plain and the soft-cap / ALiBi kernels (modes 0 and 2) at head dims 96 and 128. There every K/V
-// fragment read from shared memory feeds two MMAs instead of one, where 8 warps x 1 block were bound
-// by shared-memory bandwidth. The mask-bit kernels spill ~190 bytes per thread at 2 blocks and
-// measured 10% slower, so only modes 0 and 2 are compiled with 2 blocks; head dim <= 64 runs 8
-// warps at two CTAs per SM (faster there); head dim 256 has no registers for a second block.
-// rb_override 1 or 2 forces the 128-row layout of modes 0 and 2 (ATTNSCOPE_FLASH_RB, for A/B
-// measurements on one build). Both layouts compute every row over the same tiles with the same sums
-// in the same order: the same bits (GPU test Gpu.FlashRowBlockLayoutsGiveTheSameBits).
-inline void flash_geometry(int tile, int head_dim, int kv_split, int mode, int rb_override, int* wm, int* wn, int* rb) {
+// blocks with Q in shared memory, for the bit-less variants at head dims 96 and 128: every K/V
+// fragment read from shared memory then feeds two MMAs instead of one (8 warps x 1 block are bound by
+// shared-memory bandwidth there). The bit variants have no registers for a second block (they
+// spill), head dim <= 64 runs 8 warps at two CTAs per SM instead, head dim 256 has no registers for it.
+// rb_override 1 or 2 forces the 128-row layout of the bit-less variants (FlashDebugOptions::rb). Both
+// layouts compute every row over the same tiles with the same sums in the same order: the same bits
+// (GPU test Gpu.FlashRowBlockLayoutsGiveTheSameBits).
+inline void flash_geometry(int tile, int head_dim, int kv_split, FlashMode mode, int rb_override, int* wm, int* wn, int* rb) {
   *wn = kv_split;
   *rb = 1;
   *wm = tile / 16;
-  const bool two_blocks = (mode == 0 || mode == 2) && (rb_override ? rb_override == 2 : head_dim > 64);
+  const bool two_blocks = flash_mode_bitless(mode) && (rb_override ? rb_override == 2 : head_dim > 64);
   if (tile == 128 && kv_split == 1 && head_dim < 256 && two_blocks) {
     *wm = 4;
     *rb = 2;
@@ -105,11 +129,11 @@ inline void flash_geometry(int tile, int head_dim, int kv_split, int mode, int r
 // kernel: a 64- or 128-row tile without key-split warps (decode's 16-row tiles keep the mma.sync
 // kernel's 4 key-split warps), head dim in whole 64-column panels (64, 128, 256; 256 with 64-row tiles
 // only: a 128-row tile's two warpgroups would need 2 x 128 x 255 registers), and any kernel variant
-// but the interpreted score_mod (kMode 3). The caller adds the rest: compiled for this head dim and
-// dtype, a compute capability 9.0 device, and not turned off (ATTNSCOPE_FLASH_PATH=mma).
-constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, int mode) {
+// but the interpreted score_mod. The caller adds the rest: compiled for this head dim and dtype, a
+// compute capability 9.0 device, and not turned off (FlashDebugOptions::sm90).
+constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, FlashMode mode) {
   const bool dim_ok = head_dim == 64 || head_dim == 128 || (head_dim == 256 && tile == 64);
-  return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != 3;
+  return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != FlashMode::kScoreMod;
 }
 
 // Shared memory of the Hopper kernel: Q, then K and V of each of two stages (head dim 256 with 64
@@ -125,8 +149,8 @@ constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
 // soft-cap / ALiBi variants (no tile lists or bits: those keep the two-CTA form). Its K / V ring has
 // kFlashWsStages stages; shared memory: Q, the stages, 1 KB to align the swizzle atoms.
 constexpr int kFlashWsStages = 4;
-constexpr bool flash_sm90_ws_fits(int tile, int head_dim, int mode) {
-  return tile == 128 && (head_dim == 64 || head_dim == 128) && (mode == 0 || mode == 2);
+constexpr bool flash_sm90_ws_fits(int tile, int head_dim, FlashMode mode) {
+  return tile == 128 && (head_dim == 64 || head_dim == 128) && flash_mode_bitless(mode);
 }
 constexpr size_t flash_sm90_ws_smem_bytes(int head_dim) {
   const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;

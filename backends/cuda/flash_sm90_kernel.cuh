@@ -10,8 +10,10 @@
 // registers, rounded to the dtype as in cpu.tiled. Every row sees the same tiles, in the same order,
 // with the same fp32 sums as the mma.sync kernel.
 // Compiled only for sm_90a (wgmma exists on compute capability 9.0 alone): its own library,
-// attnscope_cuda_sm90 (kernels/cuda/CMakeLists.txt).
+// attnscope_cuda_sm90 (backends/cuda/CMakeLists.txt).
 #pragma once
+
+#include <type_traits>
 
 #include "flash_device.cuh"
 #include "flash_sm90_ws_kernel.cuh"
@@ -22,14 +24,14 @@ namespace attnscope::cuda {
 // Every warp copies and computes, one tile at a time: two K / V stages (head dim 256 with one
 // warpgroup: one K and one V buffer, the lean schedule) and a barrier per tile, two CTAs per SM at
 // head dims <= 128 (128 registers: 16 warps per SM, one CTA's softmax and copies beside the other's
-// wgmma; one CTA per SM measured 1.5x slower). A warp-specialised form (a producer warpgroup, mbarrier
-// stages) measured 2.1x slower again and is not kept: docs/perf-notes.md v14.
+// wgmma). The default Hopper form; the warp-specialised one (flash_sm90_ws_kernel.cuh) is opt-in
+// (FlashDebugOptions::ws) because it is slower on every shape measured so far.
 // kPair: two 64-row work items of the plan in one CTA, one per warpgroup (pair_items: the same unit
 // and KV chunk, so the same keys on the same 64-key tile grid). Every K / V tile is loaded once for
 // both, and each warpgroup computes exactly the tiles its item alone would visit, in the same order:
 // the same bits as one item per CTA. Head dim 256, where a 64-row CTA is bound by the K / V it loads
-// per row (docs/perf-notes.md v18).
-template <int D, class T, int NWG, int kMode, bool kPair = false>
+// per row.
+template <int D, class T, int NWG, FlashMode kMode, bool kPair = false>
 __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash_sm90_kernel(const FlashParams p) {
   static_assert(D % 64 == 0, "whole 64-column swizzle panels");
   static_assert(!kPair || NWG == 2, "a pair is two warpgroups");
@@ -37,9 +39,9 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp (every warp sees the whole tile)
   constexpr bool kLean = D >= 256 && NWG == 1;
-  constexpr bool kShadow = !kLean && !kPair && kMode != 1;            // S's wait apart from its issue (qk_done)
-  constexpr int kTileBytes = kKvTile * D * 2;                         // one K or V tile
-  if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
+  constexpr bool kShadow = !kLean && !kPair && kMode != FlashMode::kPlainBits;  // S's wait apart from its issue
+  constexpr int kTileBytes = kKvTile * D * 2;                                   // one K or V tile
+  if (!kPair && static_cast<int>(blockIdx.x) >= p.num_items) return;            // CUDA-graph padding CTA
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* qs = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -114,8 +116,8 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   const uint32_t q_off = wg * 64 * 128, stage_off = static_cast<uint32_t>(stage0 - qs),
                  stage_step = static_cast<uint32_t>(stage1 - stage0);
   // S's wait, apart from its issue (kShadow): the two-stage loop loads the next pages while the
-  // tensor cores run S (kv_tile_loop), and pv_tile waits. Not in a paired CTA (hd 256 measured 11%
-  // slower with it) nor the mask_mod kernel (its 128 registers spilled more: 5% slower): perf-notes v30
+  // tensor cores run S (kv_tile_loop), and pv_tile waits. Not in a paired CTA nor the plain mask_mod
+  // kernel, which were slower with it (the latter's 128 registers spill more)
   auto qk_done = [&] {
     wgmma_wait<0>();
     wgmma_hold<NT * 4>(&s[0][0]);
@@ -184,9 +186,9 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
 }
 
 // The Hopper kernel for a plan tile of `rows` (64 or 128) rows, or with p.pairs two 64-row items per
-// CTA (head dim 256, kModes 0 and 2: flash.cu's rule), or its warp-specialised form (ws: flash.cu has
-// checked flash_sm90_ws_fits); the caller has checked flash_sm90_fits (no key-split warps, a mode it
-// compiles).
+// CTA (head dim 256, the bit-less variants: flash.cu's rule), or its warp-specialised form (ws:
+// flash.cu has checked flash_sm90_ws_fits); the caller has checked flash_sm90_fits (no key-split
+// warps, a variant it compiles).
 template <int D, class T>
 void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaStream_t stream) {
   const size_t smem = ws ? flash_sm90_ws_smem_bytes(D) : flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
@@ -196,36 +198,35 @@ void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaS
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  const int mode = flash_mode(p);
+  const FlashMode mode = flash_mode(p);
   if constexpr (D == 64 || D == 128) {
     if (ws && flash_sm90_ws_fits(rows, D, mode))
-      return mode == 0 ? go(flash_sm90_ws_kernel<D, T, 0>, 384) : go(flash_sm90_ws_kernel<D, T, 2>, 384);
+      return mode == FlashMode::kPlain ? go(flash_sm90_ws_kernel<D, T, FlashMode::kPlain>, 384)
+                                       : go(flash_sm90_ws_kernel<D, T, FlashMode::kCapAlibi>, 384);
   }
   if (ws)
     throw CudaError("cuda.flash (wgmma): no warp-specialised kernel for head_dim " + std::to_string(D) + " with " +
-                    std::to_string(rows) + "-row tiles, kernel variant " + std::to_string(mode));
+                    std::to_string(rows) + "-row tiles, kernel variant " + flash_mode_name(mode));
   if (p.pairs) {
     if constexpr (D == 256) {
-      if (mode == 0) return go(flash_sm90_kernel<D, T, 2, 0, true>, 256);
-      if (mode == 2) return go(flash_sm90_kernel<D, T, 2, 2, true>, 256);
+      if (mode == FlashMode::kPlain) return go(flash_sm90_kernel<D, T, 2, FlashMode::kPlain, true>, 256);
+      if (mode == FlashMode::kCapAlibi) return go(flash_sm90_kernel<D, T, 2, FlashMode::kCapAlibi, true>, 256);
     }
     throw CudaError("cuda.flash (wgmma): no paired kernel for head_dim " + std::to_string(D) + ", kernel variant " +
-                    std::to_string(mode));
+                    flash_mode_name(mode));
   }
-  auto pick = [&](auto k0, auto k1, auto k2, auto k4, int threads) {
-    if (mode == 0) return go(k0, threads);
-    if (mode == 1) return go(k1, threads);
-    if (mode == 2) return go(k2, threads);
-    return go(k4, threads);
+  // every variant but the interpreted score_mod (flash_sm90_fits), for NWG warpgroups
+  auto pick = [&](auto nwg, int threads) {
+    constexpr int NWG = decltype(nwg)::value;
+    if (mode == FlashMode::kPlain) return go(flash_sm90_kernel<D, T, NWG, FlashMode::kPlain>, threads);
+    if (mode == FlashMode::kPlainBits) return go(flash_sm90_kernel<D, T, NWG, FlashMode::kPlainBits>, threads);
+    if (mode == FlashMode::kCapAlibi) return go(flash_sm90_kernel<D, T, NWG, FlashMode::kCapAlibi>, threads);
+    return go(flash_sm90_kernel<D, T, NWG, FlashMode::kCapAlibiBits>, threads);
   };
-#define ATTNSCOPE_SM90_MODES(NWG)                                                                    \
-  flash_sm90_kernel<D, T, NWG, 0>, flash_sm90_kernel<D, T, NWG, 1>, flash_sm90_kernel<D, T, NWG, 2>, \
-      flash_sm90_kernel<D, T, NWG, 4>
-  if (rows == 64) return pick(ATTNSCOPE_SM90_MODES(1), 128);
+  if (rows == 64) return pick(std::integral_constant<int, 1>{}, 128);
   if constexpr (D < 256) {  // head dim 256: 64-row tiles only (flash_sm90_fits)
-    if (rows == 128) return pick(ATTNSCOPE_SM90_MODES(2), 256);
+    if (rows == 128) return pick(std::integral_constant<int, 2>{}, 256);
   }
-#undef ATTNSCOPE_SM90_MODES
   throw CudaError("cuda.flash (wgmma): no kernel for head_dim " + std::to_string(D) + " with " + std::to_string(rows) +
                   "-row tiles");
 }

@@ -1,5 +1,5 @@
 // cuda.flash's warp-specialised Hopper kernel (sm_90a): the plan's 128-row tiles at head dims 64 and
-// 128, plain or soft-cap / ALiBi (kModes 0 and 2), one CTA per SM in FlashAttention-3's structure. Three
+// 128, plain or soft-cap / ALiBi (the bit-less variants), one CTA per SM in FlashAttention-3's structure. Three
 // warpgroups: the last is the producer, which gathers each K / V tile from the paged cache with
 // cp.async into a ring of kFlashWsStages stages and hands it over through an mbarrier; the first two
 // are the consumers, 64 rows each, which take the producer's registers (setmaxnreg) and run without
@@ -9,7 +9,8 @@
 // The numerics are flash_sm90_kernel's: the same tiles in the same order, the same logits and
 // online-softmax step per 64-key plan tile (flash_device.cuh), and O's operations in the same order
 // (O x corr(i-1), += P(i-1) V(i-1), x corr(i), += P(i) V(i) ...), so the same bits (the GPU tests
-// hold it against the two-CTA form and the mma.sync kernel). docs/perf-notes.md v34.
+// hold it against the two-CTA form and the mma.sync kernel). Opt-in (FlashDebugOptions::ws): slower
+// than the two-CTA form on every shape measured so far.
 #pragma once
 
 #include "flash_device.cuh"
@@ -17,10 +18,10 @@
 
 namespace attnscope::cuda {
 
-template <int D, class T, int kMode>
+template <int D, class T, FlashMode kMode>
 __global__ void __launch_bounds__(384, 1) flash_sm90_ws_kernel(const FlashParams p) {
   static_assert(D == 64 || D == 128, "a 128-row tile's consumers hold O at head dims 64 and 128");
-  static_assert(kMode == 0 || kMode == 2, "no tile lists, no bits: the plain and soft-cap / ALiBi variants");
+  static_assert(flash_mode_bitless(kMode), "no tile lists, no bits: the plain and soft-cap / ALiBi variants");
   constexpr int kRows = 128, kConsumers = 256, kStages = kFlashWsStages;
   constexpr int kVec = D / 8;      // 16-byte vectors per row
   constexpr int NT = kKvTile / 8;  // S n-tiles per warp
@@ -32,7 +33,7 @@ __global__ void __launch_bounds__(384, 1) flash_sm90_ws_kernel(const FlashParams
   unsigned char* stages = qs + kRows * D * 2;  // stage st: K at st * 2 tiles, V one tile after
   __shared__ int s_lo, s_hi, s_rlo[kRows], s_rhi[kRows], s_wlo[8], s_whi[8];
   __shared__ int64_t s_row[3][kKvTile];  // the producer's table of key offsets: tile i in slot i % 3
-  __shared__ bool s_full[3];             // (store_tile_slot's full marks: unused by kModes 0 and 2)
+  __shared__ bool s_full[3];             // (store_tile_slot's full marks: unused by the bit-less variants)
   // full: the producer's copies of the stage landed (its 128 threads' cp.async arrivals); empty:
   // every consumer warp is done with it
   __shared__ __align__(8) uint64_t s_full_bar[kStages], s_empty_bar[kStages];

@@ -65,8 +65,8 @@ __device__ inline void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // ignore-src (PTX 7.5) when !valid: nothing is read, the 16 bytes are zero-filled. The predicate
   // form, not a src-size of 0: ptxas turned the size back into the predicate with five integer
-  // instructions per copy (docs/perf-notes.md v29). L2::256B: the aligned 256 bytes around the
-  // source come into L2 on a key's first copy (its whole row at head dim 128; decode 1-2% faster: v31)
+  // instructions per copy. L2::256B: the aligned 256 bytes around the source come into L2 on a key's
+  // first copy (its whole row at head dim 128), which the key's next copies then hit
   asm volatile("{\n.reg .pred p;\nsetp.eq.u32 p, %2, 0;\ncp.async.cg.shared.global.L2::256B [%0], [%1], 16, p;\n}\n" ::"r"(dst),
                "l"(gmem), "r"(static_cast<uint32_t>(valid)));
 }
@@ -84,7 +84,7 @@ __device__ inline float fast_exp2(float x) {
 
 // tanh for the soft-cap: 1 - 2 / (exp(2y) + 1) on the SFU (ex2.approx, a fast divide), a few
 // instructions where tanhf is a long inlined sequence that the unrolled loop carries 32 times per row
-// block (instruction-cache stalls: docs/perf-notes.md v11). Absolute error about 1e-6 (tanh is at most
+// block (instruction-cache stalls). Absolute error about 1e-6 (tanh is at most
 // 1 in size), times the cap (50 for Gemma-2): 5e-5 in a logit, far below the bf16 rounding of P that
 // follows. exp overflowing to inf gives 1, underflowing to 0 gives -1.
 __device__ inline float softcap_tanh(float y) {

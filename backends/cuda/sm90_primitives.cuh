@@ -74,8 +74,8 @@ __device__ inline uint64_t sw128_desc(const void* smem, uint32_t lead_bytes, uin
 // The same descriptor split into its two 32-bit words, for a base address that many k-steps offset:
 // the start-address field (bits 0-13, address / 16) of the base plus offset / 16 is the field of the
 // offset address, and never carries into bit 14 (shared memory ends below 256 KB), so a k-step's
-// descriptor is one 32-bit add to the low word instead of rebuilding it from the address (docs/perf-
-// notes.md v24: the rebuilt descriptors were a fifth of the hd 128 loop's instructions).
+// descriptor is one 32-bit add to the low word instead of rebuilding it from the address (rebuilt
+// descriptors were a large part of the loop's instructions).
 struct Sw128Desc {
   uint32_t lo, hi;
   __device__ uint64_t at(uint32_t byte_offset) const { return static_cast<uint64_t>(hi) << 32 | (lo + (byte_offset >> 4)); }

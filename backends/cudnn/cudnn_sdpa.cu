@@ -13,6 +13,7 @@
 #include "cudnn_graph.h"
 #include "cudnn_sdpa.h"
 #include "device_workload.h"
+#include "gpu_timer.h"
 
 namespace attnscope::peers::cudnn {
 
@@ -138,41 +139,11 @@ class SdpaBackend final : public Backend {
     res.lse = lse.to_host<float>(total_q * Hq);
     apply_conventions(c, s, &res.o, &res.lse);
 
-    if (opt.bench_reps > 0) {
-      // The graph execution only, as cuda.flash times its kernels: 3 warm-ups, then each rep
-      // between two events on the stream cuDNN runs on (the default stream).
-      cudaEvent_t e0, e1;
-      cuda::check(cudaEventCreate(&e0), "cudaEventCreate");
-      cuda::check(cudaEventCreate(&e1), "cudaEventCreate");
-      std::vector<float> ms;
-      try {
-        for (int i = 0; i < 3; ++i) g.graph->execute(b);
-        for (int i = 0; i < opt.bench_reps; ++i) {
-          if (opt.cancel && opt.cancel->load()) break;
-          cuda::check(cudaEventRecord(e0), "cudaEventRecord");
-          g.graph->execute(b);
-          cuda::check(cudaEventRecord(e1), "cudaEventRecord");
-          cuda::check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-          float t = 0;
-          cuda::check(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
-          ms.push_back(t);
-        }
-        cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop");
-      } catch (...) {
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
-        throw;
-      }
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-      if (!ms.empty()) {
-        std::sort(ms.begin(), ms.end());
-        res.timing.device_ms = ms[ms.size() / 2];
-        res.timing.device_ms_min = ms.front();
-        res.timing.device_ms_max = ms.back();
-        res.timing.reps = static_cast<int>(ms.size());
-      }
-    }
+    // The graph execution only, as cuda.flash times its kernels, on the stream cuDNN runs on (the
+    // default stream).
+    cuda::time_launches(
+        opt, [&] { g.graph->execute(b); }, [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop"); },
+        &res.timing);
 
     // The graph's build time beside the run: on a miss the whole build, on a hit the lookup.
     const std::string graph_time = g.cached ? "graph cached: " + fixed(g.lookup_ms, 3) + " ms (built in " +

@@ -33,6 +33,7 @@
 #include "device_workload.h"
 #include "fi_conventions.h"
 #include "fi_sm90_launch.h"
+#include "gpu_timer.h"
 
 namespace attnscope::peers::flashinfer {
 
@@ -346,7 +347,10 @@ class PrefillSm90Backend final : public Backend {
     res.lse = lse.to_host<float>(static_cast<size_t>(u.total_q * Hq));
     for (float& l : res.lse) l = lse2_to_natural(l);
 
-    if (opt.bench_reps > 0) time_launches(opt, once, &res.timing);
+    // kernel launches only (the plan is made once, before)
+    cuda::time_launches(
+        opt, [&] { once(false); }, [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop of flashinfer.prefill_sm90"); },
+        &res.timing);
 
     std::string msg = "FlashInfer PrefillSM90Plan: cta_tile_q " + std::to_string(tile) + ", " + std::to_string(works) +
                       " work tiles (q tile x qo head) over " + std::to_string(sms) + " persistent CTAs (" +
@@ -361,41 +365,6 @@ class PrefillSm90Backend final : public Backend {
   }
 
  private:
-  // cuda.flash's protocol: 3 warm-ups, then opt.bench_reps launches each between CUDA events;
-  // median, min and max. Kernel launches only (the plan is made once, before).
-  static void time_launches(const RunOptions& opt, const std::function<void(bool)>& once, Timing* t) {
-    cudaEvent_t ev_a, ev_b;
-    cuda::check(cudaEventCreate(&ev_a), "cudaEventCreate");
-    cuda::check(cudaEventCreate(&ev_b), "cudaEventCreate");
-    std::vector<float> ms;
-    try {
-      for (int i = 0; i < 3; ++i) once(false);  // warm-up
-      for (int i = 0; i < opt.bench_reps; ++i) {
-        if (opt.cancel && opt.cancel->load()) break;
-        cuda::check(cudaEventRecord(ev_a), "cudaEventRecord");
-        once(false);
-        cuda::check(cudaEventRecord(ev_b), "cudaEventRecord");
-        cuda::check(cudaEventSynchronize(ev_b), "cudaEventSynchronize");
-        float x = 0;
-        cuda::check(cudaEventElapsedTime(&x, ev_a, ev_b), "cudaEventElapsedTime");
-        ms.push_back(x);
-      }
-      cuda::check(cudaDeviceSynchronize(), "benchmark loop of flashinfer.prefill_sm90");
-    } catch (...) {
-      cudaEventDestroy(ev_a);
-      cudaEventDestroy(ev_b);
-      throw;
-    }
-    cudaEventDestroy(ev_a);
-    cudaEventDestroy(ev_b);
-    if (ms.empty()) return;
-    std::sort(ms.begin(), ms.end());
-    t->device_ms = ms[ms.size() / 2];
-    t->device_ms_min = ms.front();
-    t->device_ms_max = ms.back();
-    t->reps = static_cast<int>(ms.size());
-  }
-
   // What the case asks for that this backend runs differently, or that does not apply to it.
   static std::vector<std::string> notes(const CaseSpec& c, const Choice& ch, int sms) {
     std::vector<std::string> n;

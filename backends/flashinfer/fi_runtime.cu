@@ -12,6 +12,7 @@
 #include "device_workload.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
+#include "gpu_timer.h"
 
 namespace attnscope::peers::flashinfer {
 
@@ -201,38 +202,8 @@ void Workspaces::alloc(size_t float_b, size_t int_b) {
 }
 
 void time_launches(const RunOptions& opt, const std::function<void()>& once, Timing* t) {
-  if (opt.bench_reps <= 0) return;
-  cudaEvent_t a, b;
-  cuda::check(cudaEventCreate(&a), "cudaEventCreate");
-  cuda::check(cudaEventCreate(&b), "cudaEventCreate");
-  std::vector<float> ms;
-  try {
-    for (int i = 0; i < 3; ++i) once();  // warm-up
-    for (int i = 0; i < opt.bench_reps; ++i) {
-      if (opt.cancel && opt.cancel->load()) break;
-      cuda::check(cudaEventRecord(a), "cudaEventRecord");
-      once();
-      cuda::check(cudaEventRecord(b), "cudaEventRecord");
-      cuda::check(cudaEventSynchronize(b), "cudaEventSynchronize");
-      float x = 0;
-      cuda::check(cudaEventElapsedTime(&x, a, b), "cudaEventElapsedTime");
-      ms.push_back(x);
-    }
-    cuda::check(cudaDeviceSynchronize(), "benchmark loop");
-  } catch (...) {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    throw;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (!ms.empty()) {
-    std::sort(ms.begin(), ms.end());
-    t->device_ms = ms[ms.size() / 2];
-    t->device_ms_min = ms.front();
-    t->device_ms_max = ms.back();
-    t->reps = static_cast<int>(ms.size());
-  }
+  cuda::time_launches(
+      opt, once, [] { cuda::check(cudaDeviceSynchronize(), "benchmark loop"); }, t);
 }
 
 void check_fi_launch(cudaError_t st, const std::string& what, bool sync) {

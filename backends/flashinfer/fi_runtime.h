@@ -45,9 +45,8 @@ struct Workspaces {
   void alloc(size_t float_b, size_t int_b);
 };
 
-// Runs `once` opt.bench_reps times between CUDA events after 3 warm-ups (cuda.flash's protocol):
-// median, min and max in ms. `once` launches only the kernels (the plan is not timed). No-op when
-// opt.bench_reps == 0.
+// The GPU backends' timing protocol (cuda::time_launches, gpu_timer.h) around `once`, which
+// launches only the kernels (the plan is not timed); the loop's errors checked by a device sync.
 void time_launches(const RunOptions& opt, const std::function<void()>& once, Timing* t);
 
 // Throws cuda::CudaError "kernel <what>: <error>" for a FlashInfer status that is not cudaSuccess,

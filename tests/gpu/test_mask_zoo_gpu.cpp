@@ -123,7 +123,7 @@ TEST(GpuMaskZoo, FlashWithAMaskModMatchesTheBuiltInTwinBitForBit) {
 }
 
 // A score_mod of no form a library takes as parameters (an attention-sink bonus): cuda.flash runs it
-// in its interpreted kernel variant (kMode 3) within the 2x rule and beside its CPU twin; a
+// in its interpreted kernel variant (FlashMode::kScoreMod) within the 2x rule and beside its CPU twin; a
 // FlashInfer backend refuses it, naming the forms it takes.
 TEST(GpuMaskZoo, AScoreModNoLibraryTakesRunsInterpretedOnCudaFlash) {
   REQUIRE_GPU();

@@ -3,7 +3,7 @@
 // the plan's order (KV tiles of kKvTile keys from each chunk's start, the key-split ways of 16-row
 // tiles), each chunk ends in a partial (O, LSE), the partials merge in chunk order, and the result
 // is set beside the exact softmax (fp64, cpu.reference's arithmetic). The last step's O and LSE are
-// cpu.tiled's bits: the step-through runs cpu.tiled's own code (kernels/cpu/tiled_row.h).
+// cpu.tiled's bits: the step-through runs cpu.tiled's own code (backends/cpu/tiled_row.h).
 // All running quantities are in base 2, as the kernels keep them: logits are scaled by log2(e), m
 // is the running max of those, d the running sum of exp2(logit - m).
 #pragma once
