@@ -26,7 +26,7 @@ using namespace attnscope::cli;
 
 namespace {
 
-const char* kUsage = R"(attnscope-cli: attention kernels on configurable batches, headless
+const char* kUsageTemplate = R"(attnscope-cli: attention kernels on configurable batches, headless
 
 usage: attnscope-cli COMMAND [options] CASE.json
        attnscope-cli --help | --version
@@ -43,17 +43,17 @@ commands:
       --dump DIR           write inputs and outputs as .npy (q, k, v, o_<backend>, lse_<backend>) + meta.json
       --export-script DIR  write DIR/repro.py, a Python repro that runs the library itself (FlashInfer,
                            PyTorch SDPA / flex_attention) on the inputs, + the .npy files it reads
-      --script-backend ID  the backend the script reproduces (default: the first flashinfer.* backend,
-                           else the first that is not a reference or cpu.lowp)
+      --script-backend ID  the backend the script reproduces (default: the first whose library has a
+                           script writer, else the first that is not a reference or low-precision baseline)
       --json               print the JSON report instead of the table
   invariance CASE [options]  each request alone vs inside the batch, per planner
-      --backend ID         backend to check (default cpu.tiled)
+      --backend ID         backend to check (default {TWIN})
       --planners a,b,...   planner models (default flashinfer,flash_attn,fixed,off)
       --fixed-split-size N pages per chunk for `fixed` (default: the case's, else 2048 tokens)
       --fixed-tile-q N     query tile for `fixed` (default: the case's, else 128)
       --json
   bench CASE [options]     time GPU backends with CUDA events
-      --backends a,b,...   backends to time (default cuda.flash and every flashinfer.* / cudnn.* backend)
+      --backends a,b,...   backends to time (default {BENCH})
       --reps N             timed repetitions after 3 warm-ups (default 20)
       --json
   sweep CASE --set PATH=VALUES [options]
@@ -70,10 +70,13 @@ commands:
       --csv FILE           write the table as CSV
       --json
   explain CASE --request R --row Q --head H [--json]
-                           online softmax of one query row step by step, as cpu.tiled (cuda.flash's
+                           online softmax of one query row step by step, as {TWIN} (the plan's CPU
                            twin) computes it under the plan: KV tiles, chunks, partials, merge, and
                            the result beside the exact softmax
   devices [--json]         CUDA devices visible to this build
+  backends                 every backend id, what it computes and what it takes
+
+backends: {IDS}
 
   --help, -h               this text (also after a command); --version: the version
 
@@ -81,6 +84,22 @@ exit codes: 0 ok; 1 a comparison, a replay check or a backend failed; 2 bad case
   line on stderr, starting "error: "); 3 nothing failed, but something could not be checked here
   (no GPU or not compiled, a comparison skipped, a recorded digest not replayed, nothing timed)
 )";
+
+// The usage with the registry's answers filled in (ids and defaults are the families' to say).
+std::string usage() {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string t;
+    for (const auto& x : v) t += (t.empty() ? "" : ", ") + x;
+    return t;
+  };
+  std::string u = kUsageTemplate;
+  const std::pair<std::string, std::string> subs[] = {{"{TWIN}", backend_for_role(Role::kPlanTwin)},
+                                                      {"{BENCH}", join(default_bench_backends())},
+                                                      {"{IDS}", join(known_backends())}};
+  for (const auto& [key, value] : subs)
+    for (size_t at = u.find(key); at != std::string::npos; at = u.find(key, at + value.size())) u.replace(at, key.size(), value);
+  return u;
+}
 
 // Messages may quote bytes of a case that are not UTF-8 (an expression's character cut in two):
 // they are replaced by U+FFFD rather than abort the output.
@@ -314,6 +333,17 @@ int cmd_explain(const Args& a) {
   return 0;
 }
 
+// Every backend the registry lists, with what its family's descriptor says it takes.
+int cmd_backends() {
+  for (const auto& f : backend_families()) {
+    std::cout << "  family " << f.name << ": " << (f.compiled ? "compiled, " : "not compiled: ") << f.note << "\n";
+    for (const auto& b : f.backends)
+      std::cout << b.id << std::string(b.id.size() < 24 ? 24 - b.id.size() : 1, ' ') << b.summary << "\n"
+                << std::string(24, ' ') << "takes: " << b.takes << "\n";
+  }
+  return 0;
+}
+
 int cmd_devices(const Args& a) {
   std::string why;
   const auto devs = list_devices(&why);
@@ -332,12 +362,12 @@ int cmd_devices(const Args& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {  // a wrong call: the usage is the error message
-    std::cerr << kUsage;
+    std::cerr << usage();
     return 2;
   }
   const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   }
   if (cmd == "--version" || cmd == "version") {
@@ -356,10 +386,14 @@ int main(int argc, char** argv) {
     if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
+    if (cmd == "backends") {
+      parse_args(argc, argv, {}, {});
+      return cmd_backends();
+    }
     throw UsageError("unknown command \"" + cmd +
-                     "\" (commands: validate, plan, run, invariance, bench, sweep, explain, devices; see --help)");
+                     "\" (commands: validate, plan, run, invariance, bench, sweep, explain, devices, backends; see --help)");
   } catch (const HelpRequested&) {
-    std::cout << kUsage;
+    std::cout << usage();
     return 0;
   } catch (const CaseError& e) {
     std::cerr << "error: " << e.what() << "\n";

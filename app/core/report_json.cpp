@@ -19,7 +19,6 @@ ordered_json num(double v) {
 }
 }  // namespace
 
-std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }
 
 ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
   ordered_json j;

@@ -9,9 +9,6 @@
 
 namespace attnscope {
 
-// A comparison's name in tables and sweeps, "cpu.tiled vs cpu.reference (twice_lowp)": the rule tells
-// apart two comparisons of the same pair.
-std::string comparison_label(const ComparisonSpec& k);
 
 nlohmann::ordered_json plan_to_json(const CaseSpec& c, const Plan& p);
 // library_plans: each library's own plan of the case (FlashInfer's PrefillSplitQOKVIndptr result,

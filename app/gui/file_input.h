@@ -11,7 +11,6 @@
 
 namespace attnscope::gui {
 
-constexpr size_t kMaxCaseBytes = size_t{64} << 20;   // a case file
 constexpr size_t kMaxReportBytes = size_t{1} << 30;  // a saved sweep (attnscope-cli sweep --json)
 constexpr int kMaxWindowSide = 8192;                 // --size: the screenshot buffer stays under 256 MiB
 

@@ -18,7 +18,7 @@
 namespace attnscope::peers::flashinfer {
 
 // attnscope's W counts the visible keys including the query; FlashInfer's window_left counts the
-// keys to the left of it (semantics.md section 1). -1 = no window.
+// keys to the left of it (conventions.md section 1). -1 = no window.
 inline int window_left(const CaseSpec& c) { return c.attention.window ? *c.attention.window - 1 : -1; }
 
 // FlashInfer's LSE is base 2 (it keeps m in log2 units); attnscope reports natural log. -inf (a

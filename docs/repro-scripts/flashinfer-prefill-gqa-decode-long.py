@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # attnscope repro: gqa-decode-long
 #   GQA decode (32 qo / 8 kv heads) at long context through FlashInfer's prefill planner: the worked
-#   example of semantics.md section 4 (tile 16, chunk 24 pages, chunks [3, 8, 2, 19], 32 work
+#   example of conventions.md section 4 (tile 16, chunk 24 pages, chunks [3, 8, 2, 19], 32 work
 #   items).
 #
 # case      4 requests, 4 query / 11500 kv tokens, heads 32 qo / 8 kv, head_dim 128, bf16, paged KV

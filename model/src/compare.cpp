@@ -205,4 +205,6 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   return rep;
 }
 
+std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }
+
 }  // namespace attnscope

@@ -1,4 +1,4 @@
-// vLLM's make_local_attention_virtual_batches, one request at a time (semantics.md section 6).
+// vLLM's make_local_attention_virtual_batches, one request at a time (conventions.md section 6).
 #include "attnscope/local_batches.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The `flash_attn` planner model: FlashAttention-2's split-KV decision as flash_attn_with_kvcache
 // makes it (csrc/flash_attn/flash_api.cpp: mha_fwd_kvcache, set_params_splitkv,
-// num_splits_heuristic; semantics.md section 5). The KV length it budgets for is the allocated
+// num_splits_heuristic; conventions.md section 5). The KV length it budgets for is the allocated
 // cache (the block table's width x page size), not the live length, so the split count, and with
 // it the last bits of the output, depend on the cache buffer size.
 #include <algorithm>
@@ -86,7 +86,7 @@ SplitPlan plan_flash_attn(const CaseSpec& c, const std::vector<WorkUnit>& units,
   const int64_t m_blocks = ceil_div(seqlen_q, 64);
   const int64_t heads = swapped ? c.num_kv_heads : c.num_qo_heads;
   const int64_t blocks = static_cast<int64_t>(B) * heads * m_blocks;
-  // set_params_splitkv passes 2 x SMs ("128 threads per block"); semantics.md writes num_sms
+  // set_params_splitkv passes 2 x SMs ("128 threads per block"); conventions.md section 5 writes num_sms
   const int sms2 = 2 * c.split.num_sms;
   const int s = flash_attn_num_splits(blocks, sms2, n_blocks, 128);
   const int64_t per = ceil_div(n_blocks, s);

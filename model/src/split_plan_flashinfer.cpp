@@ -1,4 +1,4 @@
-// The FlashInfer planner models: `flashinfer` (FlashInfer's FA2 PrefillPlan, semantics.md section
+// The FlashInfer planner models: `flashinfer` (FlashInfer's FA2 PrefillPlan, conventions.md section
 // 4), `fixed` (the same with fixed_split_size, FlashInfer PR #1675) and `off` (disable_split_kv).
 // All three follow PrefillSplitQOKVIndptr in the pinned include/flashinfer/attention/scheduler.cuh
 // step by step; the CPU test test_library_plan.cpp runs that function beside these on a few

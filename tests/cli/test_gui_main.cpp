@@ -32,7 +32,7 @@ TEST(GuiMain, ScreenshotPathThatCannotBeWrittenExitsTwo) {
   const std::pair<std::string, std::string> bad[] = {
       {dir.string(), "is a directory"},
       {"/proc", "is a directory"},
-      {"/proc/attnscope.png", "cannot be written"},
+      {"/proc/attnscope.png", "cannot be created"},
       {(dir / "no" / "such" / "shot.png").string(), "does not exist"},
   };
   for (const auto& [path, want] : bad) {

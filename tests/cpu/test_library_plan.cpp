@@ -171,7 +171,7 @@ TEST(LibraryPlan, WorkedExamplesAgainstTheRealPlanner) {
   c.num_qo_heads = 32;
   c.num_kv_heads = 8;
   c.head_dim_qk = c.head_dim_vo = 128;
-  // semantics.md section 4, example 1: ragged prefill
+  // conventions.md section 4, example 1: ragged prefill
   c.kv_cache.storage = KvStorage::kRagged;
   c.kv_cache.page_size = 1;
   c.kv_cache.null_page = false;

@@ -1,4 +1,4 @@
-// The mask predicate against the rules of semantics.md section 1 written out literally, and the
+// The mask predicate against the rules of conventions.md section 1 written out literally, and the
 // tile classification against a brute-force scan.
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@ int doc_linear(const std::vector<int>& starts, int pos) {
   return d;
 }
 
-// semantics.md section 1, one rule per line
+// conventions.md section 1, one rule per line
 bool literal(const RowMask& m, const std::vector<int>& docs, int qa, int k) {
   if (k < 0 || k >= m.kv_len) return false;
   if (m.pad_start >= 0 && (qa >= m.pad_start || k >= m.pad_start)) return false;

@@ -1,4 +1,4 @@
-// Planners: the worked examples of semantics.md sections 4 and 6, and properties over a few
+// Planners: the worked examples of conventions.md sections 4 and 6, and properties over a few
 // hundred seeded random cases.
 #include <gtest/gtest.h>
 

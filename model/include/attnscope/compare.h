@@ -1,4 +1,4 @@
-// Numeric comparison of a backend's result against a baseline (DESIGN.md section 6).
+// Numeric comparison of a backend's result against a baseline (docs/conventions.md section 8).
 #pragma once
 
 #include <cstdint>
@@ -55,5 +55,8 @@ uint64_t ulp_distance(DType t, float a, float b);
 
 // FNV-1a over the bits of O and LSE: the fingerprint a repro case records.
 std::string result_digest(const Result& r);
+
+// "backend vs baseline (rule)": how every report names a comparison.
+std::string comparison_label(const ComparisonSpec& k);
 
 }  // namespace attnscope

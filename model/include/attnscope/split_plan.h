@@ -73,7 +73,7 @@ struct Plan;  // plan.h
 // Runs the planner model named by c.split over the units.
 SplitPlan make_split_plan(const CaseSpec& c, const std::vector<WorkUnit>& units, const std::vector<RowMask>& masks);
 
-// FlashAttention-2's num_splits_heuristic (semantics.md section 5), exposed for tests.
+// FlashAttention-2's num_splits_heuristic (conventions.md section 5), exposed for tests.
 int flash_attn_num_splits(int64_t batch_nheads_mblocks, int num_sms, int num_n_blocks, int max_splits);
 
 // FlashInfer's FA2DetermineCtaTileQ (utils.cuh) for a device of compute capability >= 8 with
