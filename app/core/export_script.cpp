@@ -1,8 +1,8 @@
 // The repro script generator (export_script.h). The script is written for a person reading a bug
 // report: only the branches the case needs are emitted, with its numbers filled in, and every
-// translation from attnscope's conventions to the library's is a comment next to the argument. The
-// FlashInfer translation comes from fi_conventions.h, the one place the flashinfer.* backends take
-// it from, so the script plans exactly what attnscope's backend planned.
+// translation from attnscope's conventions to the library's is a comment next to the argument. A
+// family with a script writer of its own (BackendFamily::script_part) writes its library call; the
+// app writes the frame around it and the PyTorch SDPA / flex_attention calls of the others.
 #include "export_script.h"
 
 #include "repro.h"
@@ -11,8 +11,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "fi_conventions.h"  // interim: moves into the flashinfer family with the script writer
 #include "attnscope/mask.h"
+#include "attnscope/py_text.h"
+#include "attnscope/registry.h"
 #include "dump.h"
 #include "expr_numpy.h"
 
@@ -25,28 +26,8 @@
 
 namespace attnscope {
 
-namespace fi = peers::flashinfer;
-
 namespace {
 
-constexpr const char* kFlashInferPin = "0.7.2.post1";  // the wheel whose headers flashinfer.* compiles
-
-bool is_flashinfer(const std::string& id) { return id.rfind("flashinfer.", 0) == 0; }
-bool is_flashinfer_api(ScriptApi a) { return a != ScriptApi::kSdpa && a != ScriptApi::kFlexAttention; }
-
-// A Python list literal, wrapped before column 100 with continuation lines indented under the '['.
-std::string py_list(const std::vector<std::string>& items, size_t indent) {
-  std::string out = "[";
-  size_t col = indent + 1;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const bool wrap = i > 0 && col + 2 + items[i].size() > 99;
-    if (i > 0) out += wrap ? ",\n" + std::string(indent + 1, ' ') : ", ";
-    col = wrap ? indent + 1 : col + (i > 0 ? 2 : 0);
-    out += items[i];
-    col += items[i].size();
-  }
-  return out + "]";
-}
 template <class T, class F>
 std::vector<std::string> strs(const std::vector<T>& v, F fmt) {
   std::vector<std::string> out;
@@ -58,48 +39,10 @@ template <class F>
 std::vector<std::string> per_request(const CaseSpec& c, F field) {
   return strs(c.requests, [&](const RequestSpec& r) { return std::to_string(field(r)); });
 }
-// "NAME = [...]" and a newline, the list wrapped under its '['.
-std::string assign(const std::string& name, const std::vector<std::string>& items) {
-  return name + " = " + py_list(items, name.size() + 3) + "\n";
-}
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
-}
-
-// s on one line of printable ASCII: line breaks and tabs become spaces, other characters escapes.
-std::string one_line(std::string s) {
-  for (char& ch : s) ch = (ch == '\n' || ch == '\r' || ch == '\t') ? ' ' : ch;
-  return py_comment_text(s);
-}
-
-// `text` as comment lines of at most 100 columns: the first starts with `first`, the others with
-// `rest` (both include the "# ").
-std::string comment(const std::string& first, const std::string& rest, const std::string& text) {
-  std::string out, line = first;
-  std::istringstream words(one_line(text));
-  bool empty = true;
-  for (std::string w; words >> w;) {
-    if (!empty && line.size() + 1 + w.size() > 100) {
-      out += line + "\n";
-      line = rest;
-      empty = true;
-    }
-    line += (empty ? "" : " ") + w;
-    empty = false;
-  }
-  return out + line + "\n";
-}
-
-// Replaces every $(KEY) of `text`.
-std::string fill(std::string text, const std::vector<std::pair<std::string, std::string>>& subs) {
-  for (const auto& [key, value] : subs) {
-    const std::string mark = "$(" + key + ")";
-    for (size_t at = text.find(mark); at != std::string::npos; at = text.find(mark, at + value.size()))
-      text.replace(at, mark.size(), value);
-  }
-  return text;
 }
 
 const char* torch_dtype(DType t) { return t == DType::kBf16 ? "bfloat16" : t == DType::kFp16 ? "float16" : "float32"; }
@@ -115,59 +58,30 @@ bool has_documents(const CaseSpec& c) {
   return std::any_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return !r.doc_starts.empty(); });
 }
 
-// What the script runs, and why it may refuse to.
+// What the script runs, and why it may refuse to: the family's part, or the app's PyTorch writer.
 struct Choice {
   ScriptApi api;
-  std::string label;    // LIBRARY in the script, used in its printed lines
-  std::string library;  // the API, for the header
-  std::string refusal;  // the chosen API cannot express the case: the script says so and exits 2
+  ScriptPart part;
 };
 
 Choice choose(const CaseSpec& c, const Plan& p, const std::string& target) {
-  const ScriptApi api = script_api(c, target);
-  const std::string fi_lib = std::string("FlashInfer ") + kFlashInferPin + " ";
-  std::string why;
-  const bool custom = is_flashinfer(target) && fi::choose_mask(c, p, &why) == fi::FiMask::kCustom;
-  Choice ch{api, "", "", is_flashinfer(target) ? fi::variant_refusal(c) : ""};
-  auto refuse = [&](bool when, const std::string& reason) {
-    if (when && ch.refusal.empty()) ch.refusal = reason;
-  };
-  switch (api) {
-    case ScriptApi::kFlashInferPrefill:
-      ch.label = "FlashInfer prefill (fa2)";
-      ch.library = fi_lib + "BatchPrefillWithPagedKVCacheWrapper, backend \"fa2\"";
-      break;
-    case ScriptApi::kFlashInferPrefillSm90:
-      ch.label = "FlashInfer prefill (fa3)";
-      ch.library = fi_lib + "BatchPrefillWithPagedKVCacheWrapper, backend \"fa3\"";
-      refuse(custom,
-             "FlashInfer's fa3 (SM90) prefill has no custom mask (is_fa3_backend_supported), and this case needs one: " + why);
-      refuse(c.attention.alibi, "FlashInfer's fa3 (SM90) prefill has no ALiBi (is_fa3_backend_supported)");
-      break;
-    case ScriptApi::kFlashInferDecode:
-      ch.label = "FlashInfer decode";
-      ch.library = fi_lib + "BatchDecodeWithPagedKVCacheWrapper, CUDA-core decode (use_tensor_cores=False)";
-      for (size_t r = 0; r < c.requests.size(); ++r)
-        refuse(c.requests[r].q_len != 1, "request " + std::to_string(r) + " has q_len " + std::to_string(c.requests[r].q_len) +
-                                             ": BatchDecodeWithPagedKVCacheWrapper runs one query per request "
-                                             "(flashinfer.prefill runs the rest)");
-      refuse(c.head_dim_qk != c.head_dim_vo, "FlashInfer's decode takes one head_dim; this case has qk " +
-                                                 std::to_string(c.head_dim_qk) + ", vo " + std::to_string(c.head_dim_vo));
-      refuse(custom, "FlashInfer's decode kernel has no custom mask, and this case needs one: " + why);
-      break;
-    case ScriptApi::kSdpa:
-      ch.label = "SDPA";
-      ch.library = "PyTorch torch.nn.functional.scaled_dot_product_attention, one request at a time";
-      break;
-    case ScriptApi::kFlexAttention:
-      ch.label = "flex_attention";
-      ch.library =
-          "PyTorch flex_attention (compiled), the batch packed as one sequence; soft-cap / ALiBi need its score_mod, "
-          "which SDPA has not";
-      break;
+  Choice ch{script_api(c, target), {}};
+  if (ch.api == ScriptApi::kFamily) {
+    ch.part = family_of(target)->script_part(c, p, target);
+  } else if (ch.api == ScriptApi::kSdpa) {
+    ch.part.label = "SDPA";
+    ch.part.library = "PyTorch torch.nn.functional.scaled_dot_product_attention, one request at a time";
+  } else {
+    ch.part.label = "flex_attention";
+    ch.part.library =
+        "PyTorch flex_attention (compiled), the batch packed as one sequence; soft-cap / ALiBi need its score_mod, "
+        "which SDPA has not";
   }
   return ch;
 }
+
+// The ground truth a script's --reference-only compares with (the case format's reference).
+std::string reference_id() { return backend_for_role(Role::kReference); }
 
 std::string case_line(const CaseSpec& c) {
   std::ostringstream o;
@@ -195,7 +109,7 @@ std::string case_line(const CaseSpec& c) {
 std::string target_status(const Session& s, const std::string& target) {
   const Result* r = s.result(target);
   if (!r || r->ok()) return r ? "ok" : "not run";
-  return std::string(status_name(r->status)) + (r->message.empty() ? "" : ": " + one_line(r->message));
+  return std::string(status_name(r->status)) + (r->message.empty() ? "" : ": " + py_one_line(r->message));
 }
 
 std::string header(const Session& s, const std::string& target, const Choice& ch) {
@@ -203,38 +117,36 @@ std::string header(const Session& s, const std::string& target, const Choice& ch
   const Environment& e = s.env;
   std::ostringstream o;
   o << "#!/usr/bin/env python3\n"
-    << "# attnscope repro: " << one_line(c.name.empty() ? "(unnamed case)" : c.name) << "\n";
-  if (!c.description.empty()) o << comment("#   ", "#   ", c.description);
+    << "# attnscope repro: " << py_one_line(c.name.empty() ? "(unnamed case)" : c.name) << "\n";
+  if (!c.description.empty()) o << py_comment("#   ", "#   ", c.description);
   std::string where = "host " + e.host + ", " + e.cpu + ", ";
   if (e.devices.empty()) where += "no GPU (" + e.device_error + ")";
   for (size_t i = 0; i < e.devices.size(); ++i)
     where += (i ? "; " : "") + e.devices[i].name + " (" + std::to_string(e.devices[i].sm_count) + " SMs, cc " +
              std::to_string(e.devices[i].cc_major) + "." + std::to_string(e.devices[i].cc_minor) + ")";
   o << "#\n"
-    << comment("# case      ", "#           ", case_line(c))
-    << comment("# target    ", "#           ",
-               "attnscope's " + target + " (" + target_status(s, target) + "), reproduced with " + ch.library)
-    << comment("# recorded  ", "#           ",
-               "attnscope " + e.version + " (commit " + ATTNSCOPE_COMMIT + "), " + e.build + "; " + where);
-  o << comment("# files     ", "#           ",
-               "q.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.num_qo_heads) + ", " +
-                   std::to_string(c.head_dim_qk) + "], k.npy / v.npy [" + std::to_string(c.total_kv()) + ", " +
-                   std::to_string(c.num_kv_heads) + ", d]: float32 holding " + dtype_name(c.dtype) +
-                   " values, token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
-                   "each backend attnscope ran (NaN rows: not computed);" +
-                   (is_flashinfer(target) ? " k_cache.npy / v_cache.npy: attnscope's paged pool; qo_indptr, kv_indptr, "
-                                            "kv_indices, kv_last_page_len.npy: its page table;"
-                                          : ""));
+    << py_comment("# case      ", "#           ", case_line(c))
+    << py_comment("# target    ", "#           ",
+                  "attnscope's " + target + " (" + target_status(s, target) + "), reproduced with " + ch.part.library)
+    << py_comment("# recorded  ", "#           ",
+                  "attnscope " + e.version + " (commit " + ATTNSCOPE_COMMIT + "), " + e.build + "; " + where);
+  o << py_comment("# files     ", "#           ",
+                  "q.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.num_qo_heads) + ", " +
+                      std::to_string(c.head_dim_qk) + "], k.npy / v.npy [" + std::to_string(c.total_kv()) + ", " +
+                      std::to_string(c.num_kv_heads) + ", d]: float32 holding " + dtype_name(c.dtype) +
+                      " values, token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
+                      "each backend attnscope ran (NaN rows: not computed);" +
+                      ch.part.files_note);
   o << "#           case.json replays everything with `attnscope-cli run case.json`\n"
-    << "# usage     python3 repro.py                   runs " << ch.label << " on the GPU and compares\n"
-    << "#           python3 repro.py --reference-only  numpy only: this script's fp64 reference vs attnscope's cpu.reference\n"
+    << "# usage     python3 repro.py                   runs " << ch.part.label << " on the GPU and compares\n"
+    << "#           python3 repro.py --reference-only  numpy only: this script's fp64 reference vs attnscope's " << reference_id()
+    << "\n"
     << "# exit      0 match, 1 mismatch, 2 cannot run here (no GPU, library missing, case not expressible)\n";
   return o.str();
 }
 
 std::string constants(const Session& s, const std::string& target, const Choice& ch) {
   const CaseSpec& c = s.spec();
-  const Plan& p = s.plan;
   double twice_atol = 1e-5;  // attnscope's default rounding floor of the 2x rule, or the case's own
   for (const auto& k : c.comparisons)
     if (k.backend == target && k.rule == CompareRule::kTwiceLowp) twice_atol = k.atol;
@@ -244,11 +156,11 @@ std::string constants(const Session& s, const std::string& target, const Choice&
     << "HERE = os.path.dirname(os.path.abspath(__file__))\n"
     << "TARGET = " << py_str(target) << "  # attnscope's backend whose recorded output this reproduces\n"
     << "TARGET_STATUS = " << py_str(target_status(s, target)) << "\n"
-    << "LIBRARY = " << py_str(ch.label) << "\n"
+    << "LIBRARY = " << py_str(ch.part.label) << "\n"
     << "DTYPE, TORCH_DTYPE = \"" << dtype_name(c.dtype) << "\", \"" << torch_dtype(c.dtype) << "\"\n"
     << "# per request: new query tokens, and keys (cached prefix + new); the queries are the last Q_LEN keys\n"
-    << assign("Q_LEN", per_request(c, [](const RequestSpec& r) { return r.q_len; }))
-    << assign("KV_LEN", per_request(c, [](const RequestSpec& r) { return r.kv_len; }))
+    << py_assign("Q_LEN", per_request(c, [](const RequestSpec& r) { return r.q_len; }))
+    << py_assign("KV_LEN", per_request(c, [](const RequestSpec& r) { return r.kv_len; }))
     << "NUM_QO_HEADS, NUM_KV_HEADS = " << c.num_qo_heads << ", " << c.num_kv_heads
     << "  # GQA: query head h reads KV head h // GROUP\n"
     << "GROUP = NUM_QO_HEADS // NUM_KV_HEADS\n"
@@ -260,38 +172,25 @@ std::string constants(const Session& s, const std::string& target, const Choice&
   if (has_prefix_lens(c))
     o << (c.attention.prefix_lm ? "# prefix-LM: keys below PREFIX_LEN[r] are visible to every query of request r\n"
                                 : "# each request's prefix_len (the mask_mod reads it)\n")
-      << assign("PREFIX_LEN", per_request(c, [](const RequestSpec& r) { return r.prefix_len.value_or(0); }));
+      << py_assign("PREFIX_LEN", per_request(c, [](const RequestSpec& r) { return r.prefix_len.value_or(0); }));
   if (c.attention.mask_mod) o << "MASK_MOD = " << py_str(*c.attention.mask_mod) << "  # attnscope's expression, in allowed()\n";
   if (has_documents(c))
     o << "# packed documents: the first key of each document of each request ([0]: one document)\n"
-      << assign("DOC_STARTS", strs(c.requests, [](const RequestSpec& r) {
-                  return r.doc_starts.empty() ? std::string("[0]")
-                                              : py_list(strs(r.doc_starts, [](int x) { return std::to_string(x); }), 0);
-                }));
+      << py_assign("DOC_STARTS", strs(c.requests, [](const RequestSpec& r) {
+                     return r.doc_starts.empty() ? std::string("[0]")
+                                                 : py_list(strs(r.doc_starts, [](int x) { return std::to_string(x); }), 0);
+                   }));
   if (has_padding(c))
     o << "# padding: positions from PAD_START[r] on are seen by no query and their queries see nothing (KV_LEN[r]: none)\n"
-      << assign("PAD_START", per_request(c, [](const RequestSpec& r) { return r.pad_start.value_or(r.kv_len); }));
+      << py_assign("PAD_START", per_request(c, [](const RequestSpec& r) { return r.pad_start.value_or(r.kv_len); }));
   if (c.attention.soft_cap) o << "SOFT_CAP = " << py_float(*c.attention.soft_cap) << "  # s = SOFT_CAP * tanh(s / SOFT_CAP)\n";
   if (c.attention.alibi) {
     std::vector<double> v;
     for (int h = 0; h < c.num_qo_heads; ++h) v.push_back(alibi_slope(h, c.num_qo_heads));
     o << "# ALiBi: s += ALIBI_SLOPES[h] * (k - q_abs), slopes 2^(-8 (h + 1) / n) (interpolated when n is no power of 2)\n"
-      << assign("ALIBI_SLOPES", strs(v, py_float));
+      << py_assign("ALIBI_SLOPES", strs(v, py_float));
   }
-  const bool fi_units_needed =
-      is_flashinfer(target) && ch.refusal.empty() && (c.attention.alibi || fi::choose_mask(c, p) == fi::FiMask::kCustom);
-  if (fi_units_needed) {
-    const fi::FiUnits u = fi::fi_units(c, p);
-    std::vector<std::string> rows;
-    for (size_t i = 0; i < p.units.size(); ++i) {
-      const WorkUnit& w = p.units[i];
-      rows.push_back("(" + std::to_string(w.request) + ", " + std::to_string(w.q_begin) + ", " + std::to_string(w.q_len) + ", " +
-                     std::to_string(u.kv_begin[i]) + ", " + std::to_string(w.kv_len) + ")");
-    }
-    o << "# FlashInfer's requests" << (p.local.batches.empty() ? "" : " (vLLM's virtual batches)")
-      << ": (request, first query, queries, first key, keys)\n"
-      << assign("UNITS", rows);
-  }
+  if (ch.part.refusal.empty()) o << ch.part.constants;
   o << "TWICE_ATOL = " << py_float(twice_atol) << "  # rounding floor of the 2x rule\n";
   return o.str();
 }
@@ -370,7 +269,7 @@ $(T_LOGITS)        s = s.masked_fill(~torch.from_numpy(allowed(r, q_abs, kk)).to
         out.append((p @ vi).transpose(0, 1))
     return torch.cat(out).float().cpu().numpy()
 )PY";
-  return fill(R"PY(
+  return py_fill(R"PY(
 
 def reference(q, k, v):
     """fp64 attention on the inputs as stored: O [tokens, heads, HEAD_DIM_VO] and LSE in natural log.
@@ -390,7 +289,7 @@ $(LOGITS)            s = np.where(mask, s, -np.inf)[live]
             lse[qs, h][live] = mx[:, 0] + np.log(den)
     return o, lse
 $(NAIVE))PY",
-              {{"NAIVE", with_naive ? naive : ""}, {"GQA", gqa}, {"LOGITS", logits}, {"T_LOGITS", t_logits}});
+                 {{"NAIVE", with_naive ? naive : ""}, {"GQA", gqa}, {"LOGITS", logits}, {"T_LOGITS", t_logits}});
 }
 
 // Loading, statistics, the comparisons of a library run (compare) and of --reference-only.
@@ -427,7 +326,7 @@ def compare(o_lib, lse_lib, o_ref, lse_ref, o_lowp):
     print(f"  allclose(rtol=0.01, atol=0.001): {outside} of {rec[rows].size} elements outside; max abs {err:.3g}")
     return ok and outside == 0 and bad == 0
 )PY";
-  return fill(R"PY(
+  return py_fill(R"PY(
 
 def load(name):
     path = os.path.join(HERE, name + ".npy")
@@ -461,13 +360,13 @@ def computed_rows(backend):
 $(COMPARE)
 
 def check_reference(o_ref, lse_ref):
-    """--reference-only: this script's reference against attnscope's cpu.reference. Both are fp64
+    """--reference-only: this script's reference against attnscope's $(REF). Both are fp64
     computations stored as float32, so they agree to float32 rounding, far below any kernel's error."""
-    rec_o, rec_lse = load("o_cpu.reference"), load("lse_cpu.reference")
+    rec_o, rec_lse = load("o_$(REF)"), load("lse_$(REF)")
     if rec_o is None:
-        cannot("attnscope's cpu.reference did not run for this export (no o_cpu.reference.npy)")
-    rows = computed_rows("cpu.reference")
-    print(f"fp64 reference vs attnscope's cpu.reference on {int(rows.sum())} of {rows.size} (token, head) rows:")
+        cannot("attnscope's $(REF) did not run for this export (no o_$(REF).npy)")
+    rows = computed_rows("$(REF)")
+    print(f"fp64 reference vs attnscope's $(REF) on {int(rows.sum())} of {rows.size} (token, head) rows:")
     # rounded to float32 as attnscope stores it, so "identical" counts equal bits
     o_err, o_bad = stats("O", o_ref[rows].astype(np.float32), rec_o[rows])
     l_err, l_bad = stats("LSE", lse_ref[rows].astype(np.float32), rec_lse[rows])
@@ -479,27 +378,28 @@ def check_reference(o_ref, lse_ref):
     print("MATCH" if ok else "MISMATCH")
     return 0 if ok else 1
 )PY",
-              {{"COMPARE", with_compare ? compare : ""}});
+                 {{"COMPARE", with_compare ? compare : ""}, {"REF", reference_id()}});
 }
 
 std::string sdpa_fn(const CaseSpec& c, const std::string& target) {
-  const bool cudnn = target == "cudnn.sdpa";
+  // a backend whose library is one of SDPA's own backends pins SDPA to it
+  const BackendInfo* info = backend_info(target);
+  const std::string pinned = info ? info->script_sdpa_backend : "";
   std::string call = "F.scaled_dot_product_attention(qi, ki, vi, attn_mask=attn_mask, scale=SM_SCALE)";
   std::string run = "        o = " + call + "\n";
-  if (cudnn)
-    run =
-        "        # attnscope's cudnn.sdpa is cuDNN's SDPA: PyTorch is asked for its cuDNN backend (it raises when\n"
-        "        # cuDNN cannot take the case)\n"
-        "        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):\n"
-        "            o = " +
-        call + "\n";
+  if (!pinned.empty()) {
+    run.clear();
+    std::istringstream note(info->script_sdpa_note);
+    for (std::string line; std::getline(note, line);) run += "        # " + py_one_line(line) + "\n";
+    run += "        with sdpa_kernel(SDPBackend." + pinned + "):\n            o = " + call + "\n";
+  }
   std::string pad;
   if (has_padding(c))
     pad =
         "        # padding queries see no key: attnscope gives O = 0; SDPA's math backend gives 0 since PyTorch 2.5,\n"
         "        # other SDPA kernels may give NaN (counted below as NaN/Inf mismatches) or finite values (the\n"
         "        # PyTorch 2.11 run on an H100 gave non-zero O there: compare() counts those rows)\n";
-  return fill(R"PY(
+  return py_fill(R"PY(
 
 def run_library(torch, q, k, v):
     """PyTorch's scaled_dot_product_attention, one request at a time. Returns O and no LSE (SDPA has none)."""
@@ -516,12 +416,12 @@ $(PAD)        attn_mask = None if mask.all() else torch.from_numpy(mask).to(dev)
 $(RUN)        out.append(o[0].transpose(0, 1))
     return torch.cat(out).float().cpu().numpy(), None
 )PY",
-              {{"IMPORT", cudnn ? "    from torch.nn.attention import SDPBackend, sdpa_kernel\n" : ""},
-               {"GQA", c.group_size() > 1
-                           ? "        ki, vi = ki.repeat_interleave(GROUP, dim=1), vi.repeat_interleave(GROUP, dim=1)  # GQA\n"
-                           : ""},
-               {"PAD", pad},
-               {"RUN", run}});
+                 {{"IMPORT", !pinned.empty() ? "    from torch.nn.attention import SDPBackend, sdpa_kernel\n" : ""},
+                  {"GQA", c.group_size() > 1
+                              ? "        ki, vi = ki.repeat_interleave(GROUP, dim=1), vi.repeat_interleave(GROUP, dim=1)  # GQA\n"
+                              : ""},
+                  {"PAD", pad},
+                  {"RUN", run}});
 }
 
 std::string flex_fn(const CaseSpec& c) {
@@ -535,7 +435,7 @@ std::string flex_fn(const CaseSpec& c) {
         "    slopes = torch.tensor(ALIBI_SLOPES, device=dev)\n";
     mods += "        score = score + slopes[h] * (k_pos[kv_idx] - q_pos[q_idx])  # ALiBi, absolute positions\n";
   }
-  return fill(R"PY(
+  return py_fill(R"PY(
 
 def run_library(torch, q, k, v):
     """PyTorch's flex_attention (compiled) on the whole batch packed as one sequence: the block mask keeps
@@ -563,137 +463,14 @@ $(MODS)        return score
     # flex_attention's LSE is natural log, as attnscope's; a query that sees no key gets O = 0, LSE = -inf
     return o[0].transpose(0, 1).float().cpu().numpy(), lse[0].transpose(0, 1).float().cpu().numpy()
 )PY",
-              {{"POSITIONS", positions}, {"MODS", mods}});
+                 {{"POSITIONS", positions}, {"MODS", mods}});
 }
 
-// FlashInfer: the wrapper on attnscope's own pool and page table, planned with fi_conventions.h's
-// translation of the case, each argument with the why of its value.
-std::string flashinfer_fn(const CaseSpec& c, const Plan& p, ScriptApi api) {
-  const bool decode = api == ScriptApi::kFlashInferDecode, sm90 = api == ScriptApi::kFlashInferPrefillSm90;
-  std::string why;
-  const bool custom = fi::choose_mask(c, p, &why) == fi::FiMask::kCustom;
-  const fi::SplitArgs sa = fi::split_args(c);
-  const std::string I = "        ";  // the indent of plan()'s arguments
-  std::string pool = "# attnscope's pool as its kernels read it: [pages, " +
-                     std::string(c.kv_cache.layout == KvLayout::kHND ? "kv_heads, page_size" : "page_size, kv_heads") +
-                     ", dim] (" + layout_name(c.kv_cache.layout) + ")";
-  if (c.kv_cache.storage == KvStorage::kRagged) pool += "; ragged storage is the paged layout with page_size 1";
-  if (c.kv_cache.null_page) pool += "; page 0 is vLLM's null page, never referenced";
-  if (c.kv_cache.poison_unused)
-    pool += "; unused pages and slots hold NaN (kv_cache.poison_unused): a correct kernel never reads them";
-  std::string tables = comment("    # ", "    # ",
-                               std::string("FlashInfer's CSR page table, int32: ") + (decode ? "" : "qo_indptr (query rows), ") +
-                                   "kv_indptr (pages), kv_indices (physical page ids in key order), kv_last_page_len "
-                                   "(tokens in each last page)");
-  if (!p.local.batches.empty())
-    tables = comment("    # ", "    # ",
-                     "chunked local attention (chunk " + std::to_string(*c.attention.local_chunk) +
-                         "): vLLM runs FlashInfer on virtual batches, one causal request per chunk that a request's queries "
-                         "touch, each with its sliced block table (make_local_attention_virtual_batches); the CSR arrays are "
-                         "those " +
-                         std::to_string(p.units.size()) + " virtual batches") +
-             tables;
-  std::string mask;
-  if (custom)
-    mask = comment("    # ", "    # ",
-                   "no FlashInfer mask mode gives every query the keys attnscope's mask allows (" + why +
-                       "), so the mask goes in as custom_mask: per request the row-major [q_len, kv_len] booleans of allowed() "
-                       "(plan() packs them, little bit order)") +
-           "    custom_mask = np.concatenate([\n"
-           "        allowed(r, KV_LEN[r] - Q_LEN[r] + qb + np.arange(ql)[:, None], kb + np.arange(kl)[None, :]).ravel()\n"
-           "        for r, qb, ql, kb, kl in UNITS])\n";
-  std::string ctor =
-      decode ? "BatchDecodeWithPagedKVCacheWrapper(\n" + I + "workspace, kv_layout=\"" + layout_name(c.kv_cache.layout) +
-                   "\", use_tensor_cores=False,  # CUDA-core decode, as attnscope's flashinfer.decode\n"
-             : "BatchPrefillWithPagedKVCacheWrapper(\n" + I + "workspace, kv_layout=\"" + layout_name(c.kv_cache.layout) +
-                   "\", backend=\"" + (sm90 ? "fa3" : "fa2") + "\",  # the kernel of attnscope's " +
-                   (sm90 ? "flashinfer.prefill_sm90\n" : "flashinfer.prefill\n");
-  if (sa.enable_cuda_graph) {
-    const std::string sfx = decode ? "buffer" : "buf";
-    ctor += I + "# attnscope planned for CUDA graphs (/split/cuda_graph): FlashInfer then needs fixed buffers\n" + I +
-            "use_cuda_graph=True, " + (decode ? "" : "qo_indptr_buf=qo_indptr, ") + "paged_kv_indptr_" + sfx + "=kv_indptr,\n" +
-            I + "paged_kv_indices_" + sfx + "=kv_indices, paged_kv_last_page_len_" + sfx + "=kv_last_page_len,\n";
-    if (custom && !decode)
-      ctor += I + "custom_mask_buf=torch.empty(" + std::to_string(fi::custom_mask_bytes(p)) +
-              ", dtype=torch.uint8, device=dev),\n" + I +
-              "mask_indptr_buf=torch.empty(len(UNITS) + 1, dtype=torch.int32, device=dev),\n";
-  }
-  std::string args =
-      decode
-          ? I + "kv_indptr, kv_indices, kv_last_page_len,\n" + I +
-                "num_qo_heads=NUM_QO_HEADS, num_kv_heads=NUM_KV_HEADS, head_dim=HEAD_DIM_QK, page_size=" +
-                std::to_string(p.pages.page_size) + ",\n" + I +
-                "# decode has no causal argument: its one query is the last key and sees every earlier key\n"
-          : I + "qo_indptr, kv_indptr, kv_indices, kv_last_page_len,\n" + I +
-                "num_qo_heads=NUM_QO_HEADS, num_kv_heads=NUM_KV_HEADS,\n" + I +
-                "head_dim_qk=HEAD_DIM_QK, head_dim_vo=HEAD_DIM_VO, page_size=" + std::to_string(p.pages.page_size) + ",\n" + I +
-                (custom               ? "custom_mask=torch.from_numpy(custom_mask).to(dev),  # replaces causal\n"
-                 : c.attention.causal ? "causal=True,  # bottom-right aligned within each request, as attnscope's\n"
-                                      : "causal=False,  # non-causal: every key visible\n");
-  args += I + (c.attention.window ? "window_left=" + std::to_string(fi::window_left(c)) +
-                                        ",  # attnscope's window W = " + std::to_string(*c.attention.window) +
-                                        " counts the query itself; FlashInfer's window_left = W - 1\n"
-                                  : "window_left=-1,  # no sliding window\n");
-  args += I + (c.attention.soft_cap ? "logits_soft_cap=" + py_float(*c.attention.soft_cap) +
-                                          ",  # cap * tanh(q.k * sm_scale / cap), before the mask\n"
-                                    : "logits_soft_cap=0.0,  # no soft-cap\n");
-  args += I + (c.attention.alibi ? "pos_encoding_mode=\"ALIBI\",  # FlashInfer's slopes (get_alibi_slopes) are ALIBI_SLOPES\n"
-                                 : "pos_encoding_mode=\"NONE\",\n");
-  args += I + "sm_scale=SM_SCALE, q_data_type=dt, kv_data_type=dt,\n";
-  if (sa.fixed_split_size > 0)
-    args += I + "fixed_split_size=" + std::to_string(sa.fixed_split_size) +
-            ",  # attnscope's planner fixed: " + std::to_string(sa.fixed_split_size) +
-            (c.kv_cache.storage == KvStorage::kRagged ? " tokens" : " pages") + " per KV chunk\n";
-  if (sa.disable_split_kv)
-    args += decode ? comment(I + "# ", I + "# ",
-                             "attnscope's planner off: the CUDA-core decode plan has no disable_split_kv (the wrapper passes it "
-                             "to the tensor-core path only), so FlashInfer chooses the split itself, as in attnscope's run")
-                   : I + "disable_split_kv=True,  # attnscope's planner off: one KV chunk per request\n";
-  for (const std::string& note : {sa.note, fi::partials_note(c)})
-    if (!note.empty()) args += comment(I + "# ", I + "# ", note);
-  std::string alibi;
-  if (c.attention.alibi)
-    alibi = comment("    # ", "    # ",
-                    "ALiBi: FlashInfer adds slope * (kv_idx - qo_idx) with both indices counted within each request (decode: "
-                    "qo_idx = 0), attnscope slope * (k - q_abs) with absolute positions. Per row they differ by a constant, so O "
-                    "is the same and attnscope's LSE = FlashInfer's + slope * (first key - q_abs of the first query)") +
-            "    row = 0\n"
-            "    for r, qb, ql, kb, kl in UNITS:\n"
-            "        lse[row:row + ql] += np.asarray(ALIBI_SLOPES) * (kb - (KV_LEN[r] - Q_LEN[r] + qb))\n"
-            "        row += ql\n";
-  return fill(
-      R"PY(
-
-def run_library(torch, flashinfer, q):
-    """FlashInfer's wrapper on the paged cache attnscope ran: the same pool, physical page ids, layout and
-    page table, planned with the same arguments. Returns O and LSE (natural log)."""
-    dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
-$(POOL)    k_cache, v_cache = (torch.from_numpy(load(n)).to(dev, dt) for n in ("k_cache", "v_cache"))
-$(TABLES)    $(NAMES) = (
-        torch.from_numpy(load(n)).to(dev) for n in $(FILES))
-$(MASK)    workspace = torch.zeros(128 << 20, dtype=torch.uint8, device=dev)  # 128 MB, as FlashInfer recommends
-    wrapper = flashinfer.$(CTOR)    )
-    wrapper.plan(
-$(ARGS)    )
-    o, lse = wrapper.run(torch.from_numpy(q).to(dev, dt), (k_cache, v_cache), return_lse=True)
-    # FlashInfer's LSE is base 2 (it keeps the running max in log2 units); attnscope's is natural log
-    lse = lse.float().cpu().numpy().astype(np.float64) * np.log(2)
-$(ALIBI)    return o.float().cpu().numpy(), lse
-)PY",
-      {{"POOL", comment("    ", "    # ", pool)},
-       {"TABLES", tables},
-       {"NAMES", decode ? "kv_indptr, kv_indices, kv_last_page_len" : "qo_indptr, kv_indptr, kv_indices, kv_last_page_len"},
-       {"FILES", decode ? "(\"kv_indptr\", \"kv_indices\", \"kv_last_page_len\")"
-                        : "(\"qo_indptr\", \"kv_indptr\", \"kv_indices\", \"kv_last_page_len\")"},
-       {"MASK", mask},
-       {"CTOR", ctor},
-       {"ARGS", args},
-       {"ALIBI", alibi}});
-}
-
-std::string need_fn(bool flashinfer) {
-  return fill(
-      R"PY(
+// need_gpu(): PyTorch with CUDA, and the family's module when it has one.
+std::string need_fn(const ScriptPart& part) {
+  const bool mod = !part.module.empty();
+  return py_fill(
+      py_fill(R"PY(
 
 def need_gpu():
     """$(WHAT) and a CUDA device, or exit 2."""
@@ -706,40 +483,38 @@ $(IMPORT)        import torch
 $(VERSION)    print(f"{LIBRARY}: PyTorch {torch.__version__}, {torch.cuda.get_device_name()}")
     return $(RETURN)
 )PY",
-      {{"WHAT", flashinfer ? "FlashInfer, PyTorch" : "PyTorch"},
-       {"IMPORT", flashinfer ? "        import flashinfer\n" : ""},
-       {"NEEDS",
-        flashinfer
-            ? "flashinfer-python==$(PIN) and PyTorch with CUDA\"\n               f\" (pip install flashinfer-python==$(PIN))"
-            : "PyTorch with CUDA"},
-       {"VERSION", flashinfer ? "    if flashinfer.__version__ != \"$(PIN)\":\n"
-                                "        print(f\"note: flashinfer {flashinfer.__version__} is installed; attnscope "
-                                "compiled $(PIN)\")\n"
-                              : ""},
-       {"RETURN", flashinfer ? "torch, flashinfer" : "torch"},
-       {"PIN", kFlashInferPin}});
+              {{"WHAT", mod ? part.module_title + ", PyTorch" : "PyTorch"},
+               {"IMPORT", mod ? "        import $(MOD)\n" : ""},
+               {"NEEDS", mod ? "$(PKG)==$(PIN) and PyTorch with CUDA\"\n               f\" (pip install $(PKG)==$(PIN))"
+                             : "PyTorch with CUDA"},
+               {"VERSION", mod ? "    if $(MOD).__version__ != \"$(PIN)\":\n"
+                                 "        print(f\"note: $(MOD) {$(MOD).__version__} is installed; attnscope compiled $(PIN)\")\n"
+                               : ""},
+               {"RETURN", mod ? "torch, $(MOD)" : "torch"}}),
+      {{"MOD", part.module}, {"PKG", part.package}, {"PIN", part.pin}});
 }
 
 std::string main_fn(const Choice& ch) {
-  const bool fi = is_flashinfer_api(ch.api);
-  const std::string gpu = !ch.refusal.empty()
-                              ? comment("    # ", "    # ", ch.refusal + ". This script does not guess another formulation.") +
-                                    "    cannot(" + py_str(ch.label + " cannot express this case: " + ch.refusal) + ")\n"
-                              : std::string(fi ? "    torch, flashinfer = need_gpu()\n" : "    torch = need_gpu()\n") +
+  const ScriptPart& p = ch.part;
+  const std::string& mod = p.module;
+  const std::string gpu = !p.refusal.empty()
+                              ? py_comment("    # ", "    # ", p.refusal + ". This script does not guess another formulation.") +
+                                    "    cannot(" + py_str(p.label + " cannot express this case: " + p.refusal) + ")\n"
+                              : (mod.empty() ? "    torch = need_gpu()\n" : "    torch, " + mod + " = need_gpu()\n") +
                                     "    try:\n        o_lib, lse_lib = run_library(" +
-                                    (fi ? "torch, flashinfer, q)\n" : "torch, q, k, v)\n") +
+                                    (mod.empty() ? "torch, q, k, v)\n" : "torch, " + mod + ", q)\n") +
                                     "    except Exception as e:  # the library refused the case or failed: nothing to compare\n"
                                     "        cannot(f\"{LIBRARY} raised {type(e).__name__}: {e}\")\n"
                                     "    o_ref, lse_ref = reference(q, k, v)\n"
                                     "    ok = compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v))\n"
                                     "    print(\"MATCH\" if ok else \"MISMATCH\")\n"
                                     "    return 0 if ok else 1\n";
-  return fill(R"PY(
+  return py_fill(R"PY(
 
 def main():
     ap = argparse.ArgumentParser(description="attnscope repro: exit 0 match, 1 mismatch, 2 cannot run here")
     ap.add_argument("--reference-only", action="store_true",
-                    help="numpy only: this script's fp64 reference against attnscope's recorded cpu.reference")
+                    help="numpy only: this script's fp64 reference against attnscope's recorded $(REF)")
     args = ap.parse_args()
     q, k, v = load("q"), load("k"), load("v")
     if args.reference_only:
@@ -749,7 +524,7 @@ $(GPU)
 if __name__ == "__main__":
     sys.exit(main())
 )PY",
-              {{"GPU", gpu}});
+                 {{"GPU", gpu}, {"REF", reference_id()}});
 }
 
 }  // namespace
@@ -761,16 +536,14 @@ std::string script_target(const std::vector<std::string>& backends, const std::o
   }
   if (backends.empty()) throw std::invalid_argument("--export-script: this run has no backends");
   for (const auto& b : backends)
-    if (is_flashinfer(b)) return b;
+    if (const BackendFamily* f = family_of(b); f && f->script_part) return b;
   for (const auto& b : backends)
-    if (b != "cpu.reference" && b != "cuda.reference" && b != "cpu.lowp") return b;
+    if (const BackendInfo* i = backend_info(b); !i || i->role == Role::kNone || i->role == Role::kPlanTwin) return b;
   return backends.front();
 }
 
 ScriptApi script_api(const CaseSpec& c, const std::string& target) {
-  if (target == "flashinfer.decode") return ScriptApi::kFlashInferDecode;
-  if (target == "flashinfer.prefill_sm90") return ScriptApi::kFlashInferPrefillSm90;
-  if (is_flashinfer(target)) return ScriptApi::kFlashInferPrefill;
+  if (const BackendFamily* f = family_of(target); f && f->script_part) return ScriptApi::kFamily;
   return c.attention.soft_cap || c.attention.alibi ? ScriptApi::kFlexAttention : ScriptApi::kSdpa;
 }
 
@@ -804,13 +577,13 @@ std::string make_repro_script(const Session& s_in, const std::string& target) {
   const Session s = script_session(s_in);
   const CaseSpec& c = s.spec();
   const Choice ch = choose(c, s.plan, target);
-  const bool runs = ch.refusal.empty();
+  const bool runs = ch.part.refusal.empty();
   std::string py = header(s, target, ch) + constants(s, target, ch) + batch_fns(c);
   if (runs)
     py += (ch.api == ScriptApi::kSdpa            ? sdpa_fn(c, target)
            : ch.api == ScriptApi::kFlexAttention ? flex_fn(c)
-                                                 : flashinfer_fn(c, s.plan, ch.api)) +
-          need_fn(is_flashinfer(target));
+                                                 : ch.part.run_library) +
+          need_fn(ch.part);
   return py + reference_fns(c, runs) + report_fns(runs) + main_fn(ch);
 }
 
@@ -821,23 +594,15 @@ int export_script(const Session& s, const std::string& dir, const std::string& t
   const Workload w = make_workload(c, s.plan.pages);
   int files = write_input_npys(c, s.plan.pages, w, dir);
   files += write_result_npys(s, dir);
-  if (is_flashinfer(target)) {
-    // the pool exactly as attnscope's kernels read it, so FlashInfer sees the same physical pages,
-    // layout and poisoned slots
-    const PageTable& pt = s.plan.pages;
-    const int64_t P = pt.num_pages, ps = pt.page_size, Hk = c.num_kv_heads;
-    auto shape = [&](int64_t d) {
-      return c.kv_cache.layout == KvLayout::kNHD ? std::vector<int64_t>{P, ps, Hk, d} : std::vector<int64_t>{P, Hk, ps, d};
-    };
-    write_npy_in(dir, "k_cache.npy", w.k_pool, shape(c.head_dim_qk));
-    write_npy_in(dir, "v_cache.npy", w.v_pool, shape(c.head_dim_vo));
-    const fi::FiUnits u = fi::fi_units(c, s.plan);
-    const int64_t B = static_cast<int64_t>(u.kv_last_page_len.size());
-    write_npy_in(dir, "qo_indptr.npy", u.qo_indptr, {B + 1});
-    write_npy_in(dir, "kv_indptr.npy", u.kv_indptr, {B + 1});
-    write_npy_in(dir, "kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
-    write_npy_in(dir, "kv_last_page_len.npy", u.kv_last_page_len, {B});
-    files += 6;
+  const Choice ch = choose(script_case(c), s.plan, target);
+  if (ch.part.write_arrays) {
+    const ScriptNpyWriter out{[&](const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& shape) {
+                                write_npy_in(dir, name, data, shape);
+                              },
+                              [&](const std::string& name, const std::vector<int>& data, const std::vector<int64_t>& shape) {
+                                write_npy_in(dir, name, data, shape);
+                              }};
+    files += ch.part.write_arrays(c, s.plan, w, out);
   }
   const std::string case_text = case_file_to_json(make_repro(s)).dump(2) + "\n", script = make_repro_script(s, target);
   write_file_in(dir, "case.json", {case_text});

@@ -1,12 +1,14 @@
 // `attnscope-cli run CASE --export-script DIR`: a repro a maintainer runs without attnscope.
 // DIR/repro.py is a short Python program, generated with the case's numbers filled in, that loads
-// the inputs attnscope used (.npy), runs the library's own public API on them (FlashInfer's paged
-// wrappers for a flashinfer.* backend; PyTorch's scaled_dot_product_attention or flex_attention for
-// the others), recomputes an fp64 reference, and prints attnscope's statistics (max abs, relative L2,
-// the 2x rule against a same-dtype naive computation) against the reference and against attnscope's
-// recorded output of the same backend. Exit codes: 0 match, 1 mismatch, 2 cannot run here.
+// the inputs attnscope used (.npy), runs the library's own public API on them, recomputes an fp64
+// reference, and prints attnscope's statistics (max abs, relative L2, the 2x rule against a
+// same-dtype naive computation) against the reference and against attnscope's recorded output of
+// the same backend. Exit codes: 0 match, 1 mismatch, 2 cannot run here. The library call is the
+// target's family's own writer where it has one (BackendFamily::script_part: FlashInfer's paged
+// wrappers), else PyTorch's scaled_dot_product_attention (pinned to the SDPA backend the
+// descriptor names, BackendInfo::script_sdpa_backend) or flex_attention, written here.
 // `repro.py --reference-only` needs numpy only: the script's fp64 reference against attnscope's
-// recorded cpu.reference (CI runs it).
+// recorded reference backend (Role::kReference; CI runs it).
 #pragma once
 
 #include <optional>
@@ -19,17 +21,15 @@ namespace attnscope {
 
 // How a script reproduces its target backend.
 enum class ScriptApi {
-  kFlashInferPrefill,      // BatchPrefillWithPagedKVCacheWrapper, backend "fa2" (flashinfer.prefill)
-  kFlashInferPrefillSm90,  // the same wrapper, backend "fa3" (flashinfer.prefill_sm90)
-  kFlashInferDecode,       // BatchDecodeWithPagedKVCacheWrapper, CUDA-core decode (flashinfer.decode)
-  kSdpa,                   // torch.nn.functional.scaled_dot_product_attention, one request at a time
-  kFlexAttention,          // torch flex_attention: soft-cap and ALiBi need a score_mod, which SDPA lacks
+  kFamily,         // the target's family's own writer (BackendFamily::script_part)
+  kSdpa,           // torch.nn.functional.scaled_dot_product_attention, one request at a time
+  kFlexAttention,  // torch flex_attention: soft-cap and ALiBi need a score_mod, which SDPA lacks
 };
 
 // The backend a script reproduces: `requested` (--script-backend) when given, which must be one of
-// `backends` (the backends of the run); else the first flashinfer.* backend; else the first that is
-// not a baseline (cpu.reference, cuda.reference, cpu.lowp); else the first. Throws
-// std::invalid_argument with a one-line message naming --script-backend.
+// `backends` (the backends of the run); else the first whose family has a script writer of its
+// own; else the first that is not a baseline (a backend with the reference or low-precision role);
+// else the first. Throws std::invalid_argument with a one-line message naming --script-backend.
 std::string script_target(const std::vector<std::string>& backends, const std::optional<std::string>& requested);
 
 ScriptApi script_api(const CaseSpec& c, const std::string& target);
@@ -43,11 +43,11 @@ CaseSpec script_case(const CaseSpec& c);
 std::string make_repro_script(const Session& s, const std::string& target);
 
 // Writes DIR/repro.py; q.npy, k.npy, v.npy; o_<backend>.npy and lse_<backend>.npy of every backend
-// that ran; for the FlashInfer path also attnscope's paged pool (k_cache.npy, v_cache.npy, in the
-// case's layout, NaN poison included) and FlashInfer's int32 CSR arrays (qo_indptr.npy,
-// kv_indptr.npy, kv_indices.npy, kv_last_page_len.npy: the requests, or vLLM's virtual batches under
-// chunked local attention); and case.json (the repro case, replayable by attnscope-cli run). Creates
-// DIR. Returns the file count. Throws std::runtime_error when DIR cannot be written.
+// that ran; the arrays the target's family writer needs (ScriptPart::write_arrays; FlashInfer's:
+// attnscope's paged pool k_cache.npy / v_cache.npy, NaN poison included, and its int32 CSR page
+// table qo_indptr.npy, kv_indptr.npy, kv_indices.npy, kv_last_page_len.npy); and case.json (the
+// repro case, replayable by attnscope-cli run). Creates DIR. Returns the file count. Throws
+// std::runtime_error when DIR cannot be written.
 int export_script(const Session& s, const std::string& dir, const std::string& target);
 
 }  // namespace attnscope

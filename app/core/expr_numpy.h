@@ -13,6 +13,7 @@
 #include <string>
 
 #include "attnscope/mask_expr.h"
+#include "attnscope/py_text.h"  // py_float, py_str, py_comment_text
 
 namespace attnscope {
 
@@ -32,19 +33,5 @@ std::string expr_numpy_helpers(const Expr& e);
 // refuses 200 nested parentheses), and with literals Python reads (1e400: float("inf")). It keeps
 // PyTorch's arithmetic; expr_numpy_def is the exact translation.
 std::string expr_torch_text(const Expr& e);
-
-// x as a Python float expression that reads back the same double: shortest round-trip digits,
-// float("inf"), -float("inf"), float("nan").
-std::string py_float(double x);
-
-// s as a double-quoted Python string literal of printable ASCII: \\ \" \n \t \r escaped, other
-// control characters and non-ASCII code points as \x / \u / \U escapes; a byte that is not UTF-8
-// as the four characters \xNN (escaped backslash), so the literal's text shows it.
-std::string py_str(const std::string& s);
-
-// s for a comment line: printable ASCII kept, every other character shown as an escape (\x00,
-// \u00e9, invalid bytes \xff), so a name cannot end the comment, hold a NUL or make the script
-// non-UTF-8.
-std::string py_comment_text(const std::string& s);
 
 }  // namespace attnscope

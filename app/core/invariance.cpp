@@ -1,9 +1,9 @@
 // Batch-invariance check: the batch, then every request alone, compared bit for bit.
 #include "invariance.h"
 
-#include "attnscope/registry.h"
 #include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "session.h"
 
 namespace attnscope {
@@ -41,7 +41,8 @@ void plan_tile_chunk(const std::string& backend, const Plan& p, int* tile, int* 
 InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions& opt) {
   validate_case(base, &registry_ids());
   InvarianceReport rep;
-  rep.backend = opt.backend;
+  const std::string backend = opt.backend.empty() ? backend_for_role(Role::kPlanTwin) : opt.backend;
+  rep.backend = backend;
   rep.case_name = base.name;
   const int R = static_cast<int>(base.requests.size());
   rep.num_requests = R;
@@ -50,18 +51,18 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
   for (Planner pl : opt.planners) {
     PlannerInvariance pi;
     pi.planner = pl;
-    if (runs_flashinfer_plan(opt.backend) && pl == Planner::kFlashAttn) {
-      pi.error = opt.backend + " plans with FlashInfer's own planner, which has no flash_attn mode (skipped)";
+    if (runs_flashinfer_plan(backend) && pl == Planner::kFlashAttn) {
+      pi.error = backend + " plans with FlashInfer's own planner, which has no flash_attn mode (skipped)";
       rep.planners.push_back(pi);
       continue;
     }
     CaseSpec c = with_planner(base, pl, opt.fixed_split_size, opt.fixed_tile_q);
-    c.backends = {opt.backend};
+    c.backends = {backend};
     c.comparisons.clear();
     c.sample_rows.reset();
     // keep each request's data when it runs alone
     for (int r = 0; r < R; ++r) c.requests[r].seed = base.request_seed(r);
-    if (runs_flashinfer_plan(opt.backend))  // FlashInfer takes a split size, never a tile
+    if (runs_flashinfer_plan(backend))  // FlashInfer takes a split size, never a tile
       pi.note = pl == Planner::kFixed ? "fixed_split_size " + std::to_string(*c.split.fixed_split_size) + " pages"
                 : pl == Planner::kOff ? "disable_split_kv"
                                       : "FlashInfer's auto split";
@@ -75,8 +76,8 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
     f.spec = c;
     auto batch = run_session(f);
     const Result& br = batch->results.at(0);
-    plan_tile_chunk(opt.backend, batch->plan, &pi.batch_tile, &pi.batch_chunk_pages);
-    if (runs_flashinfer_plan(opt.backend)) pi.note += "; tile and chunk from FlashInfer's own plan";
+    plan_tile_chunk(backend, batch->plan, &pi.batch_tile, &pi.batch_chunk_pages);
+    if (runs_flashinfer_plan(backend)) pi.note += "; tile and chunk from FlashInfer's own plan";
     if (!br.ok()) {
       pi.error = br.backend + " " + status_name(br.status) + ": " + br.message;
       rep.planners.push_back(pi);
@@ -90,7 +91,7 @@ InvarianceReport check_invariance(const CaseSpec& base, const InvarianceOptions&
       auto alone = run_session(fr);
       const Result& ar = alone->results.at(0);
       int tile = 0, chunk = 0;
-      plan_tile_chunk(opt.backend, alone->plan, &tile, &chunk);
+      plan_tile_chunk(backend, alone->plan, &tile, &chunk);
       pi.alone_tile.push_back(tile);
       pi.alone_chunk_pages.push_back(chunk);
       const int q_len = c.requests[r].q_len;

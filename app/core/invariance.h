@@ -29,7 +29,7 @@ struct InvarianceReport {
 };
 
 struct InvarianceOptions {
-  std::string backend = "cpu.tiled";
+  std::string backend;  // "" = the plan twin (Role::kPlanTwin), the CPU backend that follows the plan
   std::vector<Planner> planners = {Planner::kFlashInfer, Planner::kFlashAttn, Planner::kFixed, Planner::kOff};
   std::optional<int> fixed_split_size;  // for `fixed` (default: the case's, else 2048 tokens of pages)
   std::optional<int> fixed_tile_q;      // for `fixed` (default: the case's, else 128, 64 for head_dim_vo >= 256)

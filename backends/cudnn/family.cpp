@@ -17,6 +17,11 @@ BackendFamily cudnn_family() {
        "bf16 / fp16, head dims up to 256, paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods",
        Expressions::kNone, Expressions::kLowered, true, true},
   };
+  // a repro script runs it as PyTorch's SDPA with the cuDNN backend
+  f.backends[0].script_sdpa_backend = "CUDNN_ATTENTION";
+  f.backends[0].script_sdpa_note =
+      "attnscope's cudnn.sdpa is cuDNN's SDPA: PyTorch is asked for its cuDNN backend (it raises when\n"
+      "cuDNN cannot take the case)";
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = peers::cudnn::cudnn_version_note();

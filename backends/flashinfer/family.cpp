@@ -2,6 +2,7 @@
 // headers. The descriptor is compiled in every build; the backends and planner only where found.
 #include "attnscope/backend.h"
 #include "fi_library_plan.h"
+#include "fi_script.h"
 #if ATTNSCOPE_FAMILY_COMPILED
 #include "fi_backends.h"
 #endif
@@ -29,6 +30,7 @@ BackendFamily flashinfer_family() {
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flashinfer = flashinfer_library_plan(c, units);
   };
+  f.script_part = peers::flashinfer::script_part;  // host code: scripts export from any build
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = ATTNSCOPE_FLASHINFER_PIN;  // the pinned flashinfer-python wheel whose headers were compiled

@@ -10,10 +10,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 
 #include "attnscope/mask.h"
 #include "attnscope/plan.h"
+#include "attnscope/py_text.h"
+#include "attnscope/registry.h"
 #include "case_json.h"
+#include "export_script.h"
 #include "shell.h"
 
 namespace fs = std::filesystem;
@@ -449,4 +453,89 @@ TEST(ExportScript, PlanJsonTorchTextOfAnInfiniteLiteralRuns) {
   const Out r = sh(py + " " + (d.path / "t.py").string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, "5\n");
+}
+
+// issue 26: the library call of a script comes from the target's family descriptor. A family with a
+// writer of its own (ScriptPart) writes it, with its label; the other backends get PyTorch's SDPA,
+// pinned to the SDPA backend their descriptor names, or no pin.
+TEST(ExportScript, TheLibraryCallComesFromTheFamilyDescriptor) {
+  const std::string path = src("examples/prefix-lm.json");
+  const attnscope::CaseSpec c = attnscope::script_case(attnscope::read_case_file(path).spec);
+  const attnscope::Plan plan = attnscope::plan_case(c);
+  const std::string ref = attnscope::backend_for_role(attnscope::Role::kReference);
+  int writers = 0, pinned = 0;
+  for (const std::string& id : attnscope::known_backends()) {
+    SCOPED_TRACE(id);
+    const attnscope::BackendFamily* f = attnscope::family_of(id);
+    const attnscope::BackendInfo* b = attnscope::backend_info(id);
+    ASSERT_TRUE(f && b);
+    TempDir d("hook");
+    cli("run " + path + " --sample-rows 2 --backends " + ref + "," + id + " --script-backend " + id + " --export-script " +
+        d.str());
+    const std::string py = read(d.path / "repro.py");
+    ASSERT_FALSE(py.empty());
+    EXPECT_EQ(attnscope::script_api(c, id) == attnscope::ScriptApi::kFamily, f->script_part != nullptr);
+    if (f->script_part) {
+      ++writers;
+      const attnscope::ScriptPart part = f->script_part(c, plan, id);
+      EXPECT_NE(py.find("LIBRARY = " + attnscope::py_str(part.label) + "\n"), std::string::npos) << py;
+      if (part.refusal.empty()) EXPECT_NE(py.find(part.run_library), std::string::npos);
+      continue;
+    }
+    EXPECT_NE(py.find("LIBRARY = \"SDPA\"\n"), std::string::npos);
+    pinned += !b->script_sdpa_backend.empty();
+    EXPECT_EQ(py.find("with sdpa_kernel(SDPBackend." + b->script_sdpa_backend + "):") != std::string::npos,
+              !b->script_sdpa_backend.empty());
+  }
+  EXPECT_GT(writers, 0) << "no family writes its own script part";
+  EXPECT_GT(pinned, 0) << "no descriptor pins SDPA";
+}
+
+// The default target: the first backend whose family writes its own script, else the first that is
+// not a baseline (reference or low-precision role), else the first.
+TEST(ExportScript, TheDefaultTargetSkipsTheBaselinesByRole) {
+  using attnscope::Role;
+  std::vector<std::string> baselines = attnscope::backends_with_role(Role::kReference);
+  for (const auto& b : attnscope::backends_with_role(Role::kLowp)) baselines.push_back(b);
+  ASSERT_GE(baselines.size(), 2u);
+  EXPECT_EQ(attnscope::script_target(baselines, std::nullopt), baselines.front());
+  std::vector<std::string> run = baselines;
+  run.push_back(attnscope::backend_for_role(Role::kPlanTwin));
+  EXPECT_EQ(attnscope::script_target(run, std::nullopt), run.back());
+  for (const auto& f : attnscope::backend_families()) {
+    if (!f.script_part) continue;
+    std::vector<std::string> with = run;
+    with.push_back(f.backends.back().id);
+    EXPECT_EQ(attnscope::script_target(with, std::nullopt), f.backends.back().id);
+  }
+}
+
+// issue 26's rule for the app: no header from inside a family folder, and no family's id or id
+// prefix as a string literal (the registry answers every question about ids).
+TEST(ExportScript, TheAppIncludesNoFamilyHeaderAndQuotesNoFamilyId) {
+  std::vector<std::string> headers, quoted;
+  for (const auto& f : attnscope::backend_families()) {
+    quoted.push_back("\"" + f.name + ".");
+    for (const auto& e : fs::directory_iterator(src("backends/" + f.name)))
+      if (e.path().extension() == ".h" || e.path().extension() == ".cuh") headers.push_back(e.path().filename().string());
+  }
+  ASSERT_FALSE(headers.empty());
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(src("app"))) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".cpp" && ext != ".h") continue;
+    ++files;
+    std::istringstream in(read(e.path()));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      const std::string where = e.path().string() + ":" + std::to_string(n) + ": " + line;
+      if (line.rfind("#include", 0) == 0)
+        for (const auto& h : headers)
+          EXPECT_TRUE(line.find("\"" + h + "\"") == std::string::npos && line.find("/" + h + "\"") == std::string::npos) << where;
+      const std::string code = line.substr(0, line.find("//"));  // comments may name ids
+      for (const auto& q : quoted) EXPECT_EQ(code.find(q), std::string::npos) << where;
+    }
+  }
+  EXPECT_GT(files, 10);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -57,6 +58,39 @@ struct BackendInfo {
   bool bench_default = false;  // timed by `bench` and the GUI's button by default
   bool library_plan = false;   // runs its library's own plan (Plan::library), not the model's
   Role role = Role::kNone;
+  // Repro scripts (export_script) of a backend whose family has no script writer of its own run
+  // PyTorch's SDPA; this pins SDPA to the SDPBackend member that is this backend's library ("" =
+  // PyTorch chooses), and the note says why in the script (comment lines, split at '\n').
+  std::string script_sdpa_backend;
+  std::string script_sdpa_note;
+};
+
+// Writes DIR/<name>.npy for a family's script writer: the app's writer, so that a family does not
+// depend on the app's .npy code. float32 and int32 (page tables, indptrs) arrays, C order.
+struct ScriptNpyWriter {
+  std::function<void(const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& shape)> f32;
+  std::function<void(const std::string& name, const std::vector<int>& data, const std::vector<int64_t>& shape)> i32;
+};
+
+// What a family writes into a repro script (app/core/export_script.h) for one of its backends: the
+// script's frame (header, inputs, reference, comparisons, main) is the app's; this is the library
+// call and what it needs. Every text is Python; py_text.h has the helpers the app's parts use.
+struct ScriptPart {
+  std::string label;       // LIBRARY in the script, used in its printed lines
+  std::string library;     // the API and version, for the header
+  std::string refusal;     // the library cannot express the case: the script says so and exits 2
+  std::string files_note;  // the extra .npy files, for the header's list ("" = none)
+  std::string constants;   // extra constants, after the case's (only when refusal is empty)
+  // `def run_library(torch, <module>, q)`, returning O and LSE (natural log); after the constants
+  // and allowed() / requests() (only when refusal is empty)
+  std::string run_library;
+  std::string module;        // the Python module to import besides torch ("flashinfer")
+  std::string module_title;  // its name in the script's messages ("FlashInfer")
+  std::string package;       // its pip package; the script names `package==pin` and warns on another version
+  std::string pin;
+  // Writes the extra arrays run_library loads (the case, plan and workload are export's); returns
+  // the number of files. Empty: none.
+  std::function<int(const CaseSpec&, const Plan&, const Workload&, const ScriptNpyWriter&)> write_arrays;
 };
 
 // A family of backends: attnscope's own CPU or CUDA kernels, or one real library. Each family folder
@@ -72,6 +106,10 @@ struct BackendFamily {
   std::unique_ptr<Backend> (*make)(const std::string& id) = nullptr;  // id is one of `backends`
   // Optional: fills the family's entry of Plan::library (its own planner on the same units).
   void (*library_plan)(const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) = nullptr;
+  // Optional: the family's own repro-script writer for backend `id` on the case as the script
+  // writes it (nullptr: the app's PyTorch SDPA / flex_attention writers). Compiled in every build,
+  // so a CPU-only build exports scripts for every backend.
+  ScriptPart (*script_part)(const CaseSpec& c, const Plan& p, const std::string& id) = nullptr;
 };
 
 // A backend that only reports "not compiled: <why>" (families absent from this build).
