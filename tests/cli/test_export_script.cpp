@@ -202,8 +202,9 @@ TEST(ExportScript, WithoutTheLibraryTheScriptSaysWhatItNeedsAndExitsTwo) {
             2);
   Out r = sh(py + " " + (d.path / "repro.py").string());
   EXPECT_EQ(r.code, 2) << r.out;
-  if (sh(py + " -c 'import flashinfer' >/dev/null").code != 0)
+  if (sh(py + " -c 'import flashinfer' >/dev/null").code != 0) {
     EXPECT_NE(r.out.find("needs flashinfer-python==0.7.2.post1"), std::string::npos) << r.out;
+  }
   TempDir s("nolib_sdpa");
   ASSERT_EQ(cli("run " + src("examples/prefix-lm.json") + " --export-script " + s.str()).code, 0);
   r = sh(py + " " + (s.path / "repro.py").string());
