@@ -3,7 +3,8 @@
 
 ctest shows only "(Skipped)" in its summary and the reason only with -V; this reads the run's log
 (Testing/Temporary/LastTest.log, full output of every test) and prints one line per reason: the reason,
-how many tests it skipped and their names (the first few when many share it).
+how many tests it skipped and their names (the first few when many share it). A gtest skip gives its
+GTEST_SKIP message; a script test that skips (SKIP_RETURN_CODE) ends its output with "SKIP: reason".
 Usage: skip-summary.py [BUILD_DIR or LastTest.log]  (default: the current directory). Exits 0 unless the log
 cannot be read (2), so it never changes the test command's own status.
 """
@@ -16,12 +17,19 @@ SHOWN = 3  # names listed per reason before "and N more"
 TEST_HEAD = re.compile(r"^\d+/\d+ Test: (.+)$")
 SKIP_AT = re.compile(r"^(\S+:\d+): Skipped$")  # gtest: "<file>:<line>: Skipped", the message below it
 SKIP_END = re.compile(r"^\[  SKIPPED \] ")
+SCRIPT_SKIP = re.compile(r"^SKIP: (.*)$")  # a script test that exits with its SKIP_RETURN_CODE says why last
+OUTPUT_END = "<end of output>"
 
 
 def skipped_tests(lines):
     """(test name, reason) for each test whose output has a gtest skip."""
-    out, name, reason, in_skip = [], None, None, False
+    out, name, reason, in_skip, last = [], None, None, False, ""
     for line in lines:
+        if line == OUTPUT_END:
+            script = SCRIPT_SKIP.match(last)
+            if name is not None and reason is None and script:
+                reason = [script.group(1)]
+        last = line
         head = TEST_HEAD.match(line)
         if head:
             if name is not None and reason is not None:

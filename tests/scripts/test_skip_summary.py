@@ -57,6 +57,8 @@ def sample():
         ("Gpu.D", *skipped("Gpu.D", "../../tests/gpu/test_gpu.cpp:99", "this build has no CUDA backends")),
         ("Gpu.E", *skipped("Gpu.E", "../../tests/gpu/test_gpu.cpp:99", "this build has no CUDA backends")),
         ("Plan.Quiet", *skipped("Plan.Quiet", "../../tests/cpu/t.cpp:3")),
+        ("Ptxas.Old", "compiling\nSKIP: recorded with nvcc 13.0.88, this is nvcc 12.4\n", "Test Passed."),
+        ("Docs.Says", "SKIP: in the middle, not last\nok\n", "Test Passed."),
     ]
     head = "Start testing: Nov 25 23:19 UTC\n----------------------------------------------------------\n"
     return head + "".join(block(i + 1, n, b, v) for i, (n, b, v) in enumerate(tests)) + "End testing: Nov 25 23:20 UTC\n"
@@ -83,9 +85,10 @@ class SkipSummary(unittest.TestCase):
         self.assertEqual(
             r.stdout.splitlines(),
             [
-                "7 tests skipped, by reason:",
+                "8 tests skipped, by reason:",
                 "    5  this build has no CUDA backends  [Gpu.A, Gpu.B, Gpu.C and 2 more]",
                 "    1  (no reason given)  [Plan.Quiet]",
+                "    1  recorded with nvcc 13.0.88, this is nvcc 12.4  [Ptxas.Old]",
                 "    1  xvfb-run is not installed (see setup)  [Gui.Shot]",
             ],
         )
@@ -95,7 +98,7 @@ class SkipSummary(unittest.TestCase):
 
     def test_no_skips_prints_nothing(self):
         with open(self.log, "w") as f:
-            f.write(sample().replace("Skipped\n", "Skipped?\n").replace("[  SKIPPED ]", "[  PASSED  ]"))
+            f.write(sample().replace("Skipped\n", "Skipped?\n").replace("[  SKIPPED ]", "[  PASSED  ]").replace("SKIP:", "ok"))
         r = run(self.dir.name)
         self.assertEqual((r.returncode, r.stdout), (0, ""))
 
