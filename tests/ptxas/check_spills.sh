@@ -36,9 +36,11 @@ check_unit() {
   seen=$(sed -n "s/.*Compiling entry function .* for '\\(sm_[0-9a-z]*\\)'.*/\\1/p" <<<"$out" | sort -u)
   missing=$(for a in $seen; do [[ "$arches" == *" $a "* ]] || echo -n "$a "; done)
   got=$(awk -v A="$arches" 'index(A, " " $1 " ")' <<<"$got")
-  want=$(awk -v u="$unit" -v A="$arches" '$1 == u && index(A, " " $2 " ") { print $2, $3, $4, $5 }' "$list" | sort)
+  # the list's lines for the architectures both recorded and compiled here
+  want=$(awk -v u="$unit" -v A="$arches" -v S=" $(echo $seen) " '$1 == u && index(A, " " $2 " ") && index(S, " " $2 " ") {
+    print $2, $3, $4, $5 }' "$list" | sort)
   if [ "$got" == "$want" ]; then
-    echo "$unit: spills as recorded ($(grep -c . <<<"$got") kernels)"
+    echo "$unit: spills as recorded at $(echo $seen) ($(grep -c . <<<"$got") spilling kernels)"
     if [ -n "$missing" ]; then
       echo "SKIP: $unit: spills at ${missing% } not recorded in $list (the other architectures match)"
       return 77
