@@ -337,8 +337,9 @@ TEST(Cli, InvarianceOfFlashInferUsesItsOwnPlanAndSaysWhatItSkipped) {
       saw_flash_attn = true;
       EXPECT_NE(p["error"].get<std::string>().find("no flash_attn mode"), std::string::npos) << p.dump();
     }
-    if (p["planner"] == "flashinfer" && lib["available"].get<bool>())
+    if (p["planner"] == "flashinfer" && lib["available"].get<bool>()) {
       EXPECT_EQ(p["batch_tile"], lib["cta_tile_q"]) << "the batch's tile is FlashInfer's, not the model's";
+    }
   }
   EXPECT_TRUE(saw_flash_attn);
   ASSERT_TRUE(any_error);  // flash_attn is always skipped

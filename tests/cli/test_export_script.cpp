@@ -206,8 +206,9 @@ TEST(ExportScript, WithoutTheLibraryTheScriptSaysWhatItNeedsAndExitsTwo) {
             2);
   Out r = sh(py + " " + (d.path / "repro.py").string());
   EXPECT_EQ(r.code, 2) << r.out;
-  if (sh(py + " -c 'import flashinfer' >/dev/null").code != 0)
+  if (sh(py + " -c 'import flashinfer' >/dev/null").code != 0) {
     EXPECT_NE(r.out.find("needs flashinfer-python==0.7.2.post1"), std::string::npos) << r.out;
+  }
   TempDir s("nolib_sdpa");
   ASSERT_EQ(cli("run " + src("examples/prefix-lm.json") + " --export-script " + s.str()).code, 0);
   r = sh(py + " " + (s.path / "repro.py").string());
@@ -479,7 +480,9 @@ TEST(ExportScript, TheLibraryCallComesFromTheFamilyDescriptor) {
       ++writers;
       const attnscope::ScriptPart part = f->script_part(c, plan, id);
       EXPECT_NE(py.find("LIBRARY = " + attnscope::py_str(part.label) + "\n"), std::string::npos) << py;
-      if (part.refusal.empty()) EXPECT_NE(py.find(part.run_library), std::string::npos);
+      if (part.refusal.empty()) {
+        EXPECT_NE(py.find(part.run_library), std::string::npos);
+      }
       continue;
     }
     EXPECT_NE(py.find("LIBRARY = \"SDPA\"\n"), std::string::npos);
@@ -530,9 +533,10 @@ TEST(ExportScript, TheAppIncludesNoFamilyHeaderAndQuotesNoFamilyId) {
     for (std::string line; std::getline(in, line);) {
       ++n;
       const std::string where = e.path().string() + ":" + std::to_string(n) + ": " + line;
-      if (line.rfind("#include", 0) == 0)
+      if (line.rfind("#include", 0) == 0) {
         for (const auto& h : headers)
           EXPECT_TRUE(line.find("\"" + h + "\"") == std::string::npos && line.find("/" + h + "\"") == std::string::npos) << where;
+      }
       const std::string code = line.substr(0, line.find("//"));  // comments may name ids
       for (const auto& q : quoted) EXPECT_EQ(code.find(q), std::string::npos) << where;
     }

@@ -136,7 +136,8 @@ size_t check(const std::string& py, const std::vector<Item>& items, const std::s
   std::ofstream m(dir / "exprs.py");
   m << "import numpy as np\nimport sys\n";
   for (size_t i = 0; i < items.size(); ++i)
-    m << attnscope::expr_numpy_helpers(items[i].e) << "\n\n" << attnscope::expr_numpy_def(items[i].e, "f" + std::to_string(i));
+    m << attnscope::expr_numpy_helpers(items[i].e) << "\n\n"
+      << attnscope::expr_numpy_def(items[i].e, std::string("f").append(std::to_string(i)));
   m << "\n\nFNS = [";
   for (size_t i = 0; i < items.size(); ++i) m << "(f" << i << ", " << items[i].num_heads << "), ";
   m << "]\nGROUPS = [\n";

@@ -625,7 +625,14 @@ bool yellow(const unsigned char* p) { return p[0] > 230 && p[1] > 200 && p[2] < 
 
 }  // namespace
 
-class Screenshot : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+// One tab and the case it is shot on; printed by value in gtest's messages (not as two pointers).
+struct Shot {
+  const char* tab;
+  const char* file;
+};
+void PrintTo(const Shot& s, std::ostream* os) { *os << s.tab << " on " << s.file; }
+
+class Screenshot : public ::testing::TestWithParam<Shot> {};
 
 TEST_P(Screenshot, TabRendersItsContent) {
   if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
@@ -670,12 +677,12 @@ TEST_P(Screenshot, TabRendersItsContent) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryTab, Screenshot,
-    ::testing::Values(std::make_pair("mask", "llama4-chunked-local.json"), std::make_pair("pages", "poisoned-pages.json"),
-                      std::make_pair("local", "llama4-chunked-local.json"), std::make_pair("split", "gqa-decode-long.json"),
-                      std::make_pair("softmax", "gemma2-window-softcap.json"),
-                      std::make_pair("sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"),
-                      std::make_pair("diff", "prefix-lm.json"), std::make_pair("timing", "prefix-lm.json")),
-    [](const auto& info) { return std::string(info.param.first); });
+    ::testing::Values(Shot{"mask", "llama4-chunked-local.json"}, Shot{"pages", "poisoned-pages.json"},
+                      Shot{"local", "llama4-chunked-local.json"}, Shot{"split", "gqa-decode-long.json"},
+                      Shot{"softmax", "gemma2-window-softcap.json"},
+                      Shot{"sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"}, Shot{"diff", "prefix-lm.json"},
+                      Shot{"timing", "prefix-lm.json"}),
+    [](const auto& info) { return std::string(info.param.tab); });
 
 // A mask zoo case: the heatmap, and the mask_mod printed above it in its own colour.
 TEST(Gui, ZooMaskTabShowsTheExpression) {

@@ -6,11 +6,24 @@
 # length a branch decided, or a 64-register S accumulator, serialised every wgmma of the kernel).
 # A probe with a known trap comes first, so a silent ptxas (another version's wording) fails rather
 # than passes.
-# Usage: check_wgmma.sh NVCC PROBE.cu FLAG... -- INSTANCE.cu... (FLAG: the build's sm_90a flags and -I dirs,
-# tests/CMakeLists.txt passes ATTNSCOPE_SM90_CUDA_FLAGS)
+# With --spills LIST, each instance's spills are also checked against the recorded list (check_spills.sh;
+# the build compiles these without -warn-spills), from the same ptxas output.
+# Usage: check_wgmma.sh [--spills LIST] NVCC PROBE.cu FLAG... -- INSTANCE.cu... (FLAG: the build's sm_90a
+# flags and -I dirs, tests/CMakeLists.txt passes ATTNSCOPE_SM90_CUDA_FLAGS)
 set -uo pipefail
+spills=
+if [ "$1" == --spills ]; then spills=$2; shift 2; fi
 nvcc=$1 probe=$2
 shift 2
+here=$(dirname "$0")
+if [ -n "$spills" ]; then
+  recorded=$(sed -n 's/^# nvcc \([0-9.]*\).*/\1/p' "$spills")
+  have=$("$nvcc" --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
+  if [ "$recorded" != "$have" ]; then
+    echo "spills not checked: $spills was recorded with nvcc $recorded, this is nvcc $have"
+    spills=
+  fi
+fi
 given=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
 shift
@@ -31,6 +44,10 @@ for f in "$@"; do
     fail=1
   else
     echo "$(basename "$f"): no wgmma serialised"
+  fi
+  if [ -n "$spills" ]; then
+    bash "$here/check_spills.sh" "$spills" --output "$f" <<<"$out"
+    case $? in 0 | 77) ;; *) fail=1 ;; esac  # 77: an architecture the list does not record, said above
   fi
 done
 exit $fail
