@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/explain.h"
+#include "attnscope/registry.h"
 
 namespace attnscope::cli {
 
@@ -70,8 +71,10 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
       o << "  + chunk " << m.chunk << ": LSE2 " << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights "
         << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0) << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
   }
-  o << "\nfinal   LSE " << g(t.lse, 0) << " (natural log)  O = " << head(t.o, 8) << "   cpu.tiled's bits\n";
-  o << "exact   LSE " << g(t.ref_lse, 0) << "  O = " << head(t.ref_o, 8) << "   cpu.reference (fp64)\n";
+  o << "\nfinal   LSE " << g(t.lse, 0) << " (natural log)  O = " << head(t.o, 8) << "   " << backend_for_role(Role::kPlanTwin)
+    << "'s bits\n";
+  o << "exact   LSE " << g(t.ref_lse, 0) << "  O = " << head(t.ref_o, 8) << "   " << backend_for_role(Role::kReference)
+    << " (fp64)\n";
   o << "diff    O max abs " << g(t.max_abs_diff, 0) << ", LSE " << g(t.lse_diff, 0) << "\n";
 }
 

@@ -5,18 +5,18 @@
 
 #include <iostream>
 
-#include "attnscope/registry.h"
 #include "../core/bench.h"
 #include "../core/case_json.h"
 #include "../core/dump.h"
 #include "../core/environment.h"
 #include "../core/explain.h"
 #include "../core/export_script.h"
-#include "../core/repro.h"
 #include "../core/invariance.h"
 #include "../core/report_json.h"
+#include "../core/repro.h"
 #include "../core/session.h"
 #include "../core/sweep.h"
+#include "attnscope/registry.h"
 #include "cli_args.h"
 #include "explain_report.h"
 #include "text_report.h"

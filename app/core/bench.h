@@ -14,7 +14,7 @@ namespace attnscope {
 struct BenchRow {
   std::string backend;
   std::string status;  // "ok" or the reason it did not run
-  std::string note;    // what the backend says of an ok run (cuda.flash: the kernel that ran, wgmma or mma.sync)
+  std::string note;    // what the backend says of an ok run (e.g. the kernel that ran)
   double median_ms = 0, min_ms = 0, max_ms = 0;
   int reps = 0;
   double tflops = 0;      // 2 x pairs x heads x (d_qk + d_vo) / time

@@ -1,5 +1,4 @@
 // Strict reader and canonical writer of the case format.
-#include "attnscope/registry.h"
 #include "case_json.h"
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <sstream>
 
 #include "attnscope/mask_expr.h"
+#include "attnscope/registry.h"
 #include "json_strict.h"
 #include "recorded_json.h"
 

@@ -33,7 +33,7 @@ class Runner {
   // Starts a new run of `f` (cancelling the current one); returns its generation.
   uint64_t submit(const CaseFile& f, const SessionOptions& opt = {});
   std::shared_ptr<const Snapshot> latest() const;
-  // What the worker is doing now ("cpu.reference 42%"), for the status bar.
+  // What the worker is doing now ("<backend> 42%"), for the status bar.
   std::string activity() const;
   bool busy() const { return busy_.load(); }
   // Hands an old snapshot to the worker to destroy: a session's results are tens of MB, and freeing

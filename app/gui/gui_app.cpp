@@ -13,14 +13,14 @@
 #include <filesystem>
 #include <fstream>
 
-#include "attnscope/registry.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_json.h"
-#include "repro.h"
 #include "draw/colormap.h"
 #include "draw/screenshot.h"
 #include "draw/text_fit.h"
 #include "file_input.h"
+#include "repro.h"
 
 namespace attnscope::gui {
 

@@ -14,18 +14,17 @@
 #include <stb/stb_image.h>
 
 #include "attnscope/library_plan.h"
-#include "attnscope/registry.h"
-#include "fi_library_plan.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
-#include "repro.h"
 #include "desktop.h"
 #include "draw/axes.h"
 #include "draw/colormap.h"
 #include "explain.h"
+#include "fi_library_plan.h"
 #include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
@@ -38,6 +37,7 @@
 #include "panels/split_panel.h"
 #include "panels/sweep_panel.h"
 #include "panels/timing_panel.h"
+#include "repro.h"
 
 using namespace attnscope;
 using namespace attnscope::gui;
@@ -675,14 +675,13 @@ TEST_P(Screenshot, TabRendersItsContent) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryTab, Screenshot,
-    ::testing::Values(Shot{"mask", "llama4-chunked-local.json"}, Shot{"pages", "poisoned-pages.json"},
-                      Shot{"local", "llama4-chunked-local.json"}, Shot{"split", "gqa-decode-long.json"},
-                      Shot{"softmax", "gemma2-window-softcap.json"},
-                      Shot{"sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"}, Shot{"diff", "prefix-lm.json"},
-                      Shot{"timing", "prefix-lm.json"}),
-    [](const auto& info) { return std::string(info.param.tab); });
+INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
+                         ::testing::Values(Shot{"mask", "llama4-chunked-local.json"}, Shot{"pages", "poisoned-pages.json"},
+                                           Shot{"local", "llama4-chunked-local.json"}, Shot{"split", "gqa-decode-long.json"},
+                                           Shot{"softmax", "gemma2-window-softcap.json"},
+                                           Shot{"sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"},
+                                           Shot{"diff", "prefix-lm.json"}, Shot{"timing", "prefix-lm.json"}),
+                         [](const auto& info) { return std::string(info.param.tab); });
 
 // A mask zoo case: the heatmap, and the mask_mod printed above it in its own colour.
 TEST(Gui, ZooMaskTabShowsTheExpression) {

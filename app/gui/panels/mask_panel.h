@@ -42,7 +42,7 @@ struct Readout {
 Readout mask_readout(const Session& s, int request, int head, int q, int k);
 
 // What a mask_mod does to the plan: the expressions, the block map's counts (the whole batch and
-// the shown request) and the work items' KV tiles: those they list as non-empty (what cuda.flash
+// the shown request) and the work items' KV tiles: those they list as non-empty (what the plan-executing GPU kernel
 // visits) against all tiles in their key ranges.
 struct ExprSummary {
   std::string mask_mod, score_mod;  // "" when absent

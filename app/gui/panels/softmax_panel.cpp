@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attnscope/registry.h"
 #include "case_json.h"
 #include "explain.h"
 
@@ -97,9 +98,10 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   SoftmaxEvent fin;
   fin.kind = SoftmaxEvent::kFinal;
   fin.text = "result  LSE " + num(t.lse) + "  (exact " + num(t.ref_lse) + ")";
-  fin.state = "O rounded to the dtype = " + vec(t.o, 6) + "   LSE (natural log) = " + num(t.lse) +
-              "   (cpu.tiled's bits)\nexact softmax (cpu.reference, fp64): O = " + vec(t.ref_o, 6) +
-              "   LSE = " + num(t.ref_lse) + "\ndifference: O max abs " + num(t.max_abs_diff) + ", LSE " + num(t.lse_diff) +
+  fin.state = "O rounded to the dtype = " + vec(t.o, 6) + "   LSE (natural log) = " + num(t.lse) + "   (" +
+              backend_for_role(Role::kPlanTwin) + "'s bits)\nexact softmax (" + backend_for_role(Role::kReference) +
+              ", fp64): O = " + vec(t.ref_o, 6) + "   LSE = " + num(t.ref_lse) + "\ndifference: O max abs " +
+              num(t.max_abs_diff) + ", LSE " + num(t.lse_diff) +
               (t.visible == 0 ? "\nfully masked row: O = 0 and LSE = -inf, as FlashAttention and FlashInfer write it" : "");
   v.events.push_back(fin);
 

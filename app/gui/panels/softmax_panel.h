@@ -1,5 +1,5 @@
 // Softmax panel: one query row's online softmax step by step (attnscope/softmax_trace.h), as
-// cpu.tiled computes it under the plan: every KV tile (per key-split way), each chunk's partial,
+// the plan twin (the cpu family's) computes it under the plan: every KV tile (per key-split way), each chunk's partial,
 // the merge of the partials, the result beside the exact softmax. Step with the buttons or the
 // Left / Right keys; plots of the running max m and denominator d over the steps, and the row's
 // logits and exact probabilities over its keys with the mask.

@@ -6,6 +6,7 @@
 
 #include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "case_json.h"
 #include "draw/colormap.h"
 
@@ -209,7 +210,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
   ImGui::Separator();
   if (pending_.valid()) {
     ImGui::Text("batch invariance: running each request alone ...");
-  } else if (ImGui::Button("Check batch invariance (cpu.tiled)")) {
+  } else if (ImGui::Button(("Check batch invariance (" + backend_for_role(Role::kPlanTwin) + ")").c_str())) {
     report_for_ = key;
     const CaseSpec c = s.spec();
     pending_ = std::async(std::launch::async, [c] { return check_invariance(c, InvarianceOptions{}); });

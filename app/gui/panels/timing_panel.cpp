@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "attnscope/mask.h"
-#include "attnscope/registry.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "draw/text_fit.h"
 
 namespace attnscope::gui {
@@ -36,7 +36,7 @@ std::string bench_hint(const Session& s) {
   if (s.env.devices.empty())
     return "No GPU here (" + (s.env.device_error.empty() ? std::string("no CUDA device") : s.env.device_error) +
            "): GPU backends cannot be benchmarked on this machine.";
-  if (!gpu) return "No GPU backend in this case: add cuda.flash under Backends to benchmark it.";
+  if (!gpu) return "No GPU backend in this case: add " + default_bench_backends().front() + " under Backends to benchmark it.";
   return "";
 }
 

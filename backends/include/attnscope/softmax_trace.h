@@ -1,9 +1,9 @@
-// The online-softmax step-through of one query row and head: how cpu.tiled (the CPU twin of
-// cuda.flash) computes it under the case's plan, with every intermediate kept. Keys are visited in
+// The online-softmax step-through of one query row and head: how the plan twin (the cpu family's
+// tiled backend) computes it under the case's plan, with every intermediate kept. Keys are visited in
 // the plan's order (KV tiles of kKvTile keys from each chunk's start, the key-split ways of 16-row
 // tiles), each chunk ends in a partial (O, LSE), the partials merge in chunk order, and the result
-// is set beside the exact softmax (fp64, cpu.reference's arithmetic). The last step's O and LSE are
-// cpu.tiled's bits: the step-through runs cpu.tiled's own code (backends/cpu/tiled_row.h).
+// is set beside the exact softmax (fp64, the reference's arithmetic). The last step's O and LSE are
+// the plan twin's bits: the step-through runs its own code (backends/cpu/tiled_row.h).
 // All running quantities are in base 2, as the kernels keep them: logits are scaled by log2(e), m
 // is the running max of those, d the running sum of exp2(logit - m).
 #pragma once
@@ -32,8 +32,8 @@ struct SoftmaxTrace {
   std::vector<TileStep> steps;
   std::vector<ChunkPartial> partials;
   std::vector<MergeStep> merges;
-  std::vector<float> o;       // final O (dtype values, as float): cpu.tiled's bits
-  float lse = 0;              // final LSE (natural log): cpu.tiled's bits
+  std::vector<float> o;       // final O (dtype values, as float): the plan twin's bits
+  float lse = 0;              // final LSE (natural log): the plan twin's bits
   std::vector<double> ref_o;  // exact softmax (fp64)
   double ref_lse = 0;
   double max_abs_diff = 0, lse_diff = 0;

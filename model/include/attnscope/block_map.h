@@ -10,7 +10,7 @@
 
 namespace attnscope {
 
-constexpr int kKvTile = 64;  // keys per KV tile in the block map, cpu.tiled and the kernels
+constexpr int kKvTile = 64;  // keys per KV tile in the block map, the plan twin and the kernels
 
 struct UnitBlocks {
   int unit = 0;

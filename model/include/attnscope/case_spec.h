@@ -124,7 +124,7 @@ struct CaseSpec {
   std::vector<std::string> backends;  // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
-  std::optional<int> pad_head_dim_to;  // cuda.flash_padded: zero-pad head dims to this (default 64),
+  std::optional<int> pad_head_dim_to;  // the padded flash backend: zero-pad head dims to this (default 64),
                                        // sm_scale kept from the true head dim (FlashInfer workaround)
   bool operator==(const CaseSpec&) const = default;
 

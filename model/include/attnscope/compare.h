@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "attnscope/result.h"
 #include "attnscope/case_spec.h"
+#include "attnscope/result.h"
 
 namespace attnscope {
 

@@ -1,6 +1,6 @@
 // A compiled mask_mod / score_mod: the parse tree of mask_expr.h flattened to postfix operations,
 // and their evaluator, written once for the host and the device (AS_HD). The CPU backends, the
-// mask bits of the plan and cuda.reference / cuda.naive all evaluate an expression through
+// mask bits of the plan and the GPU references all evaluate an expression through
 // eval_expr, so an expression means the same thing everywhere it runs.
 //
 // Arithmetic is in doubles (integers exact below 2^53); comparisons and && || ! give 0 or 1. Both

@@ -1,4 +1,4 @@
-// Work items that one GPU CTA can run side by side (cuda.flash's paired Hopper launch): a launch-level
+// Work items that one GPU CTA can run side by side (the flash kernel's paired Hopper launch): a launch-level
 // grouping of the plan's items that changes no item, tile or sum, only which items share the K / V
 // tiles a CTA loads.
 #pragma once

@@ -1,5 +1,5 @@
 // The plan is a value: everything about how attention is computed for a batch, from pure host
-// functions. Kernels, cpu.tiled, the GUI and the repro export all use this one struct.
+// functions. Kernels, the CPU plan twin, the GUI and the repro export all use this one struct.
 #pragma once
 
 #include <memory>

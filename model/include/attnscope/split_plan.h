@@ -1,5 +1,5 @@
 // The split-KV work partition: query tiles, KV chunks, work items (CTAs) and the merge, plus the
-// planner's inputs and its reasoning. The kernels, cpu.tiled and the GUI all execute/draw this.
+// planner's inputs and its reasoning. The kernels, the CPU plan twin and the GUI all execute/draw this.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +55,7 @@ struct SplitPlan {
   std::vector<int> merge_indptr;  // [total queries + 1], partials of each query (all heads alike)
   std::vector<int> o_indptr;      // [units + 1], first partial row of each unit: sum q_len * chunks
   // A mask_mod's non-empty KV tiles (kKvTile keys from the item's first key) of each item, item-major:
-  // the tiles cuda.flash visits (FlexAttention's kv_indices). Empty without a mask_mod.
+  // the tiles the flash kernel visits (FlexAttention's kv_indices). Empty without a mask_mod.
   std::vector<int> item_tile_indptr;          // [num_items + 1]
   std::vector<int> item_tiles;                // first key of each tile
   std::vector<unsigned char> item_tile_full;  // [item_tiles] 1: every row of the item sees every key of the tile
