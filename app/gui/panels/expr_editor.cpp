@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "attnscope/mask_expr.h"
+#include "draw/text_fit.h"
 
 namespace attnscope::gui {
 
@@ -224,7 +225,10 @@ bool ExprEditor::draw(CaseSpec& c, int request) {
   if (!c.requests.empty()) {
     const int r = std::clamp(request, 0, static_cast<int>(c.requests.size()) - 1);
     const std::string b = builtin_mask_expr(c, r);
-    ImGui::TextDisabled("built-in mask of request %d as an expression: %s", r, b == "1" ? "1 (every pair)" : b.c_str());
+    // one long token (a document list, say) cannot wrap: it ends in "..." and shows whole on hover
+    const ImVec4 grey = ImGui::GetStyle().Colors[ImGuiCol_TextDisabled];
+    text_elided("built-in mask of request " + std::to_string(r) + " as an expression: " + (b == "1" ? "1 (every pair)" : b), -1,
+                &grey);
   }
   ImGui::PopTextWrapPos();
   // the built-in mask ANDed with itself is the same mask: a safe start for an expression

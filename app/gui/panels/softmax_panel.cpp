@@ -11,6 +11,7 @@
 
 #include "attnscope/registry.h"
 #include "case_json.h"
+#include "draw/text_fit.h"
 #include "explain.h"
 
 namespace attnscope::gui {
@@ -291,7 +292,12 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
     ImGui::PushStyleColor(ImGuiCol_Text, col);
     char label[24];
     std::snprintf(label, sizeof label, "%3d ", i);
-    if (ImGui::Selectable((label + e.text).c_str(), i == v.step)) ui.sm_step = i;
+    // a long event line ends in "..." inside the list and shows whole on hover
+    const std::string full = label + e.text;
+    const std::string shown =
+        elide(full, ImGui::GetContentRegionAvail().x, [](const std::string& t) { return ImGui::CalcTextSize(t.c_str()).x; });
+    if (ImGui::Selectable((shown + "##event" + std::to_string(i)).c_str(), i == v.step)) ui.sm_step = i;
+    if (shown != full && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full.c_str());
     ImGui::PopStyleColor();
     if (i == v.step && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
   }
