@@ -1,6 +1,6 @@
 // The steps of one row's online softmax as the step-through records them (softmax_trace.h): a KV
 // tile, a chunk's partial, a merge of two partials. Plain data, shared by the row arithmetic that
-// fills them (kernels/cpu/tiled_row.h) and the trace that collects them.
+// fills them (the CPU plan twin's row code) and the trace that collects them.
 #pragma once
 
 #include <cmath>
