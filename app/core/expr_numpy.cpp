@@ -103,7 +103,7 @@ std::string expr_numpy_def(const Expr& e, const std::string& name) {
   std::string body;
   // stack slot i of eval_expr is the name s<i>: at most kExprStack arrays are alive at once
   int sp = 0;
-  auto slot = [](int i) { return "s" + std::to_string(i); };
+  auto slot = [](int i) { return std::string("s").append(std::to_string(i)); };
   for (const ExprOp& op : e.ops()) {
     std::string line;
     if (op.code == ExprCode::kNum) {
@@ -191,7 +191,15 @@ struct TorchText {
   ExprCode chain = ExprCode::kNum;
 };
 
-std::string wrap(const TorchText& t, int min_prec) { return t.prec >= min_prec ? t.s : "(" + t.s + ")"; }
+// Joined by appends: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::string&& chains.
+template <class... T>
+std::string cat(const T&... parts) {
+  std::string s;
+  (s.append(parts), ...);
+  return s;
+}
+
+std::string wrap(const TorchText& t, int min_prec) { return t.prec >= min_prec ? t.s : cat("(", t.s, ")"); }
 
 std::string torch_literal(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15)
@@ -212,36 +220,36 @@ TorchText torch_op(const ExprOp& op, std::vector<TorchText>* st) {
     st->pop_back();
     return t;
   };
-  auto tensor = [](const TorchText& t) { return "torch.as_tensor(" + t.s + ")"; };
+  auto tensor = [](const TorchText& t) { return cat("torch.as_tensor(", t.s, ")"); };
   switch (op.code) {
     case ExprCode::kNum:
       return {torch_literal(op.num)};
     case ExprCode::kVar:
       return {kVarNames[op.var]};
     case ExprCode::kNeg:
-      return {"-" + wrap(pop(), 11), 11};
+      return {cat("-", wrap(pop(), 11)), 11};
     case ExprCode::kNot:
-      return {"~_b(" + pop().s + ")", 11};
+      return {cat("~_b(", pop().s, ")"), 11};
     case ExprCode::kDoc:
-      return {"_doc(" + pop().s + ")"};
+      return {cat("_doc(", pop().s, ")")};
     case ExprCode::kAlibi:
-      return {"_alibi(" + pop().s + ")"};
+      return {cat("_alibi(", pop().s, ")")};
     case ExprCode::kWhere: {
       const TorchText c = pop(), a = pop(), cond = pop();
-      return {"torch.where(_b(" + cond.s + "), " + tensor(a) + ", " + tensor(c) + ")"};
+      return {cat("torch.where(_b(", cond.s, "), ", tensor(a), ", ", tensor(c), ")")};
     }
     case ExprCode::kMod: {
       const TorchText b = pop(), a = pop();
-      return {"torch.fmod(" + tensor(a) + ", " + b.s + ")"};  // C's fmod (Python's % differs for negatives)
+      return {cat("torch.fmod(", tensor(a), ", ", b.s, ")")};  // C's fmod (Python's % differs for negatives)
     }
     default:
       break;
   }
   for (const auto& [code, fn] : kFns)
     if (code == op.code) {
-      if (code != ExprCode::kMin && code != ExprCode::kMax) return {std::string(fn) + "(" + tensor(pop()) + ")"};
+      if (code != ExprCode::kMin && code != ExprCode::kMax) return {cat(fn, "(", tensor(pop()), ")")};
       const TorchText b = pop(), a = pop();
-      return {std::string(fn) + "(" + tensor(a) + ", " + tensor(b) + ")"};
+      return {cat(fn, "(", tensor(a), ", ", tensor(b), ")")};
     }
   const TorchText b = pop(), a = pop();
   const char* sym = " ? ";
@@ -250,13 +258,13 @@ TorchText torch_op(const ExprOp& op, std::vector<TorchText>* st) {
   if (op.code == ExprCode::kAnd || op.code == ExprCode::kOr) {
     // a chain of the same operator continues without _b or parentheses (left-associative)
     const int prec = op.code == ExprCode::kAnd ? 5 : 3;
-    return {(a.chain == op.code ? a.s : "_b(" + a.s + ")") + sym + "_b(" + b.s + ")", prec, op.code};
+    return {cat(a.chain == op.code ? a.s : cat("_b(", a.s, ")"), sym, "_b(", b.s, ")"), prec, op.code};
   }
   const int prec = op.code == ExprCode::kAdd || op.code == ExprCode::kSub   ? 7
                    : op.code == ExprCode::kMul || op.code == ExprCode::kDiv ? 9
                                                                             : 1;
   // comparisons do not chain in attnscope (a < b < c would be two comparisons in Python): wrap both
-  return {wrap(a, prec == 1 ? 2 : prec) + sym + wrap(b, prec + 1), prec};
+  return {cat(wrap(a, prec == 1 ? 2 : prec), sym, wrap(b, prec + 1)), prec};
 }
 
 }  // namespace

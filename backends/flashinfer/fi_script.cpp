@@ -67,8 +67,11 @@ std::string units_constant(const CaseSpec& c, const Plan& p) {
   std::vector<std::string> rows;
   for (size_t i = 0; i < p.units.size(); ++i) {
     const WorkUnit& w = p.units[i];
-    rows.push_back("(" + std::to_string(w.request) + ", " + std::to_string(w.q_begin) + ", " + std::to_string(w.q_len) + ", " +
-                   std::to_string(u.kv_begin[i]) + ", " + std::to_string(w.kv_len) + ")");
+    // appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::string&& chains
+    std::string row = "(";
+    for (const int64_t x : {int64_t{w.request}, int64_t{w.q_begin}, int64_t{w.q_len}, int64_t{u.kv_begin[i]}, int64_t{w.kv_len}})
+      row.append(row.size() > 1 ? ", " : "").append(std::to_string(x));
+    rows.push_back(row + ")");
   }
   return std::string("# FlashInfer's requests") + (p.local.batches.empty() ? "" : " (vLLM's virtual batches)") +
          ": (request, first query, queries, first key, keys)\n" + py_assign("UNITS", rows);
