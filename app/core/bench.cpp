@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "attnscope/registry.h"
 #include "attnscope/device.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 
 namespace attnscope {
 

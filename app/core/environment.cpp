@@ -6,8 +6,8 @@
 #include <fstream>
 #include <thread>
 
-#include "attnscope/registry.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 
 #ifndef ATTNSCOPE_VERSION
 #define ATTNSCOPE_VERSION "0.0.0"

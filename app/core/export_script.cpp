@@ -5,8 +5,6 @@
 // app writes the frame around it and the PyTorch SDPA / flex_attention calls of the others.
 #include "export_script.h"
 
-#include "repro.h"
-
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
@@ -16,6 +14,7 @@
 #include "attnscope/registry.h"
 #include "dump.h"
 #include "expr_numpy.h"
+#include "repro.h"
 
 #ifndef ATTNSCOPE_VERSION
 #define ATTNSCOPE_VERSION "0.0.0"

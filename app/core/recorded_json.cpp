@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "attnscope/registry.h"
 #include "attnscope/case_spec.h"
+#include "attnscope/registry.h"
 #include "json_strict.h"
 
 namespace attnscope {

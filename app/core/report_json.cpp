@@ -19,7 +19,6 @@ ordered_json num(double v) {
 }
 }  // namespace
 
-
 ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
   ordered_json j;
   j["compiled"] = f.compiled;

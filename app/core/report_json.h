@@ -9,7 +9,6 @@
 
 namespace attnscope {
 
-
 nlohmann::ordered_json plan_to_json(const CaseSpec& c, const Plan& p);
 // library_plans: each library's own plan of the case (FlashInfer's PrefillSplitQOKVIndptr result,
 // its inputs, the device profile it answered from) and its field-by-field agreement with the model.

@@ -1,8 +1,8 @@
 // Running a case: plan, workload, backends, comparisons, replay check.
 #include "session.h"
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
+#include "attnscope/registry.h"
 
 namespace attnscope {
 

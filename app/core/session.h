@@ -118,5 +118,4 @@ void finish_session(Session& s);
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
 
-
 }  // namespace attnscope

@@ -57,7 +57,6 @@ class SdpaBackend final : public Backend {
            cudnn_version_note();
   }
 
-
   std::string check(const CaseSpec& c) const override {
     // What no cuDNN graph can express comes first: it holds on every machine, so a repro case
     // says "unsupported" with the reason rather than "no device".

@@ -97,7 +97,6 @@ class DecodeBackend final : public Backend {
            "single-token queries on attnscope's paged pool";
   }
 
-
   std::string check(const CaseSpec& c) const override {
     for (size_t r = 0; r < c.requests.size(); ++r)
       if (c.requests[r].q_len != 1)

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "attnscope/device.h"
-#include "fi_library_plan.h"
 #include "fi_conventions.h"
+#include "fi_library_plan.h"
 
 namespace attnscope::peers::flashinfer::planner_detail {
 

@@ -209,7 +209,6 @@ class PrefillSm90Backend final : public Backend {
            "batches";
   }
 
-
   // The case's own refusals first (they read the same with or without a device), then the device.
   std::string check(const CaseSpec& c) const override {
     if (c.dtype == DType::kFp32)

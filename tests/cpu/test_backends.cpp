@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
+#include "attnscope/registry.h"
 #include "bench.h"
 #include "case_gen.h"
 

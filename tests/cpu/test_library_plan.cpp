@@ -8,11 +8,11 @@
 #include <map>
 
 #include "attnscope/library_plan.h"
-#include "attnscope/registry.h"
-#include "fi_library_plan.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "attnscope/rng.h"
 #include "case_gen.h"
+#include "fi_library_plan.h"
 
 using namespace attnscope;
 

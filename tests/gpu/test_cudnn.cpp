@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <functional>
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
 

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
 

@@ -19,12 +19,12 @@
 #include <map>
 #include <regex>
 
-#include "fi_conventions.h"
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "fi_conventions.h"
 #include "fi_lse_bound.h"
 
 using namespace attnscope;

@@ -17,9 +17,9 @@
 #include <map>
 #include <set>
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
 #include "fi_lse_bound.h"

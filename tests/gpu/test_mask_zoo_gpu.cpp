@@ -12,9 +12,9 @@
 #include <functional>
 #include <iostream>
 
-#include "attnscope/registry.h"
 #include "attnscope/compare.h"
 #include "attnscope/device.h"
+#include "attnscope/registry.h"
 #include "case_json.h"
 
 using namespace attnscope;

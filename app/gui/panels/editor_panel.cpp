@@ -389,7 +389,8 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
       ImGui::EndCombo();
     }
   }
-  if (ImGui::CollapsingHeader("Kernels")) ch |= opt_int("pad head_dim to (the padded flash backend)", c.pad_head_dim_to, 64, 1, 1024);
+  if (ImGui::CollapsingHeader("Kernels"))
+    ch |= opt_int("pad head_dim to (the padded flash backend)", c.pad_head_dim_to, 64, 1, 1024);
   ImGui::PopItemWidth();
   return ch;
 }

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "attnscope/registry.h"
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_bits.h"
+#include "attnscope/registry.h"
 #include "attnscope/workload.h"
 #include "draw/axes.h"
 #include "draw/colormap.h"

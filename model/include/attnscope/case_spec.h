@@ -102,9 +102,9 @@ struct ComparisonSpec {
   std::string backend;   // a backend id of the case
   std::string baseline;  // usually a reference
   CompareRule rule = CompareRule::kAllclose;
-  double rtol = 1e-2;             // allclose
-  double atol = 1e-3;             // allclose; max_abs bound; twice_lowp rounding floor
-  std::string lowp;  // twice_lowp: the same-precision naive baseline (the JSON reader's default: the registry's)
+  double rtol = 1e-2;  // allclose
+  double atol = 1e-3;  // allclose; max_abs bound; twice_lowp rounding floor
+  std::string lowp;    // twice_lowp: the same-precision naive baseline (the JSON reader's default: the registry's)
   bool operator==(const ComparisonSpec&) const = default;
 };
 
