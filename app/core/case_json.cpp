@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/registry.h"
 #include "json_strict.h"
@@ -119,6 +120,48 @@ class Obj {
 const std::initializer_list<std::pair<const char*, DType>> kDtypes = {
     {"fp32", DType::kFp32}, {"fp16", DType::kFp16}, {"bf16", DType::kBf16}};
 
+// "amax" (empty: computed from the data), a number, or an array of numbers.
+std::vector<double> read_scale_values(const Obj& o, const char* key) {
+  if (!o.has(key)) return {};
+  const json& v = o.raw(key);
+  const std::string path = o.at(key);
+  if (v.is_string()) {
+    if (v.get<std::string>() != "amax")
+      throw CaseError(path, "\"" + printable(v.get<std::string>()) + "\" is not allowed, write \"amax\", a number or an array of numbers");
+    return {};
+  }
+  if (v.is_number()) return {v.get<double>()};
+  if (!v.is_array() || v.empty())
+    throw CaseError(path, "must be \"amax\", a number or a non-empty array of numbers, got " + json_kind(v) + " " + show(v));
+  std::vector<double> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number())
+      throw CaseError(path + "/" + std::to_string(i), "must be a number, got " + json_kind(v[i]) + " " + show(v[i]));
+    out.push_back(v[i].get<double>());
+  }
+  return out;
+}
+
+// /kv_cache/dtype and /kv_cache/scales (the FP8 rules are validate_fp8's).
+void read_kv_dtype(const Obj& k, CaseSpec& c) {
+  auto& kc = c.kv_cache;
+  if (k.has("dtype")) {
+    const std::string d = k.get_str("dtype", "");
+    if (d == "fp8_e4m3") kc.fp8 = Fp8Format::kE4M3;
+    else if (d == "fp8_e5m2") kc.fp8 = Fp8Format::kE5M2;
+    else if (d != dtype_name(c.dtype))
+      throw CaseError(k.at("dtype"), "\"" + printable(d) + "\" is not allowed, must be \"fp8_e4m3\", \"fp8_e5m2\" or the case's /dtype \"" +
+                                         dtype_name(c.dtype) + "\"");
+  }
+  if (!k.has("scales")) return;
+  Obj sc(k.raw("scales"), "/kv_cache/scales", {"granularity", "k", "v"});
+  if (!kc.fp8) throw CaseError("/kv_cache/scales", "set without an FP8 /kv_cache/dtype (fp8_e4m3 or fp8_e5m2)");
+  kc.scales.granularity = sc.get_enum("granularity", ScaleGranularity::kTensor,
+                                      {{"tensor", ScaleGranularity::kTensor}, {"head", ScaleGranularity::kHead}, {"token", ScaleGranularity::kToken}});
+  kc.scales.k = read_scale_values(sc, "k");
+  kc.scales.v = read_scale_values(sc, "v");
+}
+
 RequestSpec parse_request(const json& j, const std::string& path) {
   Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed"});
   o.require("q_len");
@@ -144,6 +187,7 @@ RequestSpec parse_request(const json& j, const std::string& path) {
 CaseFile parse_case(const json& j) {
   Obj top(j, "",
           {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention", "split", "data",
+           "fp8_attention",
            "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
@@ -188,7 +232,7 @@ CaseFile parse_case(const json& j) {
   if (top.has("kv_cache")) {
     Obj k(top.raw("kv_cache"), "/kv_cache",
           {"storage", "page_size", "layout", "allocation", "allocation_seed", "null_page", "poison_unused",
-           "max_num_blocks_per_seq"});
+           "max_num_blocks_per_seq", "dtype", "scales"});
     auto& kc = c.kv_cache;
     kc.storage = k.get_enum("storage", KvStorage::kPaged, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}});
     const bool ragged = kc.storage == KvStorage::kRagged;
@@ -201,6 +245,15 @@ CaseFile parse_case(const json& j) {
     kc.null_page = k.get_bool("null_page", !ragged);
     kc.poison_unused = k.get_bool("poison_unused", false);
     kc.max_num_blocks_per_seq = k.opt_int("max_num_blocks_per_seq");
+    read_kv_dtype(k, c);
+  }
+  if (top.has("fp8_attention")) {
+    Obj f(top.raw("fp8_attention"), "/fp8_attention", {"q_scale"});
+    Fp8AttentionSpec fa;
+    const auto q = read_scale_values(f, "q_scale");
+    if (q.size() > 1) throw CaseError(f.at("q_scale"), "Q has one scale, give one number or \"amax\"");
+    if (!q.empty()) fa.q_scale = q[0];
+    c.fp8_attention = fa;
   }
   if (top.has("attention")) {
     Obj a(top.raw("attention"), "/attention",
@@ -377,6 +430,17 @@ ordered_json case_to_json(const CaseSpec& c) {
                    {"layout", layout_name(k.layout)},      {"allocation", alloc_name(k.allocation)},
                    {"allocation_seed", k.allocation_seed}, {"null_page", k.null_page},
                    {"poison_unused", k.poison_unused},     {"max_num_blocks_per_seq", opt(k.max_num_blocks_per_seq)}};
+  if (k.fp8) {  // written only for FP8, so the canonical text of every other case is unchanged
+    auto values = [&](const std::vector<double>& v) -> ordered_json {
+      if (v.empty()) return "amax";
+      if (k.scales.granularity == ScaleGranularity::kTensor) return v[0];
+      return v;
+    };
+    j["kv_cache"]["dtype"] = fp8_name(*k.fp8);
+    j["kv_cache"]["scales"] = {{"granularity", granularity_name(k.scales.granularity)},
+                               {"k", values(k.scales.k)},
+                               {"v", values(k.scales.v)}};
+  }
   const auto& a = c.attention;
   j["attention"] = {{"causal", a.causal},       {"window", opt(a.window)},     {"local_chunk", opt(a.local_chunk)},
                     {"prefix_lm", a.prefix_lm}, {"soft_cap", opt(a.soft_cap)}, {"sm_scale", opt(a.sm_scale)},
@@ -393,6 +457,8 @@ ordered_json case_to_json(const CaseSpec& c) {
   d["std"] = c.data.std;
   if (!c.data.outlier_channels.empty()) d["outliers"] = {{"channels", c.data.outlier_channels}, {"scale", c.data.outlier_scale}};
   j["data"] = d;
+  if (c.fp8_attention)
+    j["fp8_attention"] = {{"q_scale", c.fp8_attention->q_scale ? ordered_json(*c.fp8_attention->q_scale) : ordered_json("amax")}};
   j["backends"] = c.backends;
   ordered_json cmps = ordered_json::array();
   for (const auto& m : c.comparisons) {

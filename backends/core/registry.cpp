@@ -2,6 +2,8 @@
 // helpers that run any backend (expressions, check, exceptions as statuses).
 #include "attnscope/registry.h"
 
+#include "attnscope/fp8.h"
+
 #include <chrono>
 #include <exception>
 
@@ -125,6 +127,24 @@ std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* o
   return "";
 }
 
+std::string fp8_for(const BackendInfo& b, const CaseSpec& c) {
+  if (!c.fp8_kv()) return "";
+  const ScaleGranularity g = c.kv_cache.scales.granularity;
+  const std::string what = std::string(fp8_name(*c.kv_cache.fp8)) + " KV cache with " + granularity_name(g) + " scales";
+  if (!(b.fp8_kv_scales & fp8_bit(g))) {
+    std::string takes;
+    for (auto x : {ScaleGranularity::kTensor, ScaleGranularity::kHead, ScaleGranularity::kToken})
+      if (b.fp8_kv_scales & fp8_bit(x)) takes += std::string(takes.empty() ? "" : ", ") + granularity_name(x);
+    return b.id + " does not take an " + what + " (it takes " +
+           (takes.empty() ? std::string("no FP8 cache") : "FP8 with " + takes + " scales") + "; " +
+           who_runs([g](const BackendInfo& i) { return (i.fp8_kv_scales & fp8_bit(g)) != 0; }) + " do)";
+  }
+  if (c.fp8_attention && !b.fp8_attention)
+    return b.id + " does not run FP8 attention (Q in FP8, /fp8_attention); " +
+           who_runs([g](const BackendInfo& i) { return i.fp8_attention && (i.fp8_kv_scales & fp8_bit(g)); }) + " do";
+  return "";
+}
+
 Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Workload& w, const RunOptions& opt,
                    const BackendInfo* info) {
   Result r;
@@ -138,6 +158,7 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     // a family absent from this build: check() says "not compiled", the more basic reason
     const BackendFamily* f = family_of(b.id());
     if (!f || f->compiled) why = expressions_for(*info, c_in, &c);
+    if (why.empty() && (!f || f->compiled)) why = fp8_for(*info, c_in);
     if (why.empty()) why = b.check(c);
     if (!why.empty()) {
       r.status = status_of_reason(why);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnscope/backend.h"
+#include "attnscope/fp8.h"
 #include "attnscope/mask.h"
 #include "cpu_family.h"
 
@@ -47,6 +48,13 @@ struct KvAccess {
   const float* v(int r, int key, int h) const {
     return w.v_pool.data() + kv_offset(c.kv_cache.layout, pt.page_of(r, key), key % pt.page_size, h, 0, pt.page_size,
                                        c.num_kv_heads, c.head_dim_vo);
+  }
+  // FP8 scales of key `key`'s K and V row (1 without scales: the workload of the original values
+  // has none even for an FP8 case).
+  float k_scale(int r, int key, int h) const { return w.has_scales() ? w.k_scale[scale_at(r, key, h)] : 1.0f; }
+  float v_scale(int r, int key, int h) const { return w.has_scales() ? w.v_scale[scale_at(r, key, h)] : 1.0f; }
+  int64_t scale_at(int r, int key, int h) const {
+    return scale_index(c.kv_cache.scales.granularity, pt.page_of(r, key), key % pt.page_size, h, pt.page_size, c.num_kv_heads);
   }
 };
 

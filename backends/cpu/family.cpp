@@ -7,14 +7,16 @@ namespace attnscope {
 
 BackendFamily cpu_family() {
   using E = Expressions;
-  const std::string any = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format";
+  const std::string any =
+      "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; FP8 caches at every scale "
+      "granularity and FP8 attention";
   BackendFamily f;
   f.name = "cpu";
   f.backends = {
       {"cpu.reference", "fp64 naive softmax on the CPU (ground truth)", any, E::kFull, E::kFull, false, false, false,
-       Role::kReference},
+       Role::kReference, kFp8AnyScales, true},
       {"cpu.lowp", "naive attention rounded like an eager low-precision implementation", any, E::kFull, E::kFull, false, false,
-       false, Role::kLowp},
+       false, Role::kLowp, kFp8AnyScales, true},
       {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin", any, E::kFull,
        E::kFull, false, false, false, Role::kPlanTwin},
   };

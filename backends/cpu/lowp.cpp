@@ -2,7 +2,8 @@
 // implementation in that dtype rounds (FlashAttention's attention_ref with upcast=False): the
 // scaled Q, the score matrix, each soft-cap step, the probabilities and the output are tensors in
 // the dtype; matmul accumulation and the softmax itself run in fp32. It is the same-precision
-// baseline of the "2x" rule: max|A - ref64| <= 2 max|lowp - ref64|.
+// baseline of the "2x" rule: max|A - ref64| <= 2 max|lowp - ref64|. An FP8 cache is dequantised
+// first, as an eager implementation does: K, V (and Q under fp8_attention) = round(fp8 * scale).
 #include <cmath>
 #include <limits>
 
@@ -47,7 +48,7 @@ class Lowp final : public Backend {
       if (hi <= lo) return fully_masked();
       const float* qv = w.q_row(t, h, c);
       std::vector<float> qs(Dq);
-      for (int d = 0; d < Dq; ++d) qs[d] = rd(qv[d] * scale);  // q * sm_scale is a dtype tensor
+      for (int d = 0; d < Dq; ++d) qs[d] = rd(rd(qv[d] * w.q_scale) * scale);  // q * sm_scale is a dtype tensor
       const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
       const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
       std::vector<float> s(hi - lo);
@@ -58,8 +59,9 @@ class Lowp final : public Backend {
           continue;
         }
         const float* kr = kv.k(r, k, h / G);
+        const float ks = kv.k_scale(r, k, h / G);
         float dot = 0;
-        for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
+        for (int d = 0; d < Dq; ++d) dot += qs[d] * rd(kr[d] * ks);
         float x = rd(dot);  // score matrix in the dtype
         if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
         if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));
@@ -77,7 +79,8 @@ class Lowp final : public Backend {
       for (int k = lo; k < hi; ++k) {
         const float pk = rd(s[k - lo] / den);  // softmax output is a dtype tensor
         const float* vr = kv.v(r, k, h / G);
-        for (int d = 0; d < Dv; ++d) acc[d] += pk * vr[d];
+        const float vs = kv.v_scale(r, k, h / G);
+        for (int d = 0; d < Dv; ++d) acc[d] += pk * rd(vr[d] * vs);
       }
       for (int d = 0; d < Dv; ++d) o[d] = rd(acc[d]);
       res.lse[t * Hq + h] = mx + std::log(den);

@@ -1,6 +1,6 @@
 // cpu.reference's arithmetic for one (token, head) row, in one place: fp64 softmax on the inputs as
-// rounded to the case dtype, over exactly the keys the mask allows. cpu.reference runs it for every
-// row; the softmax step-through runs it for the row it explains, with the per-key probabilities.
+// rounded to the case dtype (FP8: stored values times their scales, exact in fp64), over exactly the
+// keys the mask allows. cpu.reference runs it for every row; the softmax step-through runs it for the row it explains, with the per-key probabilities.
 #pragma once
 
 #include <cmath>
@@ -38,7 +38,8 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
     const float* kr = kv.k(r, k, h / G);
     double dot = 0;
     for (int d = 0; d < Dq; ++d) dot += static_cast<double>(qv[d]) * kr[d];
-    double x = dot * scale;
+    // FP8: the row's values are stored value * scale; the scales factor out of the dot product
+    double x = dot * (static_cast<double>(w.q_scale) * kv.k_scale(r, k, h / G)) * scale;
     if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
     if (c.attention.alibi) x += slope * (k - qa);
     x = apply_score_mod(c, p, r, h, qa, k, x);
@@ -56,7 +57,8 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
     const double e = std::exp(s[k - lo] - mx);
     den += e;
     const float* vr = kv.v(r, k, h / G);
-    for (int d = 0; d < Dv; ++d) acc[d] += e * vr[d];
+    const double ev = e * kv.v_scale(r, k, h / G);
+    for (int d = 0; d < Dv; ++d) acc[d] += ev * vr[d];
   }
   for (int d = 0; d < Dv; ++d) o[d] = acc[d] / den;
   const double lse = mx + std::log(den);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/fp8.h"
 #include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
 
@@ -199,6 +200,8 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
             std::string(alloc_name(c.kv_cache.allocation)) + " with ragged storage, ragged KV is contiguous");
     require(!c.kv_cache.null_page, "/kv_cache/null_page", "true with ragged storage, only a paged cache has a null page");
   }
+
+  validate_fp8(c);
 
   // attention
   if (a.window)

@@ -1,14 +1,104 @@
 // Host tensors of a case, from the counter-based generator.
 #include "attnscope/workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "attnscope/fp8.h"
 
 namespace attnscope {
 
 int64_t workload_bytes(const CaseSpec& c, const PageTable& pt) {
   const int64_t slots = static_cast<int64_t>(pt.num_pages) * pt.page_size * c.num_kv_heads;
-  return 4 * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo));
+  const int64_t copies = c.fp8_kv() ? 2 : 1;  // FP8 keeps the originals beside the stored values
+  return 4 * copies * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo)) +
+         (c.fp8_kv() ? 8 * slots : 0);
+}
+
+namespace {
+
+// Scales of one tensor: the given ones, or amax / the format's max over each group's real elements.
+std::vector<float> tensor_scales(const CaseSpec& c, const PageTable& pt, const std::vector<float>& pool, int dim,
+                                 const std::vector<double>& given, bool poison) {
+  const auto g = c.kv_cache.scales.granularity;
+  const Fp8Format f = *c.kv_cache.fp8;
+  const int Hk = c.num_kv_heads, ps = pt.page_size;
+  const int64_t n = scale_count(g, static_cast<int64_t>(pt.num_pages) * ps, Hk);
+  if (!given.empty()) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) s[i] = scale_as_float(given[g == ScaleGranularity::kTensor ? 0 : i]);
+    return s;
+  }
+  std::vector<float> amax(static_cast<size_t>(n), 0.0f);
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+    for (int k = 0; k < c.requests[r].kv_len; ++k) {
+      const int page = pt.page_of(r, k), slot = k % ps;
+      for (int h = 0; h < Hk; ++h) {
+        float& m = amax[scale_index(g, page, slot, h, ps, Hk)];
+        const float* x = pool.data() + kv_offset(c.kv_cache.layout, page, slot, h, 0, ps, Hk, dim);
+        for (int d = 0; d < dim; ++d) m = std::max(m, std::fabs(x[d]));
+      }
+    }
+  std::vector<float> s(static_cast<size_t>(n));
+  // token scales of slots no request uses are never read: NaN under poison_unused, as the pool
+  for (int64_t i = 0; i < n; ++i)
+    s[i] = g == ScaleGranularity::kToken && amax[i] == 0.0f && poison ? std::numeric_limits<float>::quiet_NaN()
+                                                                      : scale_from_amax(amax[i], f);
+  if (g == ScaleGranularity::kToken) {  // a used slot whose values are all 0 still gets scale 1
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+      for (int k = 0; k < c.requests[r].kv_len; ++k)
+        for (int h = 0; h < Hk; ++h) {
+          const int64_t i = scale_index(g, pt.page_of(r, k), k % ps, h, ps, Hk);
+          if (std::isnan(s[i])) s[i] = 1.0f;
+        }
+  }
+  return s;
+}
+
+// Replaces the real elements of `pool` by their FP8 values (x / scale, saturating, RNE).
+void quantize_pool(const CaseSpec& c, const PageTable& pt, std::vector<float>& pool, int dim, const std::vector<float>& scales) {
+  const auto g = c.kv_cache.scales.granularity;
+  const Fp8Format f = *c.kv_cache.fp8;
+  const int Hk = c.num_kv_heads, ps = pt.page_size;
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+    for (int k = 0; k < c.requests[r].kv_len; ++k) {
+      const int page = pt.page_of(r, k), slot = k % ps;
+      for (int h = 0; h < Hk; ++h) {
+        const float s = scales[scale_index(g, page, slot, h, ps, Hk)];
+        float* x = pool.data() + kv_offset(c.kv_cache.layout, page, slot, h, 0, ps, Hk, dim);
+        for (int d = 0; d < dim; ++d) x[d] = fp8_bits_to_f32(f, quantize_fp8(f, x[d], s));
+      }
+    }
+}
+
+void quantize_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
+  const bool poison = c.kv_cache.poison_unused;
+  w.k_orig = w.k_pool;
+  w.v_orig = w.v_pool;
+  w.k_scale = tensor_scales(c, pt, w.k_pool, c.head_dim_qk, c.kv_cache.scales.k, poison);
+  w.v_scale = tensor_scales(c, pt, w.v_pool, c.head_dim_vo, c.kv_cache.scales.v, poison);
+  quantize_pool(c, pt, w.k_pool, c.head_dim_qk, w.k_scale);
+  quantize_pool(c, pt, w.v_pool, c.head_dim_vo, w.v_scale);
+  if (c.fp8_attention) {
+    const Fp8Format f = *c.kv_cache.fp8;
+    w.q_orig = w.q;
+    float amax = 0.0f;
+    for (float x : w.q) amax = std::max(amax, std::fabs(x));
+    w.q_scale = c.fp8_attention->q_scale ? scale_as_float(*c.fp8_attention->q_scale) : scale_from_amax(amax, f);
+    for (float& x : w.q) x = fp8_bits_to_f32(f, quantize_fp8(f, x, w.q_scale));
+  }
+}
+
+}  // namespace
+
+Workload original_inputs(const Workload& w) {
+  Workload o;
+  o.q_indptr = w.q_indptr;
+  o.q = w.q_orig.empty() ? w.q : w.q_orig;
+  o.k_pool = w.k_orig.empty() ? w.k_pool : w.k_orig;
+  o.v_pool = w.v_orig.empty() ? w.v_pool : w.v_orig;
+  return o;
 }
 
 Workload make_workload(const CaseSpec& c, const PageTable& pt) {
@@ -48,6 +138,7 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
       }
     }
   }
+  if (c.fp8_kv()) quantize_workload(c, pt, w);
   return w;
 }
 

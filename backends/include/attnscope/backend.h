@@ -46,6 +46,9 @@ class Backend {
 // reference, the low-precision baseline and the plan twin; twice_lowp compares against kLowp).
 enum class Role { kNone, kReference, kLowp, kPlanTwin };
 
+constexpr unsigned fp8_bit(ScaleGranularity g) { return 1u << static_cast<unsigned>(g); }
+constexpr unsigned kFp8AnyScales = 7u;  // tensor, head and token
+
 // One backend as its family describes it. Everything that lists ids, or asks what a backend takes,
 // reads these: validation, refusal messages, the CLI's help and tables, the GUI's lists.
 struct BackendInfo {
@@ -58,6 +61,10 @@ struct BackendInfo {
   bool bench_default = false;  // timed by `bench` and the GUI's button by default
   bool library_plan = false;   // runs its library's own plan (Plan::library), not the model's
   Role role = Role::kNone;
+  // FP8 (docs/conventions.md section 10): the scale granularities taken with an FP8 KV cache, as bits
+  // fp8_bit(ScaleGranularity) (0: refuses an FP8 cache), and whether it runs FP8 attention (Q in FP8).
+  unsigned fp8_kv_scales = 0;
+  bool fp8_attention = false;
   // Repro scripts (export_script) of a backend whose family has no script writer of its own run
   // PyTorch's SDPA; this pins SDPA to the SDPBackend member that is this backend's library ("" =
   // PyTorch chooses), and the note says why in the script (comment lines, split at '\n').

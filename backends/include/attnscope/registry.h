@@ -40,7 +40,10 @@ std::unique_ptr<Backend> make_backend(const std::string& id);
 // The case as backend b runs it, from what its descriptor declares: "" and *out = c (or c with a
 // recognised score_mod lowered to soft_cap / alibi), or the reason b cannot run its mask_mod / score_mod.
 std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* out);
-// expressions_for, check(), then run() with every exception turned into a status (never throws).
+// "" when b takes the case's FP8 settings (from its descriptor), else the refusal naming what b takes
+// and which backends take the case's settings.
+std::string fp8_for(const BackendInfo& b, const CaseSpec& c);
+// expressions_for, fp8_for, check(), then run() with every exception turned into a status (never throws).
 // `info` defaults to the registry's entry for b.id(); a backend the registry does not know (a test's)
 // is taken to run no expression.
 Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt,

@@ -42,6 +42,16 @@ struct RequestSpec {
 enum class KvStorage { kPaged, kRagged };  // ragged = one contiguous [tokens, heads, dim] per request
 enum class PageAlloc { kContiguous, kShuffled, kFragmented };
 
+// FP8 scales (docs/conventions.md section 10): an element's value is stored FP8 times its scale.
+// Granularity: one scale for the tensor, one per KV head, or one per (token, KV head).
+enum class ScaleGranularity { kTensor, kHead, kToken };
+struct KvScalesSpec {
+  ScaleGranularity granularity = ScaleGranularity::kTensor;
+  std::vector<double> k, v;  // given scales (tensor: 1 value, head: num_kv_heads); empty = "amax":
+                             // amax / the format's max, computed from the data per group
+  bool operator==(const KvScalesSpec&) const = default;
+};
+
 struct KvCacheSpec {
   KvStorage storage = KvStorage::kPaged;
   int page_size = 16;  // tokens per page (1 when ragged)
@@ -55,6 +65,8 @@ struct KvCacheSpec {
   // hands max_num_blocks_per_seq * page_size to its split heuristic, so the allocated cache, not the
   // live length, decides the split count. Absent: the tightest table (the longest request's pages).
   std::optional<int> max_num_blocks_per_seq;
+  std::optional<Fp8Format> fp8;  // /kv_cache/dtype: K and V stored FP8 (absent: the case dtype)
+  KvScalesSpec scales;           // with fp8 only
   bool operator==(const KvCacheSpec&) const = default;
 };
 
@@ -96,6 +108,13 @@ struct DataSpec {
   bool operator==(const DataSpec&) const = default;
 };
 
+// FP8 attention proper (FA3 / cuDNN style): Q quantised to the KV cache's FP8 format with one
+// scale of its own; the output stays in the case dtype.
+struct Fp8AttentionSpec {
+  std::optional<double> q_scale;  // absent: amax(Q) / the format's max
+  bool operator==(const Fp8AttentionSpec&) const = default;
+};
+
 enum class CompareRule { kAllclose, kTwiceLowp, kBitwise, kMaxAbs };
 
 struct ComparisonSpec {
@@ -121,7 +140,8 @@ struct CaseSpec {
   AttentionSpec attention;
   SplitSpec split;
   DataSpec data;
-  std::vector<std::string> backends;  // backend ids to run, in order
+  std::optional<Fp8AttentionSpec> fp8_attention;  // needs kv_cache.fp8
+  std::vector<std::string> backends;              // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
   std::optional<int> pad_head_dim_to;  // the padded flash backend: zero-pad head dims to this (default 64),
@@ -134,6 +154,7 @@ struct CaseSpec {
   int64_t total_q() const;
   int64_t total_kv() const;
   uint64_t request_seed(int r) const;  // explicit seed, or mix(data.seed, r)
+  bool fp8_kv() const { return kv_cache.fp8.has_value(); }
   int effective_page_size() const { return kv_cache.storage == KvStorage::kRagged ? 1 : kv_cache.page_size; }
 };
 
@@ -160,6 +181,7 @@ const char* alloc_name(PageAlloc a);
 const char* storage_name(KvStorage s);
 const char* rule_name(CompareRule r);
 const char* partials_name(PartialPrecision p);
+const char* granularity_name(ScaleGranularity g);
 
 // A copy of `c` planned by model `p`, made valid for it: `fixed` gets the case's split size and
 // tile, or 2048 tokens of pages and tile 128 (64 for head_dim vo >= 256), unless given here; the

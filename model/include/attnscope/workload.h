@@ -63,6 +63,14 @@ struct Workload {
   std::vector<float> q;           // [total_q, qo_heads, head_dim_qk], values exactly representable in dtype
   std::vector<float> k_pool;      // paged pool [num_pages, page_size, kv_heads, head_dim_qk] (NHD) or HND
   std::vector<float> v_pool;      // the same with head_dim_vo
+  // FP8 (docs/conventions.md section 10). With kv_cache.fp8, k_pool / v_pool hold the stored FP8
+  // values (exact in float) and an element's value is pool value * its scale (fp8.h's scale_index);
+  // k_orig / v_orig hold the values before quantisation, in the same places. With fp8_attention,
+  // q holds FP8 values times q_scale and q_orig the originals. All empty (q_scale 1) otherwise.
+  std::vector<float> k_scale, v_scale;
+  std::vector<float> k_orig, v_orig, q_orig;
+  float q_scale = 1.0f;
+  bool has_scales() const { return !k_scale.empty(); }
   const float* q_row(int64_t token, int head, const CaseSpec& c) const {
     return q.data() + (token * c.num_qo_heads + head) * c.head_dim_qk;
   }
@@ -77,6 +85,10 @@ inline uint64_t kv_index(int k, int h, int d, int heads, int dim) { return (stat
 // Host tensors of the case. Unused pages and last-page slots hold NaN when kv_cache.poison_unused,
 // else 0 (never read by a correct backend either way).
 Workload make_workload(const CaseSpec& c, const PageTable& pt);
+
+// The same tensors before quantisation: q / k_pool / v_pool from the originals, no scales. The
+// reference over it is the "original ideal" (docs/conventions.md section 10). `w` itself when not FP8.
+Workload original_inputs(const Workload& w);
 
 // Bytes the host workload needs (to refuse over-large cases before allocating).
 int64_t workload_bytes(const CaseSpec& c, const PageTable& pt);
