@@ -163,7 +163,7 @@ void read_kv_dtype(const Obj& k, CaseSpec& c) {
 }
 
 RequestSpec parse_request(const json& j, const std::string& path) {
-  Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed"});
+  Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed", "q_offset"});
   o.require("q_len");
   o.require("kv_len");
   RequestSpec r;
@@ -172,6 +172,7 @@ RequestSpec parse_request(const json& j, const std::string& path) {
   r.prefix_len = o.opt_int("prefix_len");
   r.pad_start = o.opt_int("pad_start");
   r.seed = o.opt_u64("seed");
+  r.q_offset = o.get_int("q_offset", 0, 0, kMaxTokens);
   if (o.has("doc_starts")) {
     const json& a = o.array("doc_starts");
     if (a.empty()) throw CaseError(o.at("doc_starts"), "is empty, list at least the start 0 (or leave the key out)");
@@ -419,6 +420,7 @@ ordered_json case_to_json(const CaseSpec& c) {
     if (!r.doc_starts.empty()) q["doc_starts"] = r.doc_starts;
     if (r.pad_start) q["pad_start"] = *r.pad_start;
     if (r.seed) q["seed"] = *r.seed;
+    if (r.q_offset) q["q_offset"] = r.q_offset;
     reqs.push_back(q);
   }
   j["requests"] = reqs;

@@ -36,6 +36,7 @@ struct GenParams {
   const int* page_owner;    // [num_pages] request or < 0
   const int* page_pos;      // [num_pages] page index inside its request
   const int* kv_len;        // [requests]
+  const int* q_offset;      // [requests] RequestSpec::q_offset
   const double* k_scale;    // [head_dim_qk] outlier scale per channel
   int num_requests, hq, hk, dq, dv, page_size, num_pages;
   KvLayout layout;
@@ -52,7 +53,7 @@ __global__ void gen_q_kernel(GenParams p, void* q, int64_t n) {
     const int64_t t = i / (static_cast<int64_t>(p.dq) * p.hq);
     const int r = find_request(p.q_indptr, p.num_requests + 1, t);
     const int qi = static_cast<int>(t - p.q_indptr[r]);
-    const uint64_t idx = (static_cast<uint64_t>(qi) * p.hq + h) * p.dq + d;
+    const uint64_t idx = (static_cast<uint64_t>(qi + p.q_offset[r]) * p.hq + h) * p.dq + d;
     store(q, i, gen_value(p.seeds[r], TensorId::kQ, idx, p.mean, p.std, 1.0, p.dt), p.dt);
   }
 }
@@ -134,11 +135,12 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
 
   // metadata
   std::vector<int64_t> q_indptr(R + 1, 0);
-  std::vector<int> kv_len(R), docs_flat, doc_off(R);
+  std::vector<int> kv_len(R), docs_flat, doc_off(R), q_off(R);
   std::vector<uint64_t> seeds(R);
   for (int r = 0; r < R; ++r) {
     q_indptr[r + 1] = q_indptr[r] + c.requests[r].q_len;
     kv_len[r] = c.requests[r].kv_len;
+    q_off[r] = c.requests[r].q_offset;
     seeds[r] = c.request_seed(r);
     doc_off[r] = static_cast<int>(docs_flat.size());
     for (int d : c.requests[r].doc_starts) docs_flat.push_back(d);
@@ -187,12 +189,13 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   std::vector<double> k_scale(c.head_dim_qk, 1.0);
   for (int ch : c.data.outlier_channels) k_scale[ch] = c.data.outlier_scale;
   DeviceBuffer d_seeds = DeviceBuffer::from(seeds), d_owner = DeviceBuffer::from(owner), d_pos = DeviceBuffer::from(pos),
-               d_kv = DeviceBuffer::from(kv_len), d_scale = DeviceBuffer::from(k_scale);
+               d_kv = DeviceBuffer::from(kv_len), d_scale = DeviceBuffer::from(k_scale), d_qoff = DeviceBuffer::from(q_off);
   GenParams g{d_seeds.as<uint64_t>(),
               w.q_indptr.as<int64_t>(),
               d_owner.as<int>(),
               d_pos.as<int>(),
               d_kv.as<int>(),
+              d_qoff.as<int>(),
               d_scale.as<double>(),
               R,
               c.num_qo_heads,

@@ -263,6 +263,8 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
                 std::to_string(r.doc_starts[d]) + " is not a key position, must be < kv_len " + std::to_string(r.kv_len));
       }
     }
+    require(r.q_offset >= 0 && r.q_offset <= kMaxLen, req_path(i, "q_offset"),
+            std::to_string(r.q_offset) + " is out of range, must be in [0, " + std::to_string(kMaxLen) + "]");
     if (r.pad_start)
       require(*r.pad_start >= 0 && *r.pad_start <= r.kv_len, req_path(i, "pad_start"),
               std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");

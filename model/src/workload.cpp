@@ -125,7 +125,7 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
       for (int h = 0; h < Hq; ++h)
         for (int d = 0; d < Dq; ++d)
           q[(static_cast<size_t>(t) * Hq + h) * Dq + d] =
-              gen_value(seed, TensorId::kQ, q_index(c, t, h, d), c.data.mean, c.data.std, 1.0, c.dtype);
+              gen_value(seed, TensorId::kQ, q_index(c, r, t, h, d), c.data.mean, c.data.std, 1.0, c.dtype);
     for (int k = 0; k < rq.kv_len; ++k) {
       const int page = pt.page_of(r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {

@@ -74,7 +74,7 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
   for (int d = 0; d < c.head_dim_qk; ++d) {
     const double scale =
         std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
-    const float qv = gen_value(seed, TensorId::kQ, q_index(c, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
+    const float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
     const float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std,
                                scale, c.dtype);
     dot += static_cast<double>(qv) * kv;

@@ -36,6 +36,8 @@ struct RequestSpec {
                                   // padding: visible to nobody, their query rows fully masked
   std::optional<uint64_t> seed;   // data seed of this request; default derived from data.seed
                                   // and the request index (kept explicit by `invariance`)
+  int q_offset = 0;               // its queries take the generator's Q values of queries q_offset..:
+                                  // a decode step replays one query of a prefill (`consistency`)
   bool operator==(const RequestSpec&) const = default;
 };
 

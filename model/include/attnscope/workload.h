@@ -77,8 +77,8 @@ struct Workload {
 };
 
 // Index of an element in the generator's stream (independent of paging and layout).
-inline uint64_t q_index(const CaseSpec& c, int q, int h, int d) {
-  return (static_cast<uint64_t>(q) * c.num_qo_heads + h) * c.head_dim_qk + d;
+inline uint64_t q_index(const CaseSpec& c, int r, int q, int h, int d) {
+  return (static_cast<uint64_t>(q + c.requests[r].q_offset) * c.num_qo_heads + h) * c.head_dim_qk + d;
 }
 inline uint64_t kv_index(int k, int h, int d, int heads, int dim) { return (static_cast<uint64_t>(k) * heads + h) * dim + d; }
 
