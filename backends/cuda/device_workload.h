@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "attnscope/backend.h"
+#include "attnscope/fp8.h"
 #include "cuda_util.h"
 
 namespace attnscope::cuda {
@@ -36,6 +38,15 @@ struct DeviceWorkload {
   DevicePlanView view;
   int64_t total_q = 0;
   int64_t q_elems = 0, k_elems = 0, v_elems = 0;
+  // FP8 (docs/conventions.md section 10; the host's Workload holds the same bits): with an FP8 cache,
+  // k8 / v8 are the stored bytes in the pool's layout (1 byte per element, unused slots 0x7f under
+  // poison_unused, else 0) and k / v hold the same FP8 values in the dtype (exact), so a kernel that
+  // reads the dtype pool needs only the scales. k_scale / v_scale: float, fp8.h's scale_index order.
+  // With fp8_attention, q holds Q's FP8 values in the dtype and q_scale its scale.
+  std::optional<Fp8Format> fp8;
+  ScaleGranularity granularity = ScaleGranularity::kTensor;
+  DeviceBuffer k8, v8, k_scale, v_scale;
+  float q_scale = 1.0f;
 };
 
 // A score_mod's postfix program and per-request variables on the device, for the kernels that
