@@ -17,8 +17,12 @@ BackendFamily cpu_family() {
        Role::kReference, kFp8AnyScales, true},
       {"cpu.lowp", "naive attention rounded like an eager low-precision implementation", any, E::kFull, E::kFull, false, false,
        false, Role::kLowp, kFp8AnyScales, true},
-      {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin", any, E::kFull,
-       E::kFull, false, false, false, Role::kPlanTwin},
+      {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
+       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; FP8 caches with per-tensor or per-head "
+       "scales (the K scale folded into the logit scale, the V scale applied to O at the end, as cuda.flash), not per-token "
+       "scales nor FP8 attention",
+       E::kFull, E::kFull, false, false, false, Role::kPlanTwin, fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
+       false},
   };
   f.compiled = true;
   f.note = "attnscope's CPU backends";

@@ -39,14 +39,28 @@ TiledArith::TiledArith(const CaseSpec& c_, const Plan& p_, const Workload& w_)
       cap(c_.attention.soft_cap ? static_cast<float>(*c_.attention.soft_cap) : 0.f),
       plain(!c_.attention.soft_cap && !c_.attention.alibi && !p_.score_mod),
       exp_scale(plain ? scale_log2 : 1.f),
-      unit_tok(unit_first_tokens(c_, p_)) {}
+      unit_tok(unit_first_tokens(c_, p_)) {
+  const int hk = c_.num_kv_heads;
+  head_exp_scale.assign(hk, exp_scale);
+  head_logit_scale.assign(hk, scale);
+  head_v_scale.assign(hk, 1.f);
+  if (!w_.has_scales()) return;
+  // cuda.flash's FP8 kernels take per-tensor and per-head scales (the descriptor refuses per-token ones)
+  const bool per_head = c_.kv_cache.scales.granularity == ScaleGranularity::kHead;
+  for (int h = 0; h < hk; ++h) {
+    const float ks = w_.k_scale[per_head ? h : 0];
+    head_exp_scale[h] = plain ? exp_scale * ks : 1.f;
+    head_logit_scale[h] = scale * ks;
+    head_v_scale[h] = w_.v_scale[per_head ? h : 0];
+  }
+}
 
 float tiled_score(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
   const float* kr = a.kv.k(request, key, h / a.G);
   float dot = 0.f;
   for (int d = 0; d < a.Dq; ++d) dot += qv[d] * kr[d];
   if (a.plain) return dot;  // scaled inside exp2's fma, as the kernel's plain path
-  float x = dot * a.scale;
+  float x = dot * a.head_logit_scale[h / a.G];
   if (a.cap > 0) x = a.cap * std::tanh(x / a.cap);
   if (a.c.attention.alibi) x += slope * static_cast<float>(key - q_abs);
   if (a.p.score_mod) x = static_cast<float>(apply_score_mod(a.c, a.p, request, h, q_abs, key, x));
@@ -54,7 +68,7 @@ float tiled_score(const TiledArith& a, const float* qv, int request, int key, in
 }
 
 float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
-  return tiled_score(a, qv, request, key, h, q_abs, slope) * a.exp_scale;
+  return tiled_score(a, qv, request, key, h, q_abs, slope) * a.head_exp_scale[h / a.G];
 }
 
 RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& sc, std::vector<TileStep>* steps,
@@ -67,6 +81,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   const int qa = q_abs_of(m, un.q_begin + ql);
   const float* qv = a.w.q_row(a.unit_tok[it.unit] + ql, h, a.c);
   const float slope = a.c.attention.alibi ? static_cast<float>(alibi_slope(h, a.Hq)) : 0.f;
+  const float es = a.head_exp_scale[kvh];
   int lo, hi;
   visible_range(m, qa, &lo, &hi);
   // W ways: way w takes keys [w * kKvTile / W, (w + 1) * kKvTile / W) of every KV tile (the
@@ -95,7 +110,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
         tile_max = std::max(tile_max, x);
       }
       // base 2: max(score) x exp_scale is the same float as max(score x exp_scale) (monotonic rounding)
-      tile_max *= a.exp_scale;
+      tile_max *= es;
       const float m_new = std::max(mx, tile_max);
       TileStep st;
       if (steps) {
@@ -121,7 +136,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       den *= corr;
       for (float& x : o) x *= corr;
       for (int k = k0; k < k1; ++k) {
-        const float pk = std::exp2(std::fma(sc.s[k - k0], a.exp_scale, -m_new));  // one rounding, as the kernel's FFMA
+        const float pk = std::exp2(std::fma(sc.s[k - k0], es, -m_new));  // one rounding, as the kernel's FFMA
         if (pk == 0.f) continue;
         den += pk;                            // the row sum uses fp32 P, as FA2 does
         const float pr = round_to(a.dt, pk);  // P enters the MMA in the dtype
@@ -160,6 +175,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
     r.mx = M;
   }
   r.o = sc.way_o[0].data();
+  r.v_scale = a.head_v_scale[kvh];
   if (part) {
     part->chunk = it.kv_chunk;
     part->kv_begin = it.kv_begin;
@@ -176,7 +192,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
 float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
   const bool empty = st.den == 0.f;
   for (int d = 0; d < a.Dv; ++d) {
-    const float v = empty ? 0.f : st.o[d] / st.den;
+    const float v = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
     out[d] = a.c.split.partials == PartialPrecision::kDtype ? round_to(a.dt, v) : v;
   }
   return empty ? -INFINITY : st.mx + std::log2(st.den);
@@ -184,7 +200,7 @@ float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
 
 float tiled_final(const TiledArith& a, const RowState& st, float* out) {
   const bool empty = st.den == 0.f;
-  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, st.o[d] / st.den);
+  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, (st.o[d] / st.den) * st.v_scale);
   return lse2_to_e(empty ? -INFINITY : st.mx + std::log2(st.den));
 }
 

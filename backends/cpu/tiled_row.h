@@ -25,6 +25,13 @@ struct TiledArith {
   bool plain;                     // no soft-cap, ALiBi or score_mod: the kernel's plain path, the score is q.k
   float exp_scale;                // what the softmax step multiplies a score by, inside exp2's fma: scale_log2 when plain, else 1
   std::vector<int64_t> unit_tok;  // first output token of each unit
+  // Per KV head, an FP8 cache's scales as cuda.flash applies them (docs/conventions.md section 10; per
+  // tensor or per head: constant over a head's keys). The score is q.k over the stored values; the K
+  // scale is folded into the logit's scale, one float product: exp_scale x k_scale on the plain path,
+  // sm_scale x k_scale before soft-cap / ALiBi / score_mod otherwise. The V scale multiplies O / den
+  // before the final rounding or before the partial is written (tiled_final / tiled_partial). All 1
+  // without FP8 (x * 1 = x: the same bits).
+  std::vector<float> head_exp_scale, head_logit_scale, head_v_scale;
 };
 
 // The score the kernel holds for (query vector qv of qo head h at q_abs, key): q.k on the plain path
@@ -40,6 +47,7 @@ float tiled_logit(const TiledArith& a, const float* qv, int request, int key, in
 struct RowState {
   const float* o = nullptr;
   float mx = -INFINITY, den = 0.f;
+  float v_scale = 1.f;  // the row's KV head's V scale (TiledArith::head_v_scale)
 };
 
 // Scratch reused across the rows of one thread: cpu.tiled's inner loop allocates nothing per row.

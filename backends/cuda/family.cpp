@@ -22,10 +22,13 @@ BackendFamily cuda_family() {
       {"cuda.flash",
        "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge (wgmma on sm_90, mma.sync elsewhere)",
        "bf16 / fp16, the head dims of instances/flash_instances.def, every mask and storage, any mask_mod and score_mod "
-       "(soft-cap / ALiBi as parameters, others interpreted), any planner",
-       E::kFull, E::kFull, true, true},
+       "(soft-cap / ALiBi as parameters, others interpreted), any planner; FP8 KV caches (e4m3, e5m2) with per-tensor or "
+       "per-head scales at head dims 64, 128, 256 with the plain logit (no soft-cap, ALiBi, mask_mod or score_mod), not "
+       "per-token scales nor FP8 attention",
+       E::kFull, E::kFull, true, true, false, Role::kNone, fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
+       false},
       {"cuda.flash_padded", "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (FlashInfer's head_dim-32 workaround)",
-       "as cuda.flash, at the padded head dim", E::kFull, E::kFull, true},
+       "as cuda.flash, at the padded head dim; no FP8 KV cache", E::kFull, E::kFull, true},
   };
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;

@@ -46,9 +46,10 @@ FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
 
 // Two K/V stages of flash_smem_stride rows (Q is staged in the second); with split warps, the merge
 // buffer reuses them. Head dim 256 (the kernel's lean form): one K/V stage and Q's own region. Plus
-// kTileAlign: the kernel aligns its region itself.
-size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb) {
-  const bool lean = head_dim >= 256;
+// kTileAlign: the kernel aligns its region itself. FP8 (no lean form): the second stage's region holds
+// the two FP8 staging buffers (2 x 2 x 64 x D bytes, its size).
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb, bool fp8) {
+  const bool lean = head_dim >= 256 && !fp8;
   const size_t row = static_cast<size_t>(flash_smem_stride(head_dim)) * 2;
   const size_t q = flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * row : 0;
   const size_t stages = static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * row + q;
@@ -159,6 +160,7 @@ class FlashBackend final : public Backend {
   int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
   std::string check(const CaseSpec& c) const override {
     if (auto why = device_check(); !why.empty()) return why;
+    if (auto why = fp8_check(c); !why.empty()) return why;
     if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
       return "head_dim " + std::to_string(c.head_dim_qk) + " is not below the padded size " + std::to_string(kernel_dim(c)) +
              ": set /kernels/pad_head_dim_to above it";
@@ -173,6 +175,21 @@ class FlashBackend final : public Backend {
     if (!find_flash_launcher(c.head_dim_qk, c.dtype))
       return "head_dim " + std::to_string(c.head_dim_qk) + " is not one of the compiled head dims (" +
              compiled_head_dims(c.dtype) + ")";
+    return "";
+  }
+
+  // What the FP8 kernels (FlashMode::kPlainFp8) do not take; the descriptor (family.cpp) already refuses
+  // per-token scales and FP8 attention.
+  std::string fp8_check(const CaseSpec& c) const {
+    if (!c.fp8_kv()) return "";
+    if (padded_) return "an FP8 KV cache: cuda.flash_padded pads dtype pools only (cuda.flash reads the FP8 bytes)";
+    if (c.kv_cache.scales.granularity == ScaleGranularity::kToken || c.fp8_attention)
+      return "an FP8 KV cache with per-tensor or per-head scales only, and no FP8 attention";
+    if (!flash_fp8_head_dim(c.head_dim_qk) || c.head_dim_qk != c.head_dim_vo)
+      return "head_dim " + std::to_string(c.head_dim_qk) + " with an FP8 KV cache: cuda.flash's FP8 kernels are built for 64, 128, 256";
+    if (c.attention.soft_cap || c.attention.alibi || c.attention.score_mod || c.attention.mask_mod)
+      return "an FP8 KV cache with soft_cap, alibi, score_mod or mask_mod: cuda.flash's FP8 kernel takes the plain logit (any "
+             "built-in mask)";
     return "";
   }
 
@@ -248,6 +265,15 @@ class FlashBackend final : public Backend {
     fp.item_tile_indptr = sp.item_tile_indptr.empty() ? nullptr : d_tile_ind.as<int>();
     fp.item_tiles = sp.item_tile_indptr.empty() ? nullptr : d_tiles.as<int>();
     fp.item_tile_full = sp.item_tile_indptr.empty() ? nullptr : d_tile_full.as<unsigned char>();
+    if (c.fp8_kv()) {  // the stored bytes and their scales (DeviceWorkload, filled by make_device_workload)
+      if (w.k8.bytes() == 0 || w.k_scale.bytes() == 0) throw CudaError("cuda.flash: the device workload holds no FP8 bytes");
+      fp.fp8 = *c.kv_cache.fp8 == Fp8Format::kE5M2 ? 2 : 1;
+      fp.k = w.k8.as<void>();
+      fp.v = w.v8.as<void>();
+      fp.k_scale = w.k_scale.as<float>();
+      fp.v_scale = w.v_scale.as<float>();
+      fp.scale_stride = c.kv_cache.scales.granularity == ScaleGranularity::kHead ? 1 : 0;
+    }
     fp.split = sp.split_kv ? 1 : 0;
     fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
     fp.o = o.as<void>();
@@ -287,7 +313,7 @@ class FlashBackend final : public Backend {
     const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
     const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
                         : hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)
-                                 : flash_smem_bytes(D, warps, warps_n, rb);
+                                 : flash_smem_bytes(D, warps, warps_n, rb, mode == FlashMode::kPlainFp8);
     const std::string kname =
         ws ? "flash_sm90_ws_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) +
                  ", warp-specialised: a producer and 2 consumer warpgroups> (wgmma)"
@@ -295,7 +321,8 @@ class FlashBackend final : public Backend {
                        (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
                        "> (wgmma)"
                  : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
-                       std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks> (mma.sync)";
+                       std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks" +
+                       (c.fp8_kv() ? std::string(", ") + fp8_name(*c.kv_cache.fp8) + " K / V" : "") + "> (mma.sync)";
     res.message = "kernel " + kname;
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {

@@ -155,7 +155,7 @@ struct FlashCta {
     // (and the mask_mod's on a full tile) then takes the maxima without a per-key test (a warp-uniform
     // branch)
     const bool whole = k0 >= s_wlo[blk] && k0 + kKeys <= s_whi[blk];
-    if ((kMode == FlashMode::kPlain || (kMode == FlashMode::kPlainBits && full)) && whole) {
+    if ((kMode == FlashMode::kPlain || kMode == FlashMode::kPlainFp8 || (kMode == FlashMode::kPlainBits && full)) && whole) {
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -231,9 +231,12 @@ struct FlashCta {
   }
 
   // The output of block `blk`'s rows: O / den and LSE, final (dtype, natural log) or a split-KV
-  // partial (fp32, base 2) for the merge kernel.
-  template <int D, class T>
-  __device__ __forceinline__ void store(int blk, const float (&o)[D / 8][4], const float (&mx)[2], const float (&den)[2]) const {
+  // partial (fp32, base 2) for the merge kernel. kScaleV (an FP8 cache): O / den is multiplied by the
+  // V scale v_scale here, before the final rounding to the dtype or before the partial is written (and
+  // rounded, with dtype partials); cpu.tiled does the same (tiled_row.cpp).
+  template <int D, class T, bool kScaleV = false>
+  __device__ __forceinline__ void store(int blk, const float (&o)[D / 8][4], const float (&mx)[2], const float (&den)[2],
+                                        float v_scale = 1.f) const {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int row = row_of(blk, i);
@@ -249,6 +252,7 @@ struct FlashCta {
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
           float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
           if (p.round_partials) {
             a = round_to(Mma<T>::kDType, a);
             b = round_to(Mma<T>::kDType, b);
@@ -260,8 +264,11 @@ struct FlashCta {
         const int64_t token = tok0 + q_local;
         T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * D;
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-          *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+        for (int j = 0; j < D / 8; ++j) {
+          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
+          *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(a, b);
+        }
         if (t4 == 0) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
       }
     }
@@ -390,11 +397,13 @@ __device__ __forceinline__ TilePage load_tile_page(const FlashCta& c, int tid, c
   if (tid == 0) t.full = valid_tile && tiles.full(c, i);
   return t;
 }
+// elem_bytes: 2 (the dtype's pool) or 1 (an FP8 cache's bytes)
 __device__ __forceinline__ void store_tile_slot(const FlashCta& c, const TilePage& t, int64_t* slot_rows, bool* slot_full,
-                                                int tid, int head_dim) {
+                                                int tid, int head_dim, int elem_bytes = 2) {
   if (tid < kKvTile)
-    slot_rows[tid] =
-        t.page >= 0 ? 2 * kv_offset(c.p.view.layout, t.page, t.slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim) : -1;
+    slot_rows[tid] = t.page >= 0
+                         ? elem_bytes * kv_offset(c.p.view.layout, t.page, t.slot, c.kvh, 0, c.p.view.page_size, c.p.hk, head_dim)
+                         : -1;
   if (tid == 0) *slot_full = t.full;
 }
 
@@ -483,6 +492,37 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
       cp_async_commit();
       put(ti + 2, fetch(ti + 2));
     }
+    pv(ti);
+  }
+}
+
+// The KV tile loop of the FP8 kernels (FlashMode::kPlainFp8): copy(i) lands tile i's K and V bytes in
+// FP8 staging buffer i & 1 (cp.async), convert(i) turns them into the one dtype K / V tile that qk and
+// pv read. Per tile: the wait and a barrier (tile i's bytes are published; every warp is past tile
+// i - 1's math, so the dtype tile is free, and past its conversion, so staging (i + 1) & 1 is free),
+// then tile i + 1's copies go out before the conversion, so they overlap it and the math; a second
+// barrier publishes the dtype tile.
+template <class Copy, class Convert, class Fetch, class Put, class QK, class PV>
+__device__ __forceinline__ void kv_tile_loop_fp8(int n_tiles, Copy&& copy, Convert&& convert, Fetch&& fetch, Put&& put, QK&& qk,
+                                                 PV&& pv) {
+  put(0, fetch(0));
+  put(1, fetch(1));
+  __syncthreads();  // tiles 0 and 1's pages
+  if (n_tiles > 0) {
+    copy(0);
+    cp_async_commit();
+  }
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (ti + 1 < n_tiles) {
+      copy(ti + 1);
+      cp_async_commit();
+      put(ti + 2, fetch(ti + 2));
+    }
+    convert(ti);
+    __syncthreads();
+    qk(ti);
     pv(ti);
   }
 }

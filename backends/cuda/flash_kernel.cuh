@@ -9,6 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "flash_device.cuh"
 
 namespace attnscope::cuda {
@@ -72,7 +74,11 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(RB == 1 || RB == 2, "one or two row blocks per warp");
   static_assert(WN == 1 || RB == 1, "key-split warps own one row block");
   static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
-  constexpr bool kLean = D >= 256;
+  // An FP8 cache (kPlainFp8): one dtype K / V tile (stage 0) that the FP8 bytes are converted into, the
+  // FP8 bytes double-buffered in stage 1's region (2 x 2 x 64 x D bytes: its size); no lean form
+  constexpr bool kFp8 = kMode == FlashMode::kPlainFp8;
+  static_assert(!kFp8 || RB == 1, "the FP8 kernels have one row block");
+  constexpr bool kLean = D >= 256 && !kFp8;
   static_assert(!kLean || RB == 1, "the lean form has one row block");
   if (static_cast<int>(p.item_cta()) >= p.num_items) return;  // CUDA-graph padding CTA
 
@@ -129,6 +135,9 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   const int kv_lo = s_lo, kv_hi = s_hi;
   // soft-cap (the soft-cap / ALiBi variants): 1 / cap once
   const float inv_cap = FlashRowBlock<kMode>::kCapAlibi && p.soft_cap > 0.f ? 1.f / p.soft_cap : 0.f;
+  // the logits' pending scale; an FP8 cache's K scale (one per tensor or per KV head: constant in a
+  // CTA) folded in as cpu.tiled does, (sm_scale x log2(e)) x k_scale in float
+  const float exp_scale = kFp8 ? c.exp_scale<kMode>() * p.k_scale[c.kvh * p.scale_stride] : c.exp_scale<kMode>();
 
   float o[RB][D / 8][4];
 #pragma unroll
@@ -155,7 +164,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   __shared__ int64_t s_row[3][kKvTile];
   __shared__ bool s_full[3];
   auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
-  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D); };
+  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D, kFp8 ? 1 : 2); };
   // Copy l of a thread is row tid / kVec + l * kRowStep; where kRowStep is a multiple of 8 the rows keep
   // their swizzle, so the destination is the first row's plus a constant
   constexpr int kRowStep = kThreads / kVec;
@@ -176,10 +185,44 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       if (want_v) cp_async16(vs + dst, pool_at(p.v, off), ok);
     }
   };
+  // FP8: tile i's K and V bytes into staging buffer i & 1 (rows of D bytes, K's 64 then V's 64)
+  unsigned char* stage8 = reinterpret_cast<unsigned char*>(stage1);
+  auto copy8 = [&](int i) {
+    constexpr int kVec8 = D / 16;
+    static_assert(kKvTile * kVec8 % kThreads == 0, "whole FP8 copies per thread");
+    unsigned char* k8 = stage8 + (i & 1) * 2 * kKvTile * D;
+#pragma unroll
+    for (int l = 0; l < kKvTile * kVec8 / kThreads; ++l) {
+      const int idx = tid + l * kThreads;
+      const int r = idx / kVec8, cv = idx % kVec8;
+      bool ok = false;
+      const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
+      cp_async16(k8 + idx * 16, pool_at(p.k, off), ok);
+      cp_async16(k8 + kKvTile * D + idx * 16, pool_at(p.v, off), ok);
+    }
+  };
+  // FP8: staging buffer i & 1 into the dtype tile, 8 bytes per step (8 threads of a row write its 8
+  // swizzled 16-byte vectors: no bank conflict); the format is uniform, so one branch per tile
+  auto convert8 = [&](int i) {
+    const unsigned char* src = stage8 + (i & 1) * 2 * kKvTile * D;
+    auto run = [&](auto e5m2) {
+#pragma unroll
+      for (int l = 0; l < 2 * kKvTile * D / 8 / kThreads; ++l) {
+        const int idx = tid + l * kThreads;
+        const int r = idx / (D / 8), cv = idx % (D / 8);  // rows 64..127: V, which follows K in stage 0
+        const uint2 b = *reinterpret_cast<const uint2*>(src + idx * 8);
+        *reinterpret_cast<uint4*>(stage0 + tile_at<D>(r, cv * 8)) = fp8x8_to<T, decltype(e5m2)::value>(b);
+      }
+    };
+    if (p.fp8 == 2)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
+  };
   // S = Q K^T of a tile: this warp's RB x 16 rows x kKeys keys (registers shared by the two steps)
   float s[RB][NT][4];
   auto qk = [&](int ti) {
-    const T* ks = (!kLean && (ti & 1)) ? stage1 : stage0;
+    const T* ks = (!kLean && !kFp8 && (ti & 1)) ? stage1 : stage0;
     const int mi = lane / 8;
     // this lane's ldmatrix rows at column 0 / 8 (col_step moves them along the k-steps)
     const uint32_t k0 = tile_addr<D>(ks, wn * kKeys + (mi / 2) * 8 + lane % 8, (mi % 2) * 8);
@@ -212,7 +255,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   };
   // the logits, the online softmax and O += P V of a tile
   auto pv = [&](int ti) {
-    const T* vs = ((!kLean && (ti & 1)) ? stage1 : stage0) + kKvTile * S;
+    const T* vs = ((!kLean && !kFp8 && (ti & 1)) ? stage1 : stage0) + kKvTile * S;
     const int mi = lane / 8;
     const uint32_t v0 = tile_addr<D>(vs, wn * kKeys + (mi % 2) * 8 + lane % 8, (mi / 2) * 8);
     const int k0 = tiles.key(ti) + wn * kKeys;  // this warp's first key
@@ -221,7 +264,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       float tile_max[2];
       c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
       float corr[2];
-      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, c.exp_scale<kMode>());
+      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, exp_scale);
       rescale_o<D>(o[rb], corr);
     }
 
@@ -248,7 +291,10 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       }
     }
   };
-  kv_tile_loop<kLean, false, false>(n_tiles, copy, fetch_pages, put_pages, qk, pv);
+  if constexpr (kFp8)
+    kv_tile_loop_fp8(n_tiles, copy8, convert8, fetch_pages, put_pages, qk, pv);
+  else
+    kv_tile_loop<kLean, false, false>(n_tiles, copy, fetch_pages, put_pages, qk, pv);
 
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) quad_row_sums(den[rb]);
@@ -306,7 +352,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 
   // O / den and LSE: the final output, or a partial for the merge kernel
 #pragma unroll
-  for (int rb = 0; rb < RB; ++rb) c.store<D, T>(wm * RB + rb, o[rb], mx[rb], den[rb]);
+  for (int rb = 0; rb < RB; ++rb) {
+    if constexpr (kFp8)
+      c.store<D, T, true>(wm * RB + rb, o[rb], mx[rb], den[rb], p.v_scale[c.kvh * p.scale_stride]);
+    else
+      c.store<D, T>(wm * RB + rb, o[rb], mx[rb], den[rb]);
+  }
 }
 
 // A warp layout of launch_flash (row warps x key-split warps), as a type for its dispatch.
@@ -317,7 +368,8 @@ struct FlashWarps {
 
 template <int D, class T>
 void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 grid, cudaStream_t stream) {
-  const size_t smem = flash_smem_bytes(D, warps_m, warps_n, rb);
+  const FlashMode mode = flash_mode(p);
+  const size_t smem = flash_smem_bytes(D, warps_m, warps_n, rb, mode == FlashMode::kPlainFp8);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -325,10 +377,14 @@ void launch_flash(const FlashParams& p, int warps_m, int warps_n, int rb, dim3 g
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "cudaFuncSetAttribute");
     kernel<<<grid, threads, smem, stream>>>(p);
   };
-  const FlashMode mode = flash_mode(p);
   // the instantiation of the launch's variant for one warp layout (every variant is compiled for it)
   auto pick = [&](auto layout, int threads) {
     constexpr int kWM = decltype(layout)::kWM, kWN = decltype(layout)::kWN;
+    // FP8: the plain variant only, at flash_fp8_head_dim's head dims (cuda.flash's check() refuses the rest)
+    if constexpr (flash_fp8_head_dim(D)) {
+      if (mode == FlashMode::kPlainFp8) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlainFp8>, threads);
+    }
+    if (mode == FlashMode::kPlainFp8) throw CudaError("cuda.flash: no FP8 kernel for head_dim " + std::to_string(D));
     if (mode == FlashMode::kPlain) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlain>, threads);
     if (mode == FlashMode::kPlainBits) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kPlainBits>, threads);
     if (mode == FlashMode::kCapAlibi) return go(flash_kernel<D, T, kWM, kWN, 1, FlashMode::kCapAlibi>, threads);

@@ -43,6 +43,12 @@ struct FlashParams {
   // a paired Hopper launch (pair_items): CTA x runs items pairs[x].x and pairs[x].y (-1: none), one
   // per warpgroup, sharing their K / V tiles; nullptr: one item per CTA (blockIdx.x)
   const int2* pairs;
+  // An FP8 KV cache (FlashMode::kPlainFp8; docs/conventions.md section 10): k / v point to the stored
+  // bytes, k_scale / v_scale to the scales, index kvh * scale_stride (0: one per tensor, 1: per KV head)
+  int fp8;  // 0: K / V in the dtype, 1: fp8_e4m3 bytes, 2: fp8_e5m2 bytes
+  const float* k_scale;
+  const float* v_scale;
+  int scale_stride;
   int split;           // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;  // partials rounded to the dtype (FlashInfer)
   void* o;             // [total_q, hq, D] dtype (split == 0)
@@ -78,13 +84,16 @@ enum class FlashMode : int {
   kCapAlibi,      // soft-cap and / or ALiBi
   kScoreMod,      // a score_mod that is neither, interpreted per element (expr_program.h); bits when present
   kCapAlibiBits,  // kCapAlibi with a mask_mod's bits
+  kPlainFp8,      // kPlain reading an FP8 K / V cache (bytes converted to the dtype in shared memory)
 };
 
 // The variant's properties, named once: the logit is q.k (its scale still pending, FlashCta::exp_scale);
 // rows carry a mask_mod's bit rows; rows carry the ALiBi terms and the soft-cap; no bits at all (the
 // only variants compiled for FlashAttention-2's two-row-block layout, the warp-specialised and the
 // paired Hopper kernels).
-constexpr bool flash_mode_plain_logit(FlashMode m) { return m == FlashMode::kPlain || m == FlashMode::kPlainBits; }
+constexpr bool flash_mode_plain_logit(FlashMode m) {
+  return m == FlashMode::kPlain || m == FlashMode::kPlainBits || m == FlashMode::kPlainFp8;
+}
 constexpr bool flash_mode_bits(FlashMode m) {
   return m == FlashMode::kPlainBits || m == FlashMode::kScoreMod || m == FlashMode::kCapAlibiBits;
 }
@@ -93,12 +102,13 @@ constexpr bool flash_mode_bitless(FlashMode m) { return m == FlashMode::kPlain |
 // for error messages, in the enum's order
 inline const char* flash_mode_name(FlashMode m) {
   constexpr const char* kNames[] = {"plain", "plain with mask_mod bits", "soft-cap / ALiBi", "interpreted score_mod",
-                                    "soft-cap / ALiBi with mask_mod bits"};
+                                    "soft-cap / ALiBi with mask_mod bits", "plain with an FP8 K / V cache"};
   return kNames[static_cast<int>(m)];
 }
 
 // The variant a launch runs: one rule for the launchers and flash_geometry.
 inline FlashMode flash_mode(const FlashParams& p) {
+  if (p.fp8) return FlashMode::kPlainFp8;  // cuda.flash's check() lets only the plain logit through with FP8
   if (p.score_ops) return FlashMode::kScoreMod;
   const bool plain_logit = p.soft_cap <= 0.f && !p.alibi;
   if (plain_logit) return p.mask_bits ? FlashMode::kPlainBits : FlashMode::kPlain;
@@ -133,7 +143,7 @@ inline void flash_geometry(int tile, int head_dim, int kv_split, FlashMode mode,
 // compute capability 9.0 device, and not turned off (FlashDebugOptions::sm90).
 constexpr bool flash_sm90_fits(int tile, int kv_split, int head_dim, FlashMode mode) {
   const bool dim_ok = head_dim == 64 || head_dim == 128 || (head_dim == 256 && tile == 64);
-  return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != FlashMode::kScoreMod;
+  return (tile == 64 || tile == 128) && kv_split == 1 && dim_ok && mode != FlashMode::kScoreMod && mode != FlashMode::kPlainFp8;
 }
 
 // Shared memory of the Hopper kernel: Q, then K and V of each of two stages (head dim 256 with 64
@@ -183,6 +193,10 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not 
 using FlashSm90Launcher = void (*)(const FlashParams&, int rows, bool ws, dim3 grid, cudaStream_t);
 FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
-size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks);
+size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks, bool fp8 = false);
+
+// The head dims cuda.flash's FP8 kernels (FlashMode::kPlainFp8) are compiled for, where the table
+// (instances/flash_instances.def) builds that head dim.
+constexpr bool flash_fp8_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 
 }  // namespace attnscope::cuda

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -90,6 +91,28 @@ __device__ inline float fast_exp2(float x) {
 __device__ inline float softcap_tanh(float y) {
   const float e = fast_exp2(y * 2.8853900817779268f);  // exp(2y) = 2^(2 y log2 e)
   return 1.f - __fdividef(2.f, e + 1.f);
+}
+
+// Eight FP8 values (e4m3, or e5m2 with kE5m2) to eight of the dtype, in order: exact (every FP8 value is
+// a fp16 and a bf16 value; NaN stays NaN). Two at a time to fp16 (one cvt on sm_89 and later), and
+// through fp32 to bf16.
+template <class T, bool kE5m2>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 b) {
+  constexpr __nv_fp8_interpretation_t kFmt = kE5m2 ? __NV_E5M2 : __NV_E4M3;
+  const uint32_t w[2] = {b.x, b.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(w[i / 2] >> (16 * (i % 2)));
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, kFmt);
+    if constexpr (sizeof(T) == 2 && Mma<T>::kDType == DType::kFp16) {
+      out[i] = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+    } else {
+      const float2 f = __half22float2(__half2(h));
+      out[i] = Mma<T>::pack(f.x, f.y);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 }  // namespace attnscope::cuda
