@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   unsigned char* stage8 = reinterpret_cast<unsigned char*>(stage1);
   auto copy8 = [&](int i) {
     constexpr int kVec8 = D / 16;
-    static_assert(kKvTile * kVec8 % kThreads == 0, "whole FP8 copies per thread");
+    static_assert(!kFp8 || kKvTile * kVec8 % kThreads == 0, "whole FP8 copies per thread");
     unsigned char* k8 = stage8 + (i & 1) * 2 * kKvTile * D;
 #pragma unroll
     for (int l = 0; l < kKvTile * kVec8 / kThreads; ++l) {
