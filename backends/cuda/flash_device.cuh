@@ -497,30 +497,31 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
 }
 
 // The KV tile loop of the FP8 kernels (FlashMode::kPlainFp8): copy(i) lands tile i's K and V bytes in
-// FP8 staging buffer i & 1 (cp.async), convert(i) turns them into the one dtype K / V tile that qk and
-// pv read. Per tile: the wait and a barrier (tile i's bytes are published; every warp is past tile
-// i - 1's math, so the dtype tile is free, and past its conversion, so staging (i + 1) & 1 is free),
-// then tile i + 1's copies go out before the conversion, so they overlap it and the math; a second
-// barrier publishes the dtype tile.
-template <class Copy, class Convert, class Fetch, class Put, class QK, class PV>
+// FP8 staging buffer i % kStages (cp.async, one group per tile: an empty group past the last tile keeps
+// the count), convert(i) turns them into the one dtype K / V tile that qk and pv read. Per tile: the
+// wait for tile i and a barrier (tile i's bytes are published; every warp is past tile i - 1's math,
+// so the dtype tile is free, and past its conversion, so tile i - 1's staging buffer takes tile
+// i + kStages - 1, whose copies overlap the conversion and the math); a second barrier publishes the
+// dtype tile. The pages of tile i + kStages are loaded before the conversion and stored after it, in
+// slot (i + kStages) % (kStages + 1): tile i - 1's, which every warp is past.
+template <int kStages, class Copy, class Convert, class Fetch, class Put, class QK, class PV>
 __device__ __forceinline__ void kv_tile_loop_fp8(int n_tiles, Copy&& copy, Convert&& convert, Fetch&& fetch, Put&& put, QK&& qk,
                                                  PV&& pv) {
-  put(0, fetch(0));
-  put(1, fetch(1));
-  __syncthreads();  // tiles 0 and 1's pages
-  if (n_tiles > 0) {
-    copy(0);
+  static_assert(kStages >= 2, "a tile in flight while one is computed");
+  for (int i = 0; i < kStages; ++i) put(i, fetch(i));
+  __syncthreads();  // tiles 0 .. kStages - 1's pages
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < n_tiles) copy(i);
     cp_async_commit();
   }
   for (int ti = 0; ti < n_tiles; ++ti) {
-    cp_async_wait<0>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();
-    if (ti + 1 < n_tiles) {
-      copy(ti + 1);
-      cp_async_commit();
-      put(ti + 2, fetch(ti + 2));
-    }
+    if (ti + kStages - 1 < n_tiles) copy(ti + kStages - 1);
+    cp_async_commit();
+    const TilePage next = fetch(ti + kStages);
     convert(ti);
+    put(ti + kStages, next);
     __syncthreads();
     qk(ti);
     pv(ti);

@@ -74,9 +74,10 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(RB == 1 || RB == 2, "one or two row blocks per warp");
   static_assert(WN == 1 || RB == 1, "key-split warps own one row block");
   static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
-  // An FP8 cache (kPlainFp8): one dtype K / V tile (stage 0) that the FP8 bytes are converted into, the
-  // FP8 bytes double-buffered in stage 1's region (2 x 2 x 64 x D bytes: its size); no lean form
+  // An FP8 cache (kPlainFp8): one dtype K / V tile (stage 0) that the FP8 bytes are converted into, a
+  // ring of kStages8 FP8 staging buffers from stage 1 on (Q's region after it); no lean form
   constexpr bool kFp8 = kMode == FlashMode::kPlainFp8;
+  constexpr int kStages8 = flash_fp8_stages(D);
   static_assert(!kFp8 || RB == 1, "the FP8 kernels have one row block");
   constexpr bool kLean = D >= 256 && !kFp8;
   static_assert(!kLean || RB == 1, "the lean form has one row block");
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // Q read from shared memory: Q has its own region (lean: where the second stage would be); else
   // Q is staged in stage 1 and moved to registers
   constexpr bool kQSmem = flash_q_in_smem(D, WM, WN, RB);
-  T* qs = kLean ? stage1 : kQSmem ? stage1 + 2 * kKvTile * S : stage1;
+  T* qs = kLean ? stage1 : kQSmem ? stage1 + (kFp8 ? kStages8 * kKvTile * D : 2 * kKvTile * S) : stage1;
   __shared__ int s_lo, s_hi;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -161,10 +162,14 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(kKvTile * kVec % kThreads == 0, "whole copies per thread");
   static_assert(kThreads >= kKvTile, "one thread per key fetches the pages");
   static_assert(sizeof(T) == 2, "the table of key offsets holds bytes of a 2-byte dtype (store_tile_slot)");
-  __shared__ int64_t s_row[3][kKvTile];
-  __shared__ bool s_full[3];
+  // (FP8: kStages8 + 1 slots, tiles i .. i + kStages8 live; kv_tile_loop_fp8)
+  constexpr int kSlots = kFp8 ? kStages8 + 1 : 3;
+  __shared__ int64_t s_row[kSlots][kKvTile];
+  __shared__ bool s_full[kSlots];
   auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
-  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, D, kFp8 ? 1 : 2); };
+  auto put_pages = [&](int i, const TilePage& t) {
+    store_tile_slot(c, t, s_row[i % kSlots], &s_full[i % kSlots], tid, D, kFp8 ? 1 : 2);
+  };
   // Copy l of a thread is row tid / kVec + l * kRowStep; where kRowStep is a multiple of 8 the rows keep
   // their swizzle, so the destination is the first row's plus a constant
   constexpr int kRowStep = kThreads / kVec;
@@ -179,32 +184,32 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       const int idx = tid + l * kThreads;
       const int r = idx / kVec, cv = idx % kVec;
       bool ok = false;
-      const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
+      const int64_t off = kv_source(s_row[i % kSlots][r], cv, &ok);
       const int dst = kSameSwizzle ? dst0 + l * kRowStep * S : tile_at<D>(r, cv * 8);
       if (want_k) cp_async16(ks + dst, pool_at(p.k, off), ok);
       if (want_v) cp_async16(vs + dst, pool_at(p.v, off), ok);
     }
   };
-  // FP8: tile i's K and V bytes into staging buffer i & 1 (rows of D bytes, K's 64 then V's 64)
+  // FP8: tile i's K and V bytes into staging buffer i % kStages8 (rows of D bytes, K's 64 then V's 64)
   unsigned char* stage8 = reinterpret_cast<unsigned char*>(stage1);
   auto copy8 = [&](int i) {
     constexpr int kVec8 = D / 16;
     static_assert(!kFp8 || kKvTile * kVec8 % kThreads == 0, "whole FP8 copies per thread");
-    unsigned char* k8 = stage8 + (i & 1) * 2 * kKvTile * D;
+    unsigned char* k8 = stage8 + (i % kStages8) * 2 * kKvTile * D;
 #pragma unroll
     for (int l = 0; l < kKvTile * kVec8 / kThreads; ++l) {
       const int idx = tid + l * kThreads;
       const int r = idx / kVec8, cv = idx % kVec8;
       bool ok = false;
-      const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
+      const int64_t off = kv_source(s_row[i % kSlots][r], cv, &ok);
       cp_async16(k8 + idx * 16, pool_at(p.k, off), ok);
       cp_async16(k8 + kKvTile * D + idx * 16, pool_at(p.v, off), ok);
     }
   };
-  // FP8: staging buffer i & 1 into the dtype tile, 8 bytes per step (8 threads of a row write its 8
+  // FP8: staging buffer i % kStages8 into the dtype tile, 8 bytes per step (8 threads of a row write its 8
   // swizzled 16-byte vectors: no bank conflict); the format is uniform, so one branch per tile
   auto convert8 = [&](int i) {
-    const unsigned char* src = stage8 + (i & 1) * 2 * kKvTile * D;
+    const unsigned char* src = stage8 + (i % kStages8) * 2 * kKvTile * D;
     auto run = [&](auto e5m2) {
 #pragma unroll
       for (int l = 0; l < 2 * kKvTile * D / 8 / kThreads; ++l) {
@@ -262,7 +267,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
     for (int rb = 0; rb < RB; ++rb) {
       float tile_max[2];
-      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % 3], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % kSlots], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
       float corr[2];
       softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, exp_scale);
       rescale_o<D>(o[rb], corr);
@@ -292,7 +297,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
     }
   };
   if constexpr (kFp8)
-    kv_tile_loop_fp8(n_tiles, copy8, convert8, fetch_pages, put_pages, qk, pv);
+    kv_tile_loop_fp8<kStages8>(n_tiles, copy8, convert8, fetch_pages, put_pages, qk, pv);
   else
     kv_tile_loop<kLean, false, false>(n_tiles, copy, fetch_pages, put_pages, qk, pv);
 

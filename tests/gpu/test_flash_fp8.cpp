@@ -54,8 +54,12 @@ CaseSpec fp8_case(CaseSpec c, uint64_t seed) {
     const int pages[] = {1, 16, 5};
     c.kv_cache.page_size = pages[(seed / 5) % 3];
     c.kv_cache.poison_unused = seed % 4 != 0;
+    if (c.attention.local_chunk) c.attention.local_chunk = c.kv_cache.page_size * 8;  // a whole number of pages
   }
-  if (seed % 5 == 0) c.split.planner = Planner::kOff;
+  if (seed % 5 == 0) {
+    c.split = SplitSpec{};
+    c.split.planner = Planner::kOff;
+  }
   if (c.split.planner == Planner::kFixed && !c.split.fixed_split_size) c.split.fixed_split_size = 16;
   validate_case(c);
   return c;
