@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // An FP8 cache (kPlainFp8): one dtype K / V tile (stage 0) that the FP8 bytes are converted into, a
   // ring of kStages8 FP8 staging buffers from stage 1 on (Q's region after it); no lean form
   constexpr bool kFp8 = kMode == FlashMode::kPlainFp8;
-  constexpr int kStages8 = flash_fp8_stages(D);
+  constexpr int kStages8 = kFlashFp8Stages;
   static_assert(!kFp8 || RB == 1, "the FP8 kernels have one row block");
   constexpr bool kLean = D >= 256 && !kFp8;
   static_assert(!kLean || RB == 1, "the lean form has one row block");

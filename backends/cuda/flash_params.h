@@ -199,9 +199,8 @@ size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks, 
 // (instances/flash_instances.def) builds that head dim.
 constexpr bool flash_fp8_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
 // The FP8 kernels' ring of staging buffers (each a tile's K and V bytes): tile i + stages - 1 is copied
-// while tile i is converted and computed. A tile is half the bytes of the dtype's, so one tile ahead
-// (the dtype kernel's depth) is half the bytes in flight; four stages keep more in flight than the
-// dtype kernel at head dims 64 and 128, two at 256 (the ring's 128 KB would not fit beside the rest).
-constexpr int flash_fp8_stages(int head_dim) { return head_dim >= 256 ? 2 : 4; }
+// while tile i is converted and computed. Two: four measured no faster on the decode benchmark
+// (docs/perf-notes.md, FP8 KV decode), and two keep the dtype kernel's shared memory.
+constexpr int kFlashFp8Stages = 2;
 
 }  // namespace attnscope::cuda
