@@ -21,8 +21,8 @@ BackendFamily cpu_family() {
        "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; FP8 caches with per-tensor or per-head "
        "scales (the K scale folded into the logit scale, the V scale applied to O at the end, as cuda.flash), not per-token "
        "scales nor FP8 attention",
-       E::kFull, E::kFull, false, false, false, Role::kPlanTwin, fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
-       false},
+       E::kFull, E::kFull, false, false, false, Role::kPlanTwin,
+       fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), false},
   };
   f.compiled = true;
   f.note = "attnscope's CPU backends";

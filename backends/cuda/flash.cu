@@ -187,7 +187,8 @@ class FlashBackend final : public Backend {
     if (c.kv_cache.scales.granularity == ScaleGranularity::kToken || c.fp8_attention)
       return "an FP8 KV cache with per-tensor or per-head scales only, and no FP8 attention";
     if (!flash_fp8_head_dim(c.head_dim_qk) || c.head_dim_qk != c.head_dim_vo)
-      return "head_dim " + std::to_string(c.head_dim_qk) + " with an FP8 KV cache: cuda.flash's FP8 kernels are built for 64, 128, 256";
+      return "head_dim " + std::to_string(c.head_dim_qk) +
+             " with an FP8 KV cache: cuda.flash's FP8 kernels are built for 64, 128, 256";
     if (c.attention.soft_cap || c.attention.alibi || c.attention.score_mod || c.attention.mask_mod)
       return "an FP8 KV cache with soft_cap, alibi, score_mod or mask_mod: cuda.flash's FP8 kernel takes the plain logit (any "
              "built-in mask)";

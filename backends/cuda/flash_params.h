@@ -101,8 +101,12 @@ constexpr bool flash_mode_cap_alibi(FlashMode m) { return m == FlashMode::kCapAl
 constexpr bool flash_mode_bitless(FlashMode m) { return m == FlashMode::kPlain || m == FlashMode::kCapAlibi; }
 // for error messages, in the enum's order
 inline const char* flash_mode_name(FlashMode m) {
-  constexpr const char* kNames[] = {"plain", "plain with mask_mod bits", "soft-cap / ALiBi", "interpreted score_mod",
-                                    "soft-cap / ALiBi with mask_mod bits", "plain with an FP8 K / V cache"};
+  constexpr const char* kNames[] = {"plain",
+                                    "plain with mask_mod bits",
+                                    "soft-cap / ALiBi",
+                                    "interpreted score_mod",
+                                    "soft-cap / ALiBi with mask_mod bits",
+                                    "plain with an FP8 K / V cache"};
   return kNames[static_cast<int>(m)];
 }
 
