@@ -55,7 +55,9 @@ std::string fp8_case_text(const CaseSpec& c) {
 
 std::string fp8_files_note(const CaseSpec& c) {
   if (!c.fp8_kv()) return "";
-  std::string s = std::string(" FP8: ") + (c.fp8_attention ? "q.npy, " : "") + "k.npy and v.npy hold the stored " +
+  std::string s = std::string(" FP8: ") +
+                  (c.fp8_attention ? std::string("q.npy, k.npy and v.npy hold the stored ")
+                                   : std::string("q.npy holds ") + dtype_name(c.dtype) + " values, k.npy and v.npy the stored ") +
                   fp8_name(*c.kv_cache.fp8) +
                   " values; k_scale.npy / v_scale.npy their scales (value = stored * scale; tensor [1], head [kv_heads], "
                   "token [tokens, kv_heads]); k_orig.npy / v_orig.npy";

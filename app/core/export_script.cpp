@@ -133,8 +133,9 @@ std::string header(const Session& s, const std::string& target, const Choice& ch
   o << py_comment("# files     ", "#           ",
                   "q.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.num_qo_heads) + ", " +
                       std::to_string(c.head_dim_qk) + "], k.npy / v.npy [" + std::to_string(c.total_kv()) + ", " +
-                      std::to_string(c.num_kv_heads) + ", d]: float32 holding " + dtype_name(c.dtype) +
-                      " values, token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
+                      std::to_string(c.num_kv_heads) + ", d]: float32 holding " +
+                      (c.fp8_kv() ? std::string("the values named below") : dtype_name(c.dtype) + std::string(" values")) +
+                      ", token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
                       "each backend attnscope ran (NaN rows: not computed);" +
                       fp8_files_note(c) + ch.part.files_note);
   o << "#           case.json replays everything with `attnscope-cli run case.json`\n"
