@@ -8,25 +8,11 @@ namespace attnscope::cli {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
-
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
-
-// The smallest and largest nonzero max |diff| over every backend that ran (one scale for all lines).
-void diff_range(const ConsistencyReport& r, double* lo, double* hi) {
-  *lo = INFINITY, *hi = 0;
-  for (const auto& b : r.backends)
-    for (double v : b.max_abs)
-      if (v > 0) *lo = std::min(*lo, v), *hi = std::max(*hi, v);
-}
 
 }  // namespace
 
-std::string position_line(const BackendConsistency& b, int cols, double lo, double hi) {
+std::string position_line(const BackendConsistency& b, int cols) {
   const int n = static_cast<int>(b.max_abs.size());
   if (n == 0) return "";
   cols = std::max(1, std::min(cols, n));
@@ -47,9 +33,8 @@ std::string position_line(const BackendConsistency& b, int cols, double lo, doub
     } else if (!(m > 0)) {
       s += '0';
     } else {
-      const double span = std::log10(hi) - std::log10(lo);
-      const int level = span > 0 ? 1 + static_cast<int>(std::floor(8.999 * (std::log10(m) - std::log10(lo)) / span)) : 9;
-      s += static_cast<char>('0' + std::clamp(level, 1, 9));
+      const int decade = 10 + static_cast<int>(std::floor(std::log10(m)));  // 1e-3 -> 7, 0.1 -> 9
+      s += static_cast<char>('0' + std::clamp(decade, 1, 9));
     }
   }
   return s;
@@ -73,19 +58,16 @@ void print_consistency(std::ostream& o, const ConsistencyReport& r) {
       t += " (" + std::to_string(b.identical_rows()) + " rows" + (b.promises_bits ? ", as promised" : "") + ")";
     o << pad(b.backend, wb) << t << "\n";
   }
-  double lo, hi;
-  diff_range(r, &lo, &hi);
   const int cols = std::min(r.n, 64);
   const int per = (r.n + cols - 1) / std::max(cols, 1);
   bool any = false;
   for (const auto& b : r.backends) any |= !b.max_abs.empty();
   if (any) {
     o << "\nper position 0.." << r.n - 1 << (per > 1 ? " (" + std::to_string(per) + " positions a column)" : "")
-      << ": . bit-identical";
-    if (hi > 0) o << ", 1-9 max |diff| on a log scale from " << fmt("%.2g", lo) << " to " << fmt("%.2g", hi);
-    o << ", ! NaN/Inf mismatch\n";
+      << ": . bit-identical, 1-9 the decade of max |diff| (d: from 1e(d-10), 7 = 1e-3.., 9 = 0.1 and more), 0 bits "
+         "differ at |diff| 0, ! NaN/Inf mismatch\n";
     for (const auto& b : r.backends)
-      if (!b.max_abs.empty()) o << pad(b.backend, wb) << position_line(b, cols, lo, hi) << "\n";
+      if (!b.max_abs.empty()) o << pad(b.backend, wb) << position_line(b, cols) << "\n";
   }
   o << "\n" << r.summary_line() << "\n";
 }

@@ -248,7 +248,7 @@ std::string ConsistencyReport::summary_line() const {
   const int code = exit_code();
   std::string s = code == 1 ? "FAILED: " : code == 3 ? "NOT CHECKED: " : "ok: ";
   s += std::to_string(ident) + " bit-identical, " + std::to_string(differs) + " differ";
-  if (failed) s += ", " + std::to_string(failed) + " differ where the backend promises bit identity";
+  if (failed) s += ", " + std::to_string(failed) + " FAILED (differ where bit identity is promised)";
   if (not_run) s += ", " + std::to_string(not_run) + " not run";
   if (cancelled) s += " (cancelled)";
   return s;
