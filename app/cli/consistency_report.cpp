@@ -18,7 +18,8 @@ std::string position_line(const BackendConsistency& b, int cols) {
   cols = std::max(1, std::min(cols, n));
   std::string s;
   for (int c = 0; c < cols; ++c) {
-    const int p0 = static_cast<int>(static_cast<int64_t>(c) * n / cols), p1 = static_cast<int>(static_cast<int64_t>(c + 1) * n / cols);
+    const int p0 = static_cast<int>(static_cast<int64_t>(c) * n / cols),
+              p1 = static_cast<int>(static_cast<int64_t>(c + 1) * n / cols);
     double m = 0;
     bool differ = false, nonfinite = false;
     for (int p = p0; p < p1; ++p) {
@@ -42,7 +43,9 @@ std::string position_line(const BackendConsistency& b, int cols) {
 
 void print_consistency(std::ostream& o, const ConsistencyReport& r) {
   const auto [kmin, kmax] = std::minmax_element(r.kv_lens.begin(), r.kv_lens.end());
-  const std::string kv = r.kv_lens.empty() ? "-" : *kmin == *kmax ? std::to_string(*kmin) : std::to_string(*kmin) + ".." + std::to_string(*kmax);
+  const std::string kv = r.kv_lens.empty() ? "-"
+                         : *kmin == *kmax  ? std::to_string(*kmin)
+                                           : std::to_string(*kmin) + ".." + std::to_string(*kmax);
   o << "consistency of " << (r.case_name.empty() ? "(unnamed)" : r.case_name) << ": the last " << r.n << " tokens of "
     << r.kv_lens.size() << " requests (kv_len " << kv << ") as one prefill (q_len " << r.n << ") and as " << r.n
     << " decode steps, O of " << r.num_qo_heads << " qo heads x " << r.head_dim_vo << " dims in " << r.dtype

@@ -450,8 +450,9 @@ int main(int argc, char** argv) {
       parse_args(argc, argv, {}, {});
       return cmd_backends();
     }
-    throw UsageError("unknown command \"" + cmd +
-                     "\" (commands: validate, plan, run, invariance, consistency, bench, sweep, explain, devices, backends; see --help)");
+    throw UsageError(
+        "unknown command \"" + cmd +
+        "\" (commands: validate, plan, run, invariance, consistency, bench, sweep, explain, devices, backends; see --help)");
   } catch (const HelpRequested&) {
     std::cout << usage();
     return 0;

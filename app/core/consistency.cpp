@@ -96,11 +96,10 @@ void check_same_keys(const CaseSpec& c, const ConsistencyCases& dc) {
         if (allowed(mp, qa, k) != (k < kv && allowed(ms, qa, k))) bad = k;
       if (bad < 0) continue;
       const bool prefill_sees = allowed(mp, qa, bad);
-      const std::string where = "request " + std::to_string(r) + ", query " + std::to_string(i) + " of the last " +
-                                std::to_string(n) + " (position " + std::to_string(qa) + "): the prefill " +
-                                (prefill_sees ? "sees" : "does not see") + " key " + std::to_string(bad) + ", decode step " +
-                                std::to_string(i) + " (kv_len " + std::to_string(kv) + ") " +
-                                (prefill_sees ? "does not" : "does");
+      const std::string where =
+          "request " + std::to_string(r) + ", query " + std::to_string(i) + " of the last " + std::to_string(n) + " (position " +
+          std::to_string(qa) + "): the prefill " + (prefill_sees ? "sees" : "does not see") + " key " + std::to_string(bad) +
+          ", decode step " + std::to_string(i) + " (kv_len " + std::to_string(kv) + ") " + (prefill_sees ? "does not" : "does");
       if (!c.attention.causal)
         throw CaseError("/attention/causal",
                         "false: " + where +
@@ -125,16 +124,16 @@ ConsistencyCases consistency_cases(const CaseSpec& c, int n) {
     throw CaseError("--last", std::to_string(n) + " is not allowed, must be >= 1 (the number of last tokens of every request)");
   if (n > min_kv)
     throw CaseError("--last", std::to_string(n) + " is more than request " + std::to_string(min_r) + "'s kv_len " +
-                                  std::to_string(min_kv) + ": the last N tokens of every request must exist, so N <= " +
-                                  std::to_string(min_kv));
+                                  std::to_string(min_kv) +
+                                  ": the last N tokens of every request must exist, so N <= " + std::to_string(min_kv));
   check_score_mod(c);
   for (int r = 0; r < R; ++r) {
     const auto& rq = c.requests[r];
     const int first_kv = rq.kv_len - n + 1;
     if (rq.prefix_len && *rq.prefix_len > first_kv)
       throw CaseError(req_path(r, "prefix_len"),
-                      std::to_string(*rq.prefix_len) + " is past the first decode step's cache (kv_len " + std::to_string(first_kv) +
-                          " with --last " + std::to_string(n) +
+                      std::to_string(*rq.prefix_len) + " is past the first decode step's cache (kv_len " +
+                          std::to_string(first_kv) + " with --last " + std::to_string(n) +
                           "): the prefill's first query would see prefix keys its decode step does not have; use --last <= " +
                           std::to_string(rq.kv_len - *rq.prefix_len + 1));
   }
@@ -268,11 +267,9 @@ std::vector<Result> run_case(const CaseSpec& cs, int step, const std::vector<std
   const bool host_ok = bytes <= kMaxHostWorkloadBytes;
   Workload w;
   if (need_host && host_ok) w = make_workload(cs, p.pages);
-  const ConsistencyRunFn run =
-      opt.run ? opt.run
-              : [](const std::string& id, int, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro) {
-                  return run_one(id, c, p, w, ro);
-                };
+  const ConsistencyRunFn run = opt.run ? opt.run
+                                       : [](const std::string& id, int, const CaseSpec& c, const Plan& p, const Workload& w,
+                                            const RunOptions& ro) { return run_one(id, c, p, w, ro); };
   for (size_t k = 0; k < ids.size(); ++k) {
     const std::string& id = ids[k];
     Result r;
@@ -345,7 +342,7 @@ void finish_verdict(BackendConsistency* b) {
   }
   for (size_t i = 0; i < b->max_abs.size(); ++i)
     if (b->max_abs[i] > b->max_diff) b->max_diff = b->max_abs[i], b->max_diff_position = static_cast<int>(i);
-  b->verdict = b->first_diff < 0   ? ConsistencyVerdict::kBitIdentical
+  b->verdict = b->first_diff < 0  ? ConsistencyVerdict::kBitIdentical
                : b->promises_bits ? ConsistencyVerdict::kFailed
                                   : ConsistencyVerdict::kDiffers;
 }

@@ -19,7 +19,7 @@ namespace attnscope {
 // scales given as the prefill's), only the requests' lengths and query offsets differ.
 struct ConsistencyCases {
   int n = 0;
-  CaseSpec prefill;            // requests (q_len n, kv_len L_r)
+  CaseSpec prefill;             // requests (q_len n, kv_len L_r)
   std::vector<CaseSpec> steps;  // [n] step i: requests (q_len 1, kv_len L_r - n + 1 + i, q_offset + i)
 };
 
@@ -48,10 +48,10 @@ struct BackendConsistency {
   std::vector<int64_t> nonfinite;       // pairs where one side is NaN / Inf and the other is not the same infinity
   std::vector<int64_t> rows_identical;  // (request, head) rows whose every value has the same bits (in the case dtype)
   int64_t rows_per_position = 0;
-  int first_diff = -1;          // first position with a row that is not bit-identical
-  int first_request = -1;       // a request differing there,
-  int first_key = -1;           // and its query's absolute position (the key it adds in its decode step)
-  double max_diff = 0;          // max of max_abs
+  int first_diff = -1;     // first position with a row that is not bit-identical
+  int first_request = -1;  // a request differing there,
+  int first_key = -1;      // and its query's absolute position (the key it adds in its decode step)
+  double max_diff = 0;     // max of max_abs
   int max_diff_position = -1;
   int64_t identical_rows() const;
   int64_t nonfinite_total() const;
@@ -63,8 +63,8 @@ struct ConsistencyReport {
   int n = 0;
   std::vector<int> kv_lens;  // the case's, per request
   int num_qo_heads = 0, head_dim_vo = 0;
-  std::string dtype;     // the case dtype (O's)
-  std::string kv_note;   // "" or the FP8 settings with the scales given to every derived case
+  std::string dtype;    // the case dtype (O's)
+  std::string kv_note;  // "" or the FP8 settings with the scales given to every derived case
   bool cancelled = false;
   std::vector<BackendConsistency> backends;
   // 1: a backend errored or one that promises bit identity differs; 3: a backend could not run here

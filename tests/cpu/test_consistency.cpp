@@ -123,7 +123,8 @@ TEST(Consistency, Fp8ScalesAreThePrefillsAndTheBytesAreTheSame) {
         EXPECT_TRUE(d.prefill.kv_cache.scales.k.empty());
       } else {
         ASSERT_EQ(d.prefill.kv_cache.scales.k.size(), wp.k_scale.size());
-        for (size_t x = 0; x < wp.k_scale.size(); ++x) EXPECT_EQ(static_cast<float>(d.prefill.kv_cache.scales.k[x]), wp.k_scale[x]);
+        for (size_t x = 0; x < wp.k_scale.size(); ++x)
+          EXPECT_EQ(static_cast<float>(d.prefill.kv_cache.scales.k[x]), wp.k_scale[x]);
       }
       const int Hk = c.num_kv_heads, D = c.head_dim_qk, ps = pp.page_size;
       int scales_differ = 0;  // a step alone would compute other scales: the test would fail without giving them
@@ -282,7 +283,7 @@ TEST(Consistency, NanIsAMismatchNeverANumber) {
   opt.run = [](const std::string&, int step, const CaseSpec& cs, const Plan& p, const Workload& w, const RunOptions& ro) {
     Result r = run_one("cpu.reference", cs, p, w, ro);
     r.backend = "test.nan";
-    if (step == 2) r.o[0] = NAN;  // request 0, head 0, dim 0 of step 2
+    if (step == 2) r.o[0] = NAN;                                      // request 0, head 0, dim 0 of step 2
     if (step == -1) r.o[5 * cs.num_qo_heads * cs.head_dim_vo] = NAN;  // request 0's query 5 in the prefill (and step 5)
     if (step == 5) r.o[0] = NAN;
     return r;
