@@ -146,6 +146,12 @@ ConsistencyCases consistency_cases(const CaseSpec& c, int n) {
   dc.prefill = base;
   dc.prefill.name = c.name + " (prefill of the last " + std::to_string(n) + ")";
   for (auto& rq : dc.prefill.requests) rq.q_len = n;
+  try {  // the prefill's (q_len N) mask_mod pairs stay within the budget, as any case's
+    validate_case(dc.prefill, &registry_ids());
+  } catch (const CaseError& e) {
+    throw CaseError("--last", "the prefill of the last " + std::to_string(n) + " tokens is not a valid case (" + e.path() + ": " +
+                                  e.rule() + ")");
+  }
   give_prefill_scales(&dc.prefill);
   dc.steps.reserve(n);
   for (int i = 0; i < n; ++i) {

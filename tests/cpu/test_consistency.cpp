@@ -385,6 +385,10 @@ TEST(Consistency, RefusesWhatCannotBeCompared) {
   for (auto& r : pl.requests) r.prefix_len = r.prefix_len.value_or(0);
   expect_refused(pl, 5, "/requests/1/prefix_len", "use --last <= 4");
   EXPECT_NO_THROW(consistency_cases(pl, 4));
+  CaseSpec big = c;  // a mask_mod the case can afford at q_len 1 but not as a prefill of N queries
+  big.requests = {{1, 20000}};
+  big.attention.mask_mod = "kv_idx <= q_idx";
+  expect_refused(big, 16384, "--last", "the prefill of the last 16384 tokens is not a valid case (/attention/mask_mod");
 }
 
 // Documents and padding are cut to each step's cache and keep what its query sees.
