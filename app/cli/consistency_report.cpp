@@ -102,6 +102,7 @@ nlohmann::ordered_json consistency_to_json(const ConsistencyReport& r) {
       if (b.first_diff >= 0) {
         x["first_differing_request"] = b.first_request;
         x["first_differing_key"] = b.first_key;
+        x["first_differing_key_by_request"] = b.first_key_by_request;  // -1: none
       }
       x["max_abs_diff"] = b.max_diff;
       x["rows_per_position"] = b.rows_per_position;

@@ -218,6 +218,11 @@ std::string BackendConsistency::verdict_text() const {
                       std::to_string(first_key) + "), max |diff| " + b;
       if (max_diff_position >= 0) t += " at position " + std::to_string(max_diff_position);
       if (const int64_t nf = nonfinite_total()) t += ", " + std::to_string(nf) + " NaN/Inf mismatches";
+      if (first_key_by_request.size() > 1) {
+        t += "; first differing key per request: ";
+        for (size_t r = 0; r < first_key_by_request.size(); ++r)
+          t += (r ? ", " : "") + (first_key_by_request[r] < 0 ? std::string("none") : std::to_string(first_key_by_request[r]));
+      }
       return t;
     }
     case ConsistencyVerdict::kNotRun: {
@@ -329,6 +334,7 @@ void compare_step(const CaseSpec& c, int n, int i, const Result& pre, const Resu
         }
       }
       b->rows_identical[i] += same;
+      if (!same && b->first_key_by_request[r] < 0) b->first_key_by_request[r] = c.requests[r].kv_len - n + i;
       if (!same && b->first_diff < 0) {
         b->first_diff = i;
         b->first_request = r;
@@ -343,6 +349,7 @@ void finish_verdict(BackendConsistency* b) {
     b->max_abs.clear();
     b->nonfinite.clear();
     b->rows_identical.clear();
+    b->first_key_by_request.clear();
     b->first_diff = -1;
     return;
   }
@@ -392,6 +399,7 @@ ConsistencyReport check_consistency(const CaseSpec& c, int n, const ConsistencyO
     b.max_abs.assign(n, 0.0);
     b.nonfinite.assign(n, 0);
     b.rows_identical.assign(n, 0);
+    b.first_key_by_request.assign(c.requests.size(), -1);
     b.rows_per_position = static_cast<int64_t>(c.requests.size()) * c.num_qo_heads;
     rep.backends.push_back(std::move(b));
   }

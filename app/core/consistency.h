@@ -51,7 +51,10 @@ struct BackendConsistency {
   int first_diff = -1;     // first position with a row that is not bit-identical
   int first_request = -1;  // a request differing there,
   int first_key = -1;      // and its query's absolute position (the key it adds in its decode step)
-  double max_diff = 0;     // max of max_abs
+  // [requests] the first key (absolute position) whose row differs, -1 where none does: a decode path
+  // that leaves the prefill path from one key on shows that key in every request that reaches it
+  std::vector<int> first_key_by_request;
+  double max_diff = 0;  // max of max_abs
   int max_diff_position = -1;
   int64_t identical_rows() const;
   int64_t nonfinite_total() const;

@@ -71,6 +71,7 @@ TEST(ConsistencyCli, ExitCodes) {
     const auto o = cli("consistency " + src("examples/prefix-lm.json") + " --last 12");
     EXPECT_EQ(o.code, 0) << o.out << o.err;
     EXPECT_NE(o.out.find("\ncpu.tiled      differs from position 4 (request 0, key 88)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("first differing key per request: 88, 112; "), std::string::npos) << o.out;
     EXPECT_EQ(lines(o.out).back(), "ok: 2 bit-identical, 1 differ") << o.out;
   }
   for (const std::string bad : {"--last 0", "--last 131", "--last -2", "--last x", "", "--last 4 --backends cpu.nope"}) {
@@ -100,6 +101,7 @@ TEST(ConsistencyCli, JsonCarriesTheSeries) {
   EXPECT_EQ(b[0].at("identical_rows_per_position"), (std::vector<int>{128, 128, 128, 128, 128}));
   EXPECT_EQ(b[1].at("verdict"), "FAILED");
   EXPECT_EQ(b[1].at("first_differing_position"), 2);
+  EXPECT_EQ(b[1].at("first_differing_key_by_request"), (std::vector<int>{127, 184, 248, 297}));
   const auto m = b[1].at("max_abs_per_position").get<std::vector<double>>();
   ASSERT_EQ(m.size(), 5u);
   EXPECT_EQ(m[1], 0);

@@ -253,6 +253,30 @@ TEST(Consistency, ReportsExactlyTheFirstDifferingPosition) {
   EXPECT_EQ(r.summary_line().rfind("FAILED", 0), 0u) << r.summary_line();
 }
 
+// The vLLM #54035 picture: a decode path that leaves the prefill path once its cache holds key 97.
+// Requests whose last N keys span 97 show 97; the others differ from their first position.
+TEST(Consistency, APathThatLeavesFromKey97ShowsKey97InEveryRequestThatReachesIt) {
+  CaseSpec c = fp8_case(ScaleGranularity::kTensor);
+  c.requests = {{1, 130}, {1, 187}, {1, 251}, {1, 300}};
+  ConsistencyOptions opt;
+  opt.backends = {"test.key97"};
+  opt.run = [](const std::string&, int step, const CaseSpec& cs, const Plan& p, const Workload& w, const RunOptions& ro) {
+    Result r = run_one("cpu.reference", cs, p, w, ro);
+    r.backend = "test.key97";
+    const int64_t row = static_cast<int64_t>(cs.num_qo_heads) * cs.head_dim_vo;
+    if (step >= 0)  // a decode step: its request's one query sees keys 0 .. kv_len - 1
+      for (int q = 0; q < static_cast<int>(cs.requests.size()); ++q)
+        if (cs.requests[q].kv_len >= 98) r.o[q * row + 7] = round_to(cs.dtype, r.o[q * row + 7] * 1.5f + 0.01f);
+    return r;
+  };
+  const BackendConsistency b = check_consistency(c, 128, opt).backends[0];
+  EXPECT_EQ(b.first_key_by_request, (std::vector<int>{97, 97, 123, 172}));
+  EXPECT_EQ(b.first_diff, 0);
+  EXPECT_EQ(b.rows_identical[94], b.rows_per_position - 3);  // request 0 still agrees at key 96
+  EXPECT_EQ(b.rows_identical[95], b.rows_per_position - 4);
+  EXPECT_NE(b.verdict_text().find("first differing key per request: 97, 97, 123, 172"), std::string::npos) << b.verdict_text();
+}
+
 // cpu.tiled under FlashInfer's planner: the prefill (q_len n) gets another query tile and KV chunk
 // than a decode step, so its partials merge differently and its bits differ.
 TEST(Consistency, CpuTiledDiffersWhereThePlannerSplitsDifferently) {
