@@ -80,10 +80,11 @@ void ConsistencyPanel::start(const Session& s) {
 }
 
 void ConsistencyPanel::draw_verdicts(const ConsistencyReport& r) {
-  if (!ImGui::BeginTable("verdicts", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
+  if (!ImGui::BeginTable("verdicts", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
   ImGui::TableSetupColumn("backend");
   ImGui::TableSetupColumn("rows bit-identical");
   ImGui::TableSetupColumn("max |diff|");
+  ImGui::TableSetupColumn("first differing key per request");
   ImGui::TableSetupColumn("verdict", ImGuiTableColumnFlags_WidthStretch);
   ImGui::TableHeadersRow();
   for (size_t k = 0; k < r.backends.size(); ++k) {
@@ -105,11 +106,19 @@ void ConsistencyPanel::draw_verdicts(const ConsistencyReport& r) {
     ImGui::TableNextColumn();
     if (ran) ImGui::Text("%.3g", b.max_diff);
     ImGui::TableNextColumn();
+    if (ran && b.first_diff >= 0) {
+      std::string keys;
+      for (size_t q = 0; q < b.first_key_by_request.size(); ++q)
+        keys += (q ? ", " : "") + (b.first_key_by_request[q] < 0 ? std::string("-") : std::to_string(b.first_key_by_request[q]));
+      text_elided(keys, 260);
+    }
+    ImGui::TableNextColumn();
     const ImVec4 col = b.verdict == ConsistencyVerdict::kBitIdentical ? ImVec4(0.45f, 0.85f, 0.45f, 1)
                        : b.verdict == ConsistencyVerdict::kDiffers    ? ImVec4(1, 0.8f, 0.3f, 1)
                        : b.verdict == ConsistencyVerdict::kFailed     ? ImVec4(1, 0.35f, 0.35f, 1)
                                                                       : ImVec4(0.6f, 0.6f, 0.6f, 1);
     std::string t = b.verdict_text();
+    if (const auto cut = t.find("; first differing key per request"); cut != std::string::npos) t.resize(cut);  // its column
     if (b.verdict == ConsistencyVerdict::kBitIdentical && b.promises_bits) t += " (as promised: rows computed independently)";
     text_elided(t, -1, &col);
   }
