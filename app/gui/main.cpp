@@ -1,4 +1,4 @@
-// attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
+// attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
 //           [--edit-latency N]
 #include <GLFW/glfw3.h>
 
@@ -49,6 +49,13 @@ int main(int argc, char** argv) {
                      t.c_str());
         return 2;
       }
+    } else if (a == "--view") {
+      o.view = next("--view");
+      UiState probe;
+      if (!apply_view(o.view, probe)) {
+        std::fprintf(stderr, "attnscope: --view %s is not a view (%s)\n", o.view.c_str(), kViewNames);
+        return 2;
+      }
     } else if (a == "--sweep") {
       o.sweep = next("--sweep");
       if (o.sweep.find('=') == std::string::npos) {
@@ -73,9 +80,11 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--sweep "
-          "PATH=VALUES] [--sweep-report FILE] "
+          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--view "
+          "NAME] [--sweep PATH=VALUES] [--sweep-report FILE] "
           "[--size WxH] [--edit-latency N] [--version]\n"
+          "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
+          "                    (the Diff tab's reference)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;
