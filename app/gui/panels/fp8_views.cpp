@@ -56,10 +56,11 @@ const char* recipe(const Fp8TensorData& t) { return t.given ? "given" : "amax / 
 
 // Ticks of a colour bar or axis over [lo, hi] (log10 units when log10_axis) as (position, label):
 // decades over a wide log range, round values over a narrow one.
-std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bool log10_axis, int max_ticks) {
+std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bool log10_axis, int max_ticks, bool integers = false) {
   std::vector<std::pair<double, std::string>> t;
   if (!log10_axis) {
-    for (double v : nice_ticks_real(lo, hi, max_ticks)) t.emplace_back(v, num(v));
+    for (double v : nice_ticks_real(lo, hi, max_ticks))
+      if (!integers || v == std::floor(v)) t.emplace_back(v, num(v));
   } else if (hi - lo >= 1.5) {
     const int step = std::max(1, static_cast<int>(std::ceil((hi - lo) / max_ticks)));
     for (int e = static_cast<int>(std::ceil(lo)); e <= hi; e += step) {
@@ -75,12 +76,12 @@ std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bo
 }
 
 // A vertical colour bar from lo (bottom) to hi (top) with tick labels, at p.
-void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log10_axis, const char* title) {
+void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log10_axis, const char* title, bool integers = false) {
   for (int i = 0; i < 64; ++i) {
     const float y0 = p.y + h * (63 - i) / 64.f;
     dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + 14, y0 + h / 64.f + 1), pack_abgr(ramp(i / 63.f)));
   }
-  for (const auto& [v, label] : value_ticks(lo, hi, log10_axis, std::max(2, static_cast<int>(h / 20)))) {
+  for (const auto& [v, label] : value_ticks(lo, hi, log10_axis, std::max(2, static_cast<int>(h / 20)), integers)) {
     const float y = p.y + h * static_cast<float>((hi - v) / (hi - lo));
     dl->AddLine(ImVec2(p.x + 14, y), ImVec2(p.x + 18, y), kTick);
     dl->AddText(ImVec2(p.x + 20, y - 7), kText, label.c_str());
@@ -281,7 +282,7 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
     dl->AddText(ImVec2(p0.x - 44, p0.y - 16), IM_COL32(150, 150, 150, 255), "page");
   }
   legend_bar(dl, ImVec2(p0.x + size.x + 12, p0.y + 18), std::min(size.y - 18, 220.f), lo_, hi_, log_scale_,
-             mode_ == 2 ? "saturated" : mode_ == 0 ? "scale" : "|value|");
+             mode_ == 2 ? "saturated" : mode_ == 0 ? "scale" : "|value|", mode_ == 2);
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int cx = static_cast<int>((mp.x - p0.x) / f), cy = static_cast<int>((mp.y - p0.y) / f);
@@ -438,20 +439,18 @@ void Fp8ChannelView::draw(const Session& s, const Fp8Data& d) {
   const auto& vv = rms ? d.v.chan_rms : d.v.chan_max;
   ImGui::Text("K largest: %s", top_channels(kv, 3).c_str());
   ImGui::Text("V largest: %s", top_channels(vv, 3).c_str());
-  // one y range for both charts, so that K and V read against each other
-  double hi = 0;
-  for (const auto* x : {&kv, &vv})
-    for (double e : *x) hi = std::max(hi, e);
-  if (!log_) {
-    const auto t = nice_ticks_real(0, hi * 1.05, 5);
-    hi = hi > 0 ? std::max(hi * 1.05, t.empty() ? hi : t.back()) : 1;
-  }
+  // each chart its own y range: V's error stays readable beside saturated K channels
+  auto top = [&](const std::vector<double>& x) {
+    double hi = 0;
+    for (double e : x) hi = std::max(hi, e);
+    return log_ ? hi : hi > 0 ? hi * 1.08 : 1.0;
+  };
   const float w = ImGui::GetContentRegionAvail().x;
   const float h = std::max(150.f, (ImGui::GetContentRegionAvail().y - 10) / 2);
   const char* stat = rms ? "RMS" : "max";
   const int64_t rows_k = d.k.elements / std::max(1, s.spec().head_dim_qk), rows_v = d.v.elements / std::max(1, s.spec().head_dim_vo);
-  bar_chart({&kv, &d.k.chan_sat, s.spec().data.outlier_channels, "K", stat, rows_k}, ImVec2(w, h), log_, hi);
-  bar_chart({&vv, &d.v.chan_sat, {}, "V", stat, rows_v}, ImVec2(w, h), log_, hi);
+  bar_chart({&kv, &d.k.chan_sat, s.spec().data.outlier_channels, "K", stat, rows_k}, ImVec2(w, h), log_, top(kv));
+  bar_chart({&vv, &d.v.chan_sat, {}, "V", stat, rows_v}, ImVec2(w, h), log_, top(vv));
 }
 
 }  // namespace attnscope::gui
