@@ -3,13 +3,13 @@
 // editor's FP8 fields round-tripping a case, the mask readout over the FP8 cache, --view, and
 // screenshots of the new views under Xvfb.
 #include <gtest/gtest.h>
+#include <stb/stb_image.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
-#include <stb/stb_image.h>
 
 #include "attnscope/fp8.h"
 #include "attnscope/plan.h"

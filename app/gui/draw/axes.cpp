@@ -32,7 +32,8 @@ std::vector<double> nice_ticks_real(double lo, double hi, int max_ticks) {
       step *= m;
       break;
     }
-  for (double v = std::ceil(lo / step) * step; v <= hi * (1 + 1e-12) + 1e-300; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  for (double v = std::ceil(lo / step) * step; v <= hi * (1 + 1e-12) + 1e-300; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 

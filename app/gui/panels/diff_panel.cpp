@@ -320,7 +320,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     return;
   }
   const DiffReport& cmp = any_pair_ ? custom_ : s.diffs[ui.diff_index];
-  const DiffReport& d = use_ideal_ ? against_ideal_ : cmp;  // what the map and the statistics show
+  const DiffReport& d = use_ideal_ ? against_ideal_ : cmp;                     // what the map and the statistics show
   const bool pass = cmp.verdict.pass, skipped = !pass && cmp.verdict.skipped;  // skipped: not checked (amber), never a pass
   ImGui::PushStyleColor(ImGuiCol_Text, pass      ? ImVec4(0.4f, 0.9f, 0.4f, 1)
                                        : skipped ? ImVec4(1, 0.75f, 0.25f, 1)
@@ -335,7 +335,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     ImGui::PushTextWrapPos(0.f);
     ImGui::TextDisabled("The verdict is the comparison's; the map, histogram and statistics below are %s vs the %s.",
                         against_ideal_.backend.c_str(),
-                        ui.diff_reference == 2 ? "original ideal (kernel and quantisation error together)" : "dequantised ideal (the kernel error)");
+                        ui.diff_reference == 2 ? "original ideal (kernel and quantisation error together)"
+                                               : "dequantised ideal (the kernel error)");
     ImGui::PopTextWrapPos();
   }
   if (s.spec().fp8_kv()) error_split_table(split_);

@@ -198,7 +198,8 @@ bool EditorPanel::draw_fp8(CaseSpec& c) {
   ch |= ImGui::Combo("KV cache dtype", &st.kv_dtype, dtypes, 3);
   if (st.kv_dtype != 0) {
     if (combo("scale granularity", st.granularity,
-              {{"tensor", ScaleGranularity::kTensor}, {"head (per KV head)", ScaleGranularity::kHead},
+              {{"tensor", ScaleGranularity::kTensor},
+               {"head (per KV head)", ScaleGranularity::kHead},
                {"token (per token, KV head)", ScaleGranularity::kToken}})) {
       ch = true;
       if (st.granularity == ScaleGranularity::kToken) st.k_scales = st.v_scales = "amax";  // the only choice there

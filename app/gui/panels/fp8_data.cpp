@@ -95,7 +95,8 @@ Fp8Data build_fp8_data(const CaseSpec& c, const PageTable& pt, int64_t max_bytes
   d.v.given = !c.kv_cache.scales.v.empty();
   d.used.assign(static_cast<size_t>(d.slots()), 0);
   for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
-    for (int k = 0; k < c.requests[r].kv_len; ++k) d.used[static_cast<size_t>(pt.page_of(r, k)) * pt.page_size + k % pt.page_size] = 1;
+    for (int k = 0; k < c.requests[r].kv_len; ++k)
+      d.used[static_cast<size_t>(pt.page_of(r, k)) * pt.page_size + k % pt.page_size] = 1;
   tensor_data(c, pt, d, w.k_pool, w.k_orig, c.head_dim_qk, d.k);
   tensor_data(c, pt, d, w.v_pool, w.v_orig, c.head_dim_vo, d.v);
   d.available = true;

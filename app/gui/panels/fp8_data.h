@@ -21,11 +21,11 @@ struct Fp8TensorData {
   std::vector<float> scale;  // as the workload holds them: [1], [kv_heads] or [pool slots * kv_heads]
   bool given = false;        // the case gave the numbers (else amax / the format's max)
   // per (pool slot, KV head), [pool slots * kv_heads]; 0 for a slot no request uses
-  std::vector<float> amax;     // largest |value before quantisation| over head_dim
-  std::vector<int32_t> sat;    // elements that saturated (fp8_clamped)
-  int64_t saturated = 0;       // their total
-  int64_t elements = 0;        // real elements (keys of a request x kv_heads x head_dim)
-  int64_t saturated_slots = 0; // (slot, head) cells with a saturated element
+  std::vector<float> amax;        // largest |value before quantisation| over head_dim
+  std::vector<int32_t> sat;       // elements that saturated (fp8_clamped)
+  int64_t saturated = 0;          // their total
+  int64_t elements = 0;           // real elements (keys of a request x kv_heads x head_dim)
+  int64_t saturated_slots = 0;    // (slot, head) cells with a saturated element
   std::vector<int64_t> head_sat;  // [kv_heads] saturated elements per KV head
   // per head-dim channel over every real element: max and RMS of |orig - stored * scale|, and how
   // many of its elements saturated

@@ -56,7 +56,8 @@ const char* recipe(const Fp8TensorData& t) { return t.given ? "given" : "amax / 
 
 // Ticks of a colour bar or axis over [lo, hi] (log10 units when log10_axis) as (position, label):
 // decades over a wide log range, round values over a narrow one.
-std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bool log10_axis, int max_ticks, bool integers = false) {
+std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bool log10_axis, int max_ticks,
+                                                        bool integers = false) {
   std::vector<std::pair<double, std::string>> t;
   if (!log10_axis) {
     for (double v : nice_ticks_real(lo, hi, max_ticks))
@@ -76,7 +77,8 @@ std::vector<std::pair<double, std::string>> value_ticks(double lo, double hi, bo
 }
 
 // A vertical colour bar from lo (bottom) to hi (top) with tick labels, at p.
-void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log10_axis, const char* title, bool integers = false) {
+void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log10_axis, const char* title,
+                bool integers = false) {
   for (int i = 0; i < 64; ++i) {
     const float y0 = p.y + h * (63 - i) / 64.f;
     dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + 14, y0 + h / 64.f + 1), pack_abgr(ramp(i / 63.f)));
@@ -110,8 +112,9 @@ void Fp8ScalesView::draw(const Session& s, const Fp8Data& d) {
               d.max_finite, granularity_name(d.granularity));
   auto sat_line = [&](const char* name, const Fp8TensorData& t) {
     if (t.saturated > 0)
-      ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s: %lld of %lld elements saturated (clamped to +-%g) in %lld (slot, head) cells",
-                         name, static_cast<long long>(t.saturated), static_cast<long long>(t.elements), d.max_finite,
+      ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1),
+                         "%s: %lld of %lld elements saturated (clamped to +-%g) in %lld (slot, head) cells", name,
+                         static_cast<long long>(t.saturated), static_cast<long long>(t.elements), d.max_finite,
                          static_cast<long long>(t.saturated_slots));
     else
       ImGui::Text("%s: none of %lld elements saturated", name, static_cast<long long>(t.elements));
@@ -119,10 +122,12 @@ void Fp8ScalesView::draw(const Session& s, const Fp8Data& d) {
   sat_line("K", d.k);
   sat_line("V", d.v);
   if (d.fp8_attention)
-    ImGui::Text("FP8 attention: Q scale %s (%s)", num(d.q_scale).c_str(), c.fp8_attention->q_scale ? "given" : "amax(Q) / max finite");
+    ImGui::Text("FP8 attention: Q scale %s (%s)", num(d.q_scale).c_str(),
+                c.fp8_attention->q_scale ? "given" : "amax(Q) / max finite");
   ImGui::PopTextWrapPos();
   if (d.granularity == ScaleGranularity::kTensor) {
-    ImGui::Text("K scale %s (%s)    V scale %s (%s)", num(d.k.scale[0]).c_str(), recipe(d.k), num(d.v.scale[0]).c_str(), recipe(d.v));
+    ImGui::Text("K scale %s (%s)    V scale %s (%s)", num(d.k.scale[0]).c_str(), recipe(d.k), num(d.v.scale[0]).c_str(),
+                recipe(d.v));
   } else if (d.granularity == ScaleGranularity::kHead) {
     draw_heads(d);
   }
@@ -164,7 +169,8 @@ void Fp8ScalesView::draw_heads(const Fp8Data& d) {
       if (t.head_sat[h] > 0) dl->AddRect(ImVec2(x, y), ImVec2(x + cw - 1, y + ch), pack_abgr(kSaturatedColour), 0, 0, 2.5f);
       const std::string v = num(t.scale[h]);
       if (ImGui::CalcTextSize(v.c_str()).x + 6 < cw)
-        dl->AddText(ImVec2(x + 4, y + 5), luminance(col) > 140 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255), v.c_str());
+        dl->AddText(ImVec2(x + 4, y + 5), luminance(col) > 140 ? IM_COL32(0, 0, 0, 255) : IM_COL32(255, 255, 255, 255),
+                    v.c_str());
       if (mp.x >= x && mp.x < x + cw && mp.y >= y && mp.y < y + ch && ImGui::IsWindowHovered())
         ImGui::SetTooltip("%s scale of KV head %d: %s (%s)\nsaturated: %lld of %lld elements", row ? "V" : "K", h,
                           num(t.scale[h]).c_str(), recipe(t), static_cast<long long>(t.head_sat[h]),
@@ -255,7 +261,9 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
     build_texture(s, d, per_row, shown);
     built_for_ = &d, built_head_ = head_, built_v_ = v_, built_mode_ = mode_, built_per_row_ = per_row;
   }
-  const char* what = mode_ == 0 ? "log10 of the scale" : mode_ == 1 ? "log10 of the largest |value| before quantisation" : "saturated elements";
+  const char* what = mode_ == 0   ? "log10 of the scale"
+                     : mode_ == 1 ? "log10 of the largest |value| before quantisation"
+                                  : "saturated elements";
   ImGui::PushTextWrapPos(0.f);
   ImGui::Text("%s of KV head %d over the pool: each page a strip of its %d slots (left to right), %d pages a row; colour: %s",
               v_ ? "V" : "K", head_, ps, per_row, what);
@@ -282,7 +290,10 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
     dl->AddText(ImVec2(p0.x - 44, p0.y - 16), IM_COL32(150, 150, 150, 255), "page");
   }
   legend_bar(dl, ImVec2(p0.x + size.x + 12, p0.y + 18), std::min(size.y - 18, 220.f), lo_, hi_, log_scale_,
-             mode_ == 2 ? "saturated" : mode_ == 0 ? "scale" : "|value|", mode_ == 2);
+             mode_ == 2   ? "saturated"
+             : mode_ == 0 ? "scale"
+                          : "|value|",
+             mode_ == 2);
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int cx = static_cast<int>((mp.x - p0.x) / f), cy = static_cast<int>((mp.y - p0.y) / f);
@@ -313,7 +324,9 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
         }
       } else {
         ImGui::Text("page %d, slot %d: %s", page, sl,
-                    owner == kPageNull ? "null page (never referenced)" : owner >= 0 ? "past the request's last key" : "unused page");
+                    owner == kPageNull ? "null page (never referenced)"
+                    : owner >= 0       ? "past the request's last key"
+                                       : "unused page");
       }
       ImGui::EndTooltip();
     }
@@ -322,8 +335,8 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
   if (shown < d.num_pages) ImGui::Text("(first %d of %d pages shown)", shown, d.num_pages);
   const Fp8TensorData& t = d.of(v_);
   char b[160];
-  std::snprintf(b, sizeof b, "centre dot: a slot of KV head %d with saturated %s elements (%lld here, %lld over all heads)", head_,
-                v_ ? "V" : "K", static_cast<long long>(t.head_sat[head_]), static_cast<long long>(t.saturated));
+  std::snprintf(b, sizeof b, "centre dot: a slot of KV head %d with saturated %s elements (%lld here, %lld over all heads)",
+                head_, v_ ? "V" : "K", static_cast<long long>(t.head_sat[head_]), static_cast<long long>(t.saturated));
   swatch(kSaturatedColour, b);
   swatch(kUnusedColour, "a slot no request uses (unused page or past a request's last key)");
   if (s.spec().kv_cache.null_page && s.spec().kv_cache.storage == KvStorage::kPaged) swatch(kNullColour, "the null page");
@@ -378,7 +391,8 @@ void bar_chart(const BarChart& b, ImVec2 size, bool log, double shared_hi) {
     const float x = p0.x + c * bw;
     const bool sat = (*b.saturated)[c] > 0;
     const Rgba col = sat ? kSaturatedColour : Rgba{33, 165, 160, 255};
-    if (v[c] > 0) dl->AddRectFilled(ImVec2(x, y_of(v[c])), ImVec2(x + std::max(1.f, bw - (bw > 3 ? 1 : 0)), p0.y + sz.y), pack_abgr(col));
+    if (v[c] > 0)
+      dl->AddRectFilled(ImVec2(x, y_of(v[c])), ImVec2(x + std::max(1.f, bw - (bw > 3 ? 1 : 0)), p0.y + sz.y), pack_abgr(col));
     if (mp.x >= x && mp.x < x + bw && mp.y >= p0.y && mp.y < p0.y + sz.y) hovered = c;
   }
   for (int c : b.outliers)  // a marker above each outlier channel the case asked for
@@ -401,9 +415,10 @@ void bar_chart(const BarChart& b, ImVec2 size, bool log, double shared_hi) {
   ImGui::Dummy(size);
   if (hovered >= 0 && ImGui::IsWindowHovered()) {
     const bool outlier = std::find(b.outliers.begin(), b.outliers.end(), hovered) != b.outliers.end();
-    ImGui::SetTooltip("%s channel %d: %s |orig - stored x scale| %s over %lld elements\nsaturated: %lld%s", b.name, hovered, b.stat,
-                      num(v[hovered]).c_str(), static_cast<long long>(b.per_channel),
-                      static_cast<long long>((*b.saturated)[hovered]), outlier ? "\nan outlier channel of the case (/data/outliers)" : "");
+    ImGui::SetTooltip("%s channel %d: %s |orig - stored x scale| %s over %lld elements\nsaturated: %lld%s", b.name, hovered,
+                      b.stat, num(v[hovered]).c_str(), static_cast<long long>(b.per_channel),
+                      static_cast<long long>((*b.saturated)[hovered]),
+                      outlier ? "\nan outlier channel of the case (/data/outliers)" : "");
   }
 }
 
@@ -448,7 +463,8 @@ void Fp8ChannelView::draw(const Session& s, const Fp8Data& d) {
   const float w = ImGui::GetContentRegionAvail().x;
   const float h = std::max(150.f, (ImGui::GetContentRegionAvail().y - 10) / 2);
   const char* stat = rms ? "RMS" : "max";
-  const int64_t rows_k = d.k.elements / std::max(1, s.spec().head_dim_qk), rows_v = d.v.elements / std::max(1, s.spec().head_dim_vo);
+  const int64_t rows_k = d.k.elements / std::max(1, s.spec().head_dim_qk),
+                rows_v = d.v.elements / std::max(1, s.spec().head_dim_vo);
   bar_chart({&kv, &d.k.chan_sat, s.spec().data.outlier_channels, "K", stat, rows_k}, ImVec2(w, h), log_, top(kv));
   bar_chart({&vv, &d.v.chan_sat, {}, "V", stat, rows_v}, ImVec2(w, h), log_, top(vv));
 }

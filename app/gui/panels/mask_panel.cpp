@@ -84,8 +84,8 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k, cons
     const double scale =
         std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
     float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
-    float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std,
-                         scale, c.dtype);
+    float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std, scale,
+                         c.dtype);
     if (quantised) {
       kv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, kv, static_cast<float>(r.k_scale)));
       if (fp8->fp8_attention) qv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, qv, fp8->q_scale));
@@ -282,12 +282,14 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     else
       ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
     if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
     if (r.fp8)
       ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
                           s.spec().fp8_attention ? ", stored Q x its scale" : "");
     if (r.pre_quantisation)
-      ImGui::TextDisabled("the logit before FP8 quantisation (the FP8 data of this case is not built here yet)");
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
+      ImGui::TextDisabled(
+          "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
+          "over the GUI's host limit)");
     if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
     if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
     ImGui::PopTextWrapPos();
