@@ -195,9 +195,9 @@ bool EditorPanel::draw_fp8(CaseSpec& c) {
   bool ch = false;
   const std::string same = std::string("same as /dtype (") + dtype_name(c.dtype) + ")";
   const char* dtypes[] = {same.c_str(), "fp8_e4m3", "fp8_e5m2"};
-  ch |= ImGui::Combo("KV cache dtype", &st.kv_dtype, dtypes, 3);
+  ch |= ImGui::Combo("KV dtype", &st.kv_dtype, dtypes, 3);
   if (st.kv_dtype != 0) {
-    if (combo("scale granularity", st.granularity,
+    if (combo("granularity", st.granularity,
               {{"tensor", ScaleGranularity::kTensor},
                {"head (per KV head)", ScaleGranularity::kHead},
                {"token (per token, KV head)", ScaleGranularity::kToken}})) {
@@ -207,7 +207,9 @@ bool EditorPanel::draw_fp8(CaseSpec& c) {
     const ImGuiInputTextFlags enter = ImGuiInputTextFlags_EnterReturnsTrue;
     ch |= ImGui::InputTextWithHint("K scales", "amax, 0.02, or one per KV head", &st.k_scales, enter);
     ch |= ImGui::InputTextWithHint("V scales", "amax, 0.02, or one per KV head", &st.v_scales, enter);
-    ImGui::TextDisabled("  amax: the group's largest |value| / the format's max (Enter applies)");
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled("amax: the group's largest |value| / the format's max; Enter applies");
+    ImGui::PopTextWrapPos();
     ch |= ImGui::Checkbox("FP8 attention (Q quantised too)", &st.fp8_attention);
     if (st.fp8_attention) ch |= ImGui::InputTextWithHint("Q scale", "amax or a number", &st.q_scale, enter);
   }

@@ -86,7 +86,7 @@ void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log1
   for (const auto& [v, label] : value_ticks(lo, hi, log10_axis, std::max(2, static_cast<int>(h / 20)), integers)) {
     const float y = p.y + h * static_cast<float>((hi - v) / (hi - lo));
     dl->AddLine(ImVec2(p.x + 14, y), ImVec2(p.x + 18, y), kTick);
-    dl->AddText(ImVec2(p.x + 20, y - 7), kText, label.c_str());
+    dl->AddText(ImVec2(p.x + 22, y - 7), kText, label.c_str());
   }
   dl->AddText(ImVec2(p.x, p.y - 18), kText, title);
 }
@@ -257,6 +257,8 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
   if (page_tx * f > avail_w) f = avail_w / page_tx;  // a page wider than the room: squeezed
   const int per_row = std::max(1, static_cast<int>(avail_w / (page_tx * f)));
   const int rows = (shown + per_row - 1) / per_row;
+  // rows as tall as the room allows, up to three times the slot's width: the map fills the tab
+  const float fy = std::max(f, std::min(3 * f, std::floor(avail_h / (rows * (T + 1.f)))));
   if (built_for_ != &d || built_head_ != head_ || built_v_ != v_ || built_mode_ != mode_ || built_per_row_ != per_row) {
     build_texture(s, d, per_row, shown);
     built_for_ = &d, built_head_ = head_, built_v_ = v_, built_mode_ = mode_, built_per_row_ = per_row;
@@ -271,12 +273,12 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + left, ImGui::GetCursorPosY() + 18));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  const ImVec2 size(per_row * page_tx * f, rows * (T + 1) * f);
+  const ImVec2 size(per_row * page_tx * f, rows * (T + 1) * fy);
   ImGui::Image(tex_.id(), size);
   const bool hovered = ImGui::IsItemHovered();
   {  // the first page of each row on the left, page offsets on top
     char b[24];
-    const float row_h = (T + 1) * f;
+    const float row_h = (T + 1) * fy;
     const int every = std::max(1, static_cast<int>(std::ceil(16 / row_h)));
     for (int r = 0; r < rows; r += every) {
       std::snprintf(b, sizeof b, "%d", r * per_row);
@@ -296,7 +298,7 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
              mode_ == 2);
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
-    const int cx = static_cast<int>((mp.x - p0.x) / f), cy = static_cast<int>((mp.y - p0.y) / f);
+    const int cx = static_cast<int>((mp.x - p0.x) / f), cy = static_cast<int>((mp.y - p0.y) / fy);
     const int page = (cy / (T + 1)) * per_row + cx / (ps * T + 1);
     const int sl = (cx % (ps * T + 1)) / T;
     if (page >= 0 && page < shown && sl < ps) {
