@@ -337,7 +337,7 @@ void Fp8ScalesView::draw_pool(const Session& s, const Fp8Data& d) {
   if (shown < d.num_pages) ImGui::Text("(first %d of %d pages shown)", shown, d.num_pages);
   const Fp8TensorData& t = d.of(v_);
   char b[160];
-  std::snprintf(b, sizeof b, "centre dot: a slot of KV head %d with saturated %s elements (%lld here, %lld over all heads)",
+  std::snprintf(b, sizeof b, "centre dot: a slot of KV head %d with saturated %s elements (%lld in this head, %lld in all)",
                 head_, v_ ? "V" : "K", static_cast<long long>(t.head_sat[head_]), static_cast<long long>(t.saturated));
   swatch(kSaturatedColour, b);
   swatch(kUnusedColour, "a slot no request uses (unused page or past a request's last key)");
