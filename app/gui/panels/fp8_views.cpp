@@ -83,7 +83,12 @@ void legend_bar(ImDrawList* dl, ImVec2 p, float h, float lo, float hi, bool log1
     const float y0 = p.y + h * (63 - i) / 64.f;
     dl->AddRectFilled(ImVec2(p.x, y0), ImVec2(p.x + 14, y0 + h / 64.f + 1), pack_abgr(ramp(i / 63.f)));
   }
-  for (const auto& [v, label] : value_ticks(lo, hi, log10_axis, std::max(2, static_cast<int>(h / 20)), integers)) {
+  auto ticks = value_ticks(lo, hi, log10_axis, std::max(2, static_cast<int>(h / 20)), integers);
+  if (ticks.size() < 2) {  // a short bar: its two ends, labelled with their values
+    const auto end = [&](double v) { return log10_axis ? num(std::pow(10.0, v)) : num(v); };
+    ticks = {{lo, end(lo)}, {hi, end(hi)}};
+  }
+  for (const auto& [v, label] : ticks) {
     const float y = p.y + h * static_cast<float>((hi - v) / (hi - lo));
     dl->AddLine(ImVec2(p.x + 14, y), ImVec2(p.x + 18, y), kTick);
     dl->AddText(ImVec2(p.x + 22, y - 7), kText, label.c_str());
@@ -177,8 +182,10 @@ void Fp8ScalesView::draw_heads(const Fp8Data& d) {
                           static_cast<long long>(t.elements / std::max(1, H)));
     }
   }
-  legend_bar(dl, ImVec2(p0.x + label + H * cw + 10, p0.y + 2), 2 * ch, lo, hi, true, "");
-  ImGui::Dummy(ImVec2(label + H * cw + legend, 2 * ch + 8));
+  // the colour bar right of the axis title above the strips
+  const float lx = p0.x + label + H * cw + 14 + ImGui::CalcTextSize("KV head").x;
+  legend_bar(dl, ImVec2(lx, p0.y + 2), 2 * ch, lo, hi, true, "");
+  ImGui::Dummy(ImVec2(lx - p0.x + legend, 2 * ch + 8));
   if (d.k.saturated + d.v.saturated > 0) swatch(kSaturatedColour, "outline: the head has saturated elements");
 }
 
