@@ -124,6 +124,22 @@ void not_compared_legend(const DiffItems& it, const CaseSpec& c) {
   ImGui::PopTextWrapPos();
 }
 
+// Both sides' values over head_dim for the clicked cell, and their difference.
+void cell_plots(const Session& s, const DiffReport& d, const Result* a, const Result* b, const UiState& ui) {
+  if (a && b && ui.diff_token >= 0 && ui.diff_token < s.spec().total_q() && ui.diff_head < s.spec().num_qo_heads) {
+    const int D = s.spec().head_dim_vo;
+    const int64_t base = (static_cast<int64_t>(ui.diff_token) * s.spec().num_qo_heads + ui.diff_head) * D;
+    std::vector<float> va(a->o.begin() + base, a->o.begin() + base + D), vb(b->o.begin() + base, b->o.begin() + base + D), vd(D);
+    for (int i = 0; i < D; ++i) vd[i] = va[i] - vb[i];
+    ImGui::Text("token %d, head %d over head_dim:", ui.diff_token, ui.diff_head);
+    ImGui::PlotLines(d.backend.c_str(), va.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines(d.baseline.c_str(), vb.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines("difference", vd.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+  } else {
+    ImGui::TextDisabled("click a cell of the heatmap to plot both backends over head_dim");
+  }
+}
+
 // The error split of an FP8 case: three rows, max abs and relative L2 each, and which one to quote.
 void error_split_table(const ErrorSplit& e) {
   if (!e.available) {
@@ -386,20 +402,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
                        ImVec2(ImGui::GetContentRegionAvail().x, 110));
   stats_table(d);
   // both backends' values over head_dim for the clicked cell
-  const Result* a = s.result(d.backend);
   const Result* b = use_ideal_ ? (ui.diff_reference == 2 ? s.original_ideal : s.dequantised_ideal).get() : s.result(d.baseline);
-  if (a && b && ui.diff_token >= 0 && ui.diff_token < s.spec().total_q() && ui.diff_head < s.spec().num_qo_heads) {
-    const int D = s.spec().head_dim_vo;
-    const int64_t base = (static_cast<int64_t>(ui.diff_token) * s.spec().num_qo_heads + ui.diff_head) * D;
-    std::vector<float> va(a->o.begin() + base, a->o.begin() + base + D), vb(b->o.begin() + base, b->o.begin() + base + D), vd(D);
-    for (int i = 0; i < D; ++i) vd[i] = va[i] - vb[i];
-    ImGui::Text("token %d, head %d over head_dim:", ui.diff_token, ui.diff_head);
-    ImGui::PlotLines(d.backend.c_str(), va.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-    ImGui::PlotLines(d.baseline.c_str(), vb.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-    ImGui::PlotLines("difference", vd.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-  } else {
-    ImGui::TextDisabled("click a cell of the heatmap to plot both backends over head_dim");
-  }
+  cell_plots(s, d, s.result(d.backend), b, ui);
   ImGui::Columns(1);
 }
 
