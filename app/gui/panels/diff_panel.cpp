@@ -229,10 +229,12 @@ bool DiffPanel::reference_switch(const Session& s, const DiffReport& d, UiState&
   ImGui::SameLine();
   ImGui::RadioButton("dequantised ideal", &ui.diff_reference, 1);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("cpu.reference in fp64 over stored FP8 x scale: what a perfect kernel given these bytes returns");
+    ImGui::SetTooltip("%s in fp64 over stored FP8 x scale: what a perfect kernel given these bytes returns",
+                      backend_for_role(Role::kReference).c_str());
   ImGui::SameLine();
   ImGui::RadioButton("original ideal", &ui.diff_reference, 2);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("cpu.reference in fp64 over the values before quantisation");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s in fp64 over the values before quantisation", backend_for_role(Role::kReference).c_str());
   return before != ui.diff_reference;
 }
 
