@@ -50,6 +50,7 @@ App::App(AppOptions o) : opt_(std::move(o)) {
     opt_.sweep_report = SweepReport{};
     opt_.sweep_report->base = std::move(base);
   }
+  if (!opt_.view.empty()) apply_view(opt_.view, ui_);
   if (opt_.tab) {
     ui_.tab = *opt_.tab;
     ui_.tab_forced = true;
@@ -619,7 +620,8 @@ int App::run() {
       // the results are in, and the panel shown has nothing of its own still computing
       const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
       const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy()) &&
-                        !(ui_.tab == Tab::kConsistency && consistency_.busy());
+                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) &&
+                        !(ui_.tab == Tab::kPages && pages_.busy());
       if (edits_done_ < 2 * opt_.edit_latency) {
         const int before = edits_done_;
         edit_latency_step(results && !scripted_edit_);

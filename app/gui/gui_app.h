@@ -41,6 +41,7 @@ struct AppOptions {
   int width = 1600, height = 1000;
   bool size_given = false;  // --size: else the size kept in the settings
   double screenshot_timeout_s = 300;
+  std::string view;      // --view: an FP8 sub-view (gui_state.h's parse_view)
   int edit_latency = 0;  // with --screenshot: scripted edits timed from the edit to the frame showing their results
 };
 

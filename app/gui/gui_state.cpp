@@ -64,4 +64,14 @@ std::optional<Tab> parse_tab(const std::string& s) {
   return std::nullopt;
 }
 
+bool apply_view(const std::string& name, UiState& ui) {
+  static const std::pair<const char*, int> pages[] = {{"pool", 0}, {"scales", 1}, {"channels", 2}};
+  static const std::pair<const char*, int> diff[] = {{"baseline", 0}, {"dequantised", 1}, {"original", 2}};
+  for (const auto& [n, v] : pages)
+    if (name == n) return ui.pages_view = v, true;
+  for (const auto& [n, v] : diff)
+    if (name == n) return ui.diff_reference = v, true;
+  return false;
+}
+
 }  // namespace attnscope::gui

@@ -1,5 +1,5 @@
-// attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--consistency N]
-//           [--size WxH]
+// attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE]
+//           [--consistency N] [--size WxH]
 //           [--edit-latency N]
 #include <GLFW/glfw3.h>
 
@@ -51,6 +51,13 @@ int main(int argc, char** argv) {
                      t.c_str());
         return 2;
       }
+    } else if (a == "--view") {
+      o.view = next("--view");
+      UiState probe;
+      if (!apply_view(o.view, probe)) {
+        std::fprintf(stderr, "attnscope: --view %s is not a view (%s)\n", o.view.c_str(), kViewNames);
+        return 2;
+      }
     } else if (a == "--sweep") {
       o.sweep = next("--sweep");
       if (o.sweep.find('=') == std::string::npos) {
@@ -85,9 +92,11 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab "
-          "mask|pages|local|split|softmax|diff|timing|sweep|consistency] [--sweep "
+          "mask|pages|local|split|softmax|diff|timing|sweep|consistency] [--view NAME] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] [--consistency N] "
           "[--size WxH] [--edit-latency N] [--version]\n"
+          "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
+          "                    (the Diff tab's reference)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;
