@@ -14,6 +14,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <flashinfer/attention/hopper/variants.cuh>
@@ -23,6 +24,7 @@
 
 // after the variants, as FlashInfer's generated config orders them
 #include <flashinfer/attention/hopper/prefill_sm90.cuh>
+#include <flashinfer/attention/hopper/quantization/prefill_sm90.cuh>
 
 #include "fi_sm90_launch.h"
 
@@ -49,11 +51,22 @@ struct Tile<256> {
   static constexpr int kQ = 128, kKV = 32;
 };
 
-template <class T>
+// The additional params of FlashInfer's fa3 FP8 module (jit/attention/modules.py, fp8_enabled:
+// maybe_scale_q / _k / _v float tensors, sm_scale and the scale_*_scalar fallbacks as double).
+struct Fp8AdditionalParams {
+  float* maybe_scale_q = nullptr;  // [num_qo_heads] or null (then scale_q_scalar)
+  float* maybe_scale_k = nullptr;  // [num_kv_heads] or null
+  float* maybe_scale_v = nullptr;  // [num_kv_heads] or null
+  double sm_scale = 1.0;
+  double scale_q_scalar = 1.0, scale_k_scalar = 1.0, scale_v_scalar = 1.0;
+};
+
+// T: the output type (and Q / K / V's without FP8); F8: Q / K / V's FP8 type, or T.
+template <class T, class F8 = T>
 struct PagedParams {
-  using DTypeQ = fi::cutlass_dtype_t<T>;  // cutlass::bfloat16_t / half_t: the GMMA selectors need them
+  using DTypeQ = fi::cutlass_dtype_t<F8>;  // cutlass::bfloat16_t / half_t / float_e4m3_t: the GMMA selectors need them
   using DTypeKV = DTypeQ;
-  using DTypeO = DTypeQ;
+  using DTypeO = fi::cutlass_dtype_t<T>;
   using IdType = int32_t;
 
   DTypeQ* q_ptr = nullptr;
@@ -72,10 +85,12 @@ struct PagedParams {
   IdType* work_indptr = nullptr;
   IdType* batch_indices = nullptr;
 
-  struct AdditionalParams {
+  struct Bf16AdditionalParams {
     double logits_soft_cap = 0.0;  // LogitsSoftCap: pre-tanh scale sm_scale / cap, post-tanh cap * log2(e)
     double sm_scale = 1.0;         // StandardAttention: sm_scale * log2(e) in the online softmax
-  } additional_params;
+  };
+  using AdditionalParams = std::conditional_t<std::is_same_v<T, F8>, Bf16AdditionalParams, Fp8AdditionalParams>;
+  AdditionalParams additional_params;
 
   int64_t q_stride_n = 0, k_stride_n = 0, v_stride_n = 0, o_stride_n = 0;
   int64_t q_stride_h = 0, k_stride_h = 0, v_stride_h = 0, o_stride_h = 0;
@@ -96,6 +111,22 @@ constexpr DType dtype_of() {
 template <FiVariant V>
 using Variant = fi::DefaultAttention<V == FiVariant::kSoftcap>;  // StandardAttention / LogitsSoftCap
 
+// The FP8 kernel's tile (BatchFP8PrefillWithPagedKVCacheDispatched, quantization/prefill_sm90.cuh).
+template <int D>
+struct Fp8Tile;
+template <>
+struct Fp8Tile<64> {
+  static constexpr int kQ = 192, kKV = 128;
+};
+template <>
+struct Fp8Tile<128> {
+  static constexpr int kQ = 128, kKV = 128;
+};
+template <>
+struct Fp8Tile<256> {
+  static constexpr int kQ = 128, kKV = 64;
+};
+
 template <FiMask M>
 constexpr fi::MaskMode mask_mode() {
   static_assert(M == FiMask::kCausal || M == FiMask::kNone, "the SM90 kernels return cudaErrorNotSupported for kCustom");
@@ -107,10 +138,8 @@ constexpr fi::MaskMode mask_mode() {
 // picks by plan_info.same_schedule_for_all_heads, which PrefillSM90Plan sets only beyond 4096 work
 // tiles per head (over half a million queries); attnscope instantiates the one every smaller batch
 // uses, halving the compile, and the backend refuses a plan that wants the other.
-template <int D, class T, FiVariant V, FiMask M, bool W>
-cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
-  using P = PagedParams<T>;
-  P p;
+template <class P>
+void fill(const Sm90Args& a, P& p) {
   p.q_ptr = static_cast<typename P::DTypeQ*>(const_cast<void*>(a.q));
   p.k_ptr = static_cast<typename P::DTypeKV*>(const_cast<void*>(a.k));
   p.v_ptr = static_cast<typename P::DTypeKV*>(const_cast<void*>(a.v));
@@ -125,7 +154,6 @@ cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
   p.head_indices = a.head_indices;
   p.work_indptr = a.work_indptr;
   p.batch_indices = a.batch_indices;
-  p.additional_params.logits_soft_cap = a.logits_soft_cap;
   p.additional_params.sm_scale = a.sm_scale;
   p.q_stride_n = a.q_stride_n;
   p.q_stride_h = a.q_stride_h;
@@ -141,8 +169,32 @@ cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
   p.num_kv_heads = a.num_kv_heads;
   p.page_size = a.page_size;
   p.window_left = a.window_left;
+}
+
+template <int D, class T, FiVariant V, FiMask M, bool W>
+cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
+  PagedParams<T> p;
+  fill(a, p);
+  p.additional_params.logits_soft_cap = a.logits_soft_cap;
   return fi::BatchPrefillWithPagedKVCacheDispatched<D, D, mask_mode<M>(), W, /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false, Variant<V>>(
       p, /*enable_pdl=*/false, stream);
+}
+
+// The FP8 kernel (quantization/prefill_sm90.cuh) with FlashInfer's fa3 FP8 module's variant,
+// DefaultFP8Attention: S = Q.K^T in FP8 wgmma, scaled by q_scale * k_scale * sm_scale; P scaled by
+// the format's max (448 for e4m3) and quantised to FP8 for the P.V wgmma; O times v_scale / that max.
+template <int D, class T, class F8, FiMask M, bool W>
+cudaError_t launch_fp8(const Sm90Args& a, cudaStream_t stream) {
+  PagedParams<T, F8> p;
+  fill(a, p);
+  p.additional_params.maybe_scale_q = const_cast<float*>(a.q_scale);
+  p.additional_params.maybe_scale_k = const_cast<float*>(a.k_scale);
+  p.additional_params.maybe_scale_v = const_cast<float*>(a.v_scale);
+  p.additional_params.scale_q_scalar = a.q_scale_scalar;
+  p.additional_params.scale_k_scalar = a.k_scale_scalar;
+  p.additional_params.scale_v_scalar = a.v_scale_scalar;
+  return fi::BatchFP8PrefillWithPagedKVCacheDispatched<D, mask_mode<M>(), W, /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false,
+                                                       fi::DefaultFP8Attention>(p, /*enable_pdl=*/false, stream);
 }
 
 // The registry entry of one instantiation (called by the generated unit).
@@ -158,6 +210,28 @@ Sm90Instance instance() {
   i.mask = M;
   i.window = W;
   i.launch = &launch<D, T, V, M, W>;
+  i.cta_q = Traits::CTA_Q;
+  i.cta_kv = Traits::CTA_KV;
+  i.threads = Traits::NUM_WARPS * 32;
+  i.smem_bytes = sizeof(typename Traits::SharedStorage);
+  return i;
+}
+
+// The registry entry of one FP8 instantiation (Q, K, V in F8, O in T).
+template <int D, class T, class F8, FiMask M, bool W>
+Sm90Instance instance_fp8() {
+  using P = PagedParams<T, F8>;
+  using Traits = fi::FP8AttentionKernelTraits</*USE_TMA_LOAD_KV=*/false, D, Fp8Tile<D>::kQ, Fp8Tile<D>::kKV, /*NUM_STAGES=*/2,
+                                              typename P::DTypeQ, typename P::DTypeKV, typename P::DTypeO, int32_t,
+                                              fi::DefaultFP8Attention>;
+  Sm90Instance i;
+  i.head_dim = D;
+  i.dtype = dtype_of<T>();
+  i.fp8 = std::is_same_v<F8, __nv_fp8_e4m3> ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+  i.variant = FiVariant::kPlain;
+  i.mask = M;
+  i.window = W;
+  i.launch = &launch_fp8<D, T, F8, M, W>;
   i.cta_q = Traits::CTA_Q;
   i.cta_kv = Traits::CTA_KV;
   i.threads = Traits::NUM_WARPS * 32;
