@@ -24,8 +24,8 @@ BackendFamily flashinfer_family() {
        "bf16 / fp16 on sm_90, the head dims of fi_sm90_instances.def, paged KV, causal / window, soft-cap; FP8 attention "
        "(Q, K, V in e4m3, bf16 output) with tensor or per-head scales through its FP8 kernel "
        "(BatchFP8PrefillWithPagedKVCacheDispatched); FlashInfer's own plan",
-       E::kNone, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
-       true},
+       E::kNone, E::kLowered, true, true, true, Role::kNone,
+       fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), true},
       {"flashinfer.decode", "FlashInfer CUDA-core batch decode (BatchDecodeWithPagedKVCacheDispatched) planned by its DecodePlan",
        "single-token queries, bf16 / fp16, the head dims of fi_instances.def, paged KV, window, soft-cap / ALiBi; an FP8 KV "
        "cache (bf16 queries) with tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",

@@ -142,12 +142,11 @@ class DecodeBackend final : public Backend {
     return device_refusal();
   }
 
-  Result run(const CaseSpec& c, const Plan& p, const Workload& hw, const RunOptions& opt) override {
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
     const FiUnits u = fi_units(c, p);
     check_units_in_token_order(c, p, u);
-    const Fp8KvScales sc = fp8_kv_scales(c, hw);
     const uint32_t B = static_cast<uint32_t>(p.units.size());
     if (u.total_q != B) return refused(res, "flashinfer.decode needs one query per unit");
     std::string why;
@@ -176,6 +175,7 @@ class DecodeBackend final : public Backend {
                                     16 * static_cast<int64_t>(u.kv_indices.size() + B),
                                 "flashinfer.decode (inputs, outputs, FlashInfer's workspaces)");
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const Fp8KvScales sc = fp8_kv_scales(c, w);
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     const std::vector<float> slopes = alibi_slopes(c);

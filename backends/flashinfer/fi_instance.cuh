@@ -48,17 +48,17 @@ cudaError_t prefill_mask(PrefillParams<T, KV>& p, T* tmp_v, float* tmp_s, int ct
   constexpr fi::PosEncodingMode kPos = VariantOf<V, M == fi::MaskMode::kCustom>::kPos;
   switch (cta_tile_q) {
     case 16:
-      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 16, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(p, tmp_v, tmp_s,
-                                                                                                               false, s);
+      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 16, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+          p, tmp_v, tmp_s, false, s);
     case 64:
-      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 64, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(p, tmp_v, tmp_s,
-                                                                                                               false, s);
+      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 64, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+          p, tmp_v, tmp_s, false, s);
     case 128:
       // FA2DetermineCtaTileQ picks 128 only for head_dim_vo < 256 (utils.cuh): not instantiated
       // beyond, like FlashInfer's own kernel-instantiation lists
       if constexpr (D < 256)
-        return fi::BatchPrefillWithPagedKVCacheDispatched<true, 128, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(p, tmp_v, tmp_s,
-                                                                                                                  false, s);
+        return fi::BatchPrefillWithPagedKVCacheDispatched<true, 128, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+            p, tmp_v, tmp_s, false, s);
       break;
     default:
       break;
@@ -70,7 +70,7 @@ template <uint32_t D, class T, class KV, FiVariant V>
 cudaError_t decode(DecodeParams<T, KV>& p, T* tmp_v, float* tmp_s, cudaStream_t s) {
   using Var = typename VariantOf<V, false>::type;
   return fi::BatchDecodeWithPagedKVCacheDispatched<D, VariantOf<V, false>::kPos, Var, DecodeParams<T, KV>>(p, tmp_v, tmp_s, false,
-                                                                                                          s);
+                                                                                                           s);
 }
 
 // DecodePlan with the work estimation of the decode kernel for the batch's GQA group size, as
@@ -87,12 +87,12 @@ cudaError_t decode_plan(const DecodePlanArgs& a, fi::DecodePlanInfo* info, size_
     auto estimate = fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<kGroup, D, kPos, Var, DecodeParams<T, KV>>;
     if (a.size_only) {
       st = fi::DecodePlanWorkspaceSize<D, kPos, Var, DecodeParams<T, KV>>(*float_bytes, *int_bytes, a.kv_indptr_h, a.batch_size,
-                                                                      a.num_qo_heads, a.page_size, a.enable_cuda_graph, a.stream,
-                                                                      estimate);
+                                                                          a.num_qo_heads, a.page_size, a.enable_cuda_graph,
+                                                                          a.stream, estimate);
     } else {
-      st = fi::DecodePlan<D, kPos, Var, DecodeParams<T, KV>>(a.float_buffer, a.float_bytes, a.int_buffer, a.host_buffer, a.int_bytes,
-                                                         *info, a.kv_indptr_h, a.batch_size, a.num_qo_heads, a.page_size,
-                                                         a.enable_cuda_graph, a.stream, estimate);
+      st = fi::DecodePlan<D, kPos, Var, DecodeParams<T, KV>>(a.float_buffer, a.float_bytes, a.int_buffer, a.host_buffer,
+                                                             a.int_bytes, *info, a.kv_indptr_h, a.batch_size, a.num_qo_heads,
+                                                             a.page_size, a.enable_cuda_graph, a.stream, estimate);
     }
   };
   switch (a.num_qo_heads / a.num_kv_heads) {

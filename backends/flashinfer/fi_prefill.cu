@@ -141,12 +141,11 @@ class PrefillBackend final : public Backend {
     return device_refusal();
   }
 
-  Result run(const CaseSpec& c, const Plan& p, const Workload& hw, const RunOptions& opt) override {
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
     const FiUnits u = fi_units(c, p);
     check_units_in_token_order(c, p, u);
-    const Fp8KvScales sc = fp8_kv_scales(c, hw);
     const std::string dt = table_dtype(c);
     const FiVariant v = choose_variant(c);
     std::string why_custom;
@@ -179,8 +178,7 @@ class PrefillBackend final : public Backend {
       return fi::PrefillPlan<FiId>(ws->float_ws.as<void>(), ws->float_bytes, ws->int_ws.as<void>(), ws->host, ws->int_bytes,
                                    *info, qo_h.data(), kv_h.data(), static_cast<uint32_t>(u.total_q), B, c.num_qo_heads,
                                    c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, u.page_size, sa.enable_cuda_graph,
-                                   dtype_bytes(c.dtype), wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr,
-                                   kv_bytes);
+                                   dtype_bytes(c.dtype), wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, kv_bytes);
     };
     size_t fbytes = 0, ibytes = 0;
     try {
@@ -196,6 +194,7 @@ class PrefillBackend final : public Backend {
                                     static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B),
                                 "flashinfer.prefill (inputs, outputs, FlashInfer's workspaces, custom mask)");
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const Fp8KvScales sc = fp8_kv_scales(c, w);
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     const std::vector<float> slopes = alibi_slopes(c);

@@ -197,11 +197,14 @@ size_t sm90_int_workspace_bytes(int64_t total_rows, int64_t units, int heads, in
 
 std::string kernel_name(const CaseSpec& c, const Sm90Instance& k, int window_left_used, int sms) {
   const dim3 grid(static_cast<unsigned>(sms)), block(static_cast<unsigned>(k.threads));
-  return std::string(k.fp8 ? "FP8PrefillWithKVCacheKernel<FP8SparseCollectiveMainloop" : "PrefillWithKVCacheKernel<SparseCollectiveMainloop") +
+  return std::string(k.fp8 ? "FP8PrefillWithKVCacheKernel<FP8SparseCollectiveMainloop"
+                           : "PrefillWithKVCacheKernel<SparseCollectiveMainloop") +
          ", CTA_Q " + std::to_string(k.cta_q) + ", CTA_KV " + std::to_string(k.cta_kv) + ", head_dim " +
-         std::to_string(k.head_dim) + ", " + types_text(k.dtype, k.fp8) + ", mask " +
-         fi_mask_name(k.mask) + (k.window ? ", sliding window (window_left " + std::to_string(window_left_used) + ")" : "") +
-         ", " + (k.fp8 ? "DefaultFP8Attention" : k.variant == FiVariant::kSoftcap ? "LogitsSoftCap" : "StandardAttention") +
+         std::to_string(k.head_dim) + ", " + types_text(k.dtype, k.fp8) + ", mask " + fi_mask_name(k.mask) +
+         (k.window ? ", sliding window (window_left " + std::to_string(window_left_used) + ")" : "") + ", " +
+         (k.fp8                              ? "DefaultFP8Attention"
+          : k.variant == FiVariant::kSoftcap ? "LogitsSoftCap"
+                                             : "StandardAttention") +
          ", BatchPrefillPersistentTileScheduler> (" + std::to_string(c.num_qo_heads) + " qo / " + std::to_string(c.num_kv_heads) +
          " kv heads) with " + cuda::shape(grid, block, k.smem_bytes);
 }
@@ -246,44 +249,41 @@ __global__ void to_fp8_kernel(const T* in, F8* out, int64_t n) {
 // (scale_*_scalar), head granularity as per-head float tensors (maybe_scale_*; Q's one scale
 // repeated over the qo heads, FlashInfer's scale_q being per qo head).
 struct Fp8Inputs {
-  cuda::DeviceBuffer q, q_scale, k_scale, v_scale;
+  cuda::DeviceBuffer q, q_scale;
   double qs = 1.0, ks = 1.0, vs = 1.0;
   bool per_head = false;
   std::string note;
-  void set(Sm90Args* a) const {
+  // k / v: the device workload's per-head scales ([num_kv_heads] floats) when per_head
+  void set(Sm90Args* a, const cuda::DeviceWorkload& w) const {
     a->q_scale_scalar = qs;
     a->k_scale_scalar = ks;
     a->v_scale_scalar = vs;
     if (!per_head) return;
     a->q_scale = q_scale.as<float>();
-    a->k_scale = k_scale.as<float>();
-    a->v_scale = v_scale.as<float>();
+    a->k_scale = w.k_scale.as<float>();
+    a->v_scale = w.v_scale.as<float>();
   }
 };
 
-Fp8Inputs fp8_inputs(const CaseSpec& c, const Workload& hw, const cuda::DeviceWorkload& w, int64_t total_q) {
+Fp8Inputs fp8_inputs(const CaseSpec& c, const cuda::DeviceWorkload& w, int64_t total_q) {
   Fp8Inputs f;
   if (!c.fp8_attention) return f;
-  const int64_t n = std::max<int64_t>(total_q, 1) * c.num_qo_heads * c.head_dim_qk;
-  f.q.alloc(n);
-  const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
+  const int64_t n = total_q * c.num_qo_heads * c.head_dim_qk;
+  f.q.alloc(std::max<int64_t>(n, 16));
+  const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 4096)));
   if (*c.kv_cache.fp8 == Fp8Format::kE4M3)
-    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e4m3>(), total_q * c.num_qo_heads * c.head_dim_qk);
+    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e4m3>(), n);
   else
-    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e5m2>(), total_q * c.num_qo_heads * c.head_dim_qk);
+    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e5m2>(), n);
   cuda::check(cudaGetLastError(), "Q to FP8 bytes");
-  f.per_head = c.kv_cache.scales.granularity == ScaleGranularity::kHead;
+  f.per_head = w.granularity == ScaleGranularity::kHead;
+  f.qs = w.q_scale;
   if (!f.per_head) {
-    if (hw.k_scale.size() != 1 || hw.v_scale.size() != 1) throw std::runtime_error("tensor scales: one K and one V scale expected");
-    f.qs = hw.q_scale;
-    f.ks = hw.k_scale[0];
-    f.vs = hw.v_scale[0];
+    f.ks = w.k_scale.to_host<float>(1)[0];
+    f.vs = w.v_scale.to_host<float>(1)[0];
   } else {
-    if (hw.k_scale.size() != static_cast<size_t>(c.num_kv_heads) || hw.v_scale.size() != static_cast<size_t>(c.num_kv_heads))
-      throw std::runtime_error("head scales: num_kv_heads K and V scales expected");
-    f.q_scale = cuda::DeviceBuffer::from(std::vector<float>(c.num_qo_heads, hw.q_scale));
-    f.k_scale = cuda::DeviceBuffer::from(hw.k_scale);
-    f.v_scale = cuda::DeviceBuffer::from(hw.v_scale);
+    // FlashInfer's scale_q is per qo head: attnscope's one Q scale on every head
+    f.q_scale = cuda::DeviceBuffer::from(std::vector<float>(c.num_qo_heads, w.q_scale));
   }
   f.note = std::string("FP8 attention: Q, K, V ") + fp8_name(*c.kv_cache.fp8) +
            " bytes through BatchFP8PrefillWithPagedKVCacheDispatched (DefaultFP8Attention: P scaled by the format's max and "
@@ -327,7 +327,7 @@ class PrefillSm90Backend final : public Backend {
     return sm90_device_refusal();
   }
 
-  Result run(const CaseSpec& c, const Plan& p, const Workload& hw, const RunOptions& opt) override {
+  Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
     const FiUnits u = fi_units(c, p);
@@ -389,7 +389,7 @@ class PrefillSm90Backend final : public Backend {
     const int works = work_indptr_h[sms];
 
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
-    const Fp8Inputs f8 = fp8_inputs(c, hw, w, u.total_q);
+    const Fp8Inputs f8 = fp8_inputs(c, w, u.total_q);
     const cuda::DeviceBuffer d_indices = cuda::DeviceBuffer::from(u.kv_indices.empty() ? std::vector<int>{0} : u.kv_indices);
     cuda::DeviceBuffer o(u.total_q * Hq * D * eb), lse(u.total_q * Hq * 4);
     // poison: an element the kernel does not write stays NaN (0xffff is NaN in fp16 and bf16)
@@ -399,7 +399,7 @@ class PrefillSm90Backend final : public Backend {
     a.q = c.fp8_attention ? f8.q.as<void>() : w.q.as<void>();
     a.k = c.fp8_attention ? w.k8.as<void>() : w.k.as<void>();
     a.v = c.fp8_attention ? w.v8.as<void>() : w.v.as<void>();
-    f8.set(&a);
+    f8.set(&a, w);
     a.o = o.as<void>();
     a.lse = lse.as<float>();
     a.kv_indices = d_indices.as<int32_t>();

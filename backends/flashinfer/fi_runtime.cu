@@ -183,7 +183,7 @@ std::string shape_refusal(const CaseSpec& c, bool decode) {
                   : "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
                         ": not instantiated (fi_instances.def has equal head dims only)";
   if (auto why = fp8_refusal(c, decode); !why.empty()) return why;
-  const bool have = c.fp8_kv() ? true
+  const bool have = c.fp8_kv()                ? true
                     : c.dtype == DType::kBf16 ? find_kernels<nv_bfloat16>(c.head_dim_qk) != nullptr
                                               : find_kernels<half>(c.head_dim_qk) != nullptr;
   if (!have)
@@ -218,16 +218,15 @@ std::string fp8_refusal(const CaseSpec& c, bool decode) {
   return "";
 }
 
-Fp8KvScales fp8_kv_scales(const CaseSpec& c, const Workload& w) {
+Fp8KvScales fp8_kv_scales(const CaseSpec& c, const cuda::DeviceWorkload& w) {
   Fp8KvScales s;
   if (!c.fp8_kv()) return s;
   // tensor granularity (the registry refuses the others from the descriptor): one float each,
   // handed to Python as a float and widened to double there
-  if (w.k_scale.size() != 1 || w.v_scale.size() != 1)
-    throw std::runtime_error("FlashInfer's FA2 FP8 path takes one K and one V scale (tensor granularity); the workload has " +
-                             std::to_string(w.k_scale.size()) + " and " + std::to_string(w.v_scale.size()));
-  s.k = static_cast<double>(w.k_scale[0]);
-  s.v = static_cast<double>(w.v_scale[0]);
+  if (w.granularity != ScaleGranularity::kTensor || w.k_scale.bytes() < sizeof(float) || w.v_scale.bytes() < sizeof(float))
+    throw std::runtime_error("FlashInfer's FA2 FP8 path takes one K and one V scale (tensor granularity)");
+  s.k = static_cast<double>(w.k_scale.to_host<float>(1)[0]);
+  s.v = static_cast<double>(w.v_scale.to_host<float>(1)[0]);
   return s;
 }
 

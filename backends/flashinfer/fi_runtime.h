@@ -14,6 +14,10 @@
 #include "cuda_util.h"
 #include "fi_conventions.h"
 
+namespace attnscope::cuda {
+struct DeviceWorkload;
+}
+
 namespace attnscope::peers::flashinfer {
 
 // The built table (fi_instances.def as CMake filtered it). The table's dtype column of a case:
@@ -34,7 +38,8 @@ std::string compiled_head_dims(const std::string& dtype, bool decode);
 struct Fp8KvScales {
   double k = 1.0, v = 1.0;
 };
-Fp8KvScales fp8_kv_scales(const CaseSpec& c, const Workload& w);
+// Read from the device workload (GPU backends get no host inputs), once, before any timed launch.
+Fp8KvScales fp8_kv_scales(const CaseSpec& c, const cuda::DeviceWorkload& w);
 // The result message's FP8 part: the DTypeKV instantiation and the scales as applied.
 std::string fp8_note(const CaseSpec& c, const Fp8KvScales& s);
 // out[i] = dtype(float(out[i]) * v_scale) on `stream`: the wrapper's `out *= v_scale`, bf16 or fp16.

@@ -14,7 +14,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <flashinfer/attention/hopper/variants.cuh>
@@ -24,7 +23,6 @@
 
 // after the variants, as FlashInfer's generated config orders them
 #include <flashinfer/attention/hopper/prefill_sm90.cuh>
-#include <flashinfer/attention/hopper/quantization/prefill_sm90.cuh>
 
 #include "fi_sm90_launch.h"
 
@@ -51,14 +49,11 @@ struct Tile<256> {
   static constexpr int kQ = 128, kKV = 32;
 };
 
-// The additional params of FlashInfer's fa3 FP8 module (jit/attention/modules.py, fp8_enabled:
-// maybe_scale_q / _k / _v float tensors, sm_scale and the scale_*_scalar fallbacks as double).
-struct Fp8AdditionalParams {
-  float* maybe_scale_q = nullptr;  // [num_qo_heads] or null (then scale_q_scalar)
-  float* maybe_scale_k = nullptr;  // [num_kv_heads] or null
-  float* maybe_scale_v = nullptr;  // [num_kv_heads] or null
-  double sm_scale = 1.0;
-  double scale_q_scalar = 1.0, scale_k_scalar = 1.0, scale_v_scalar = 1.0;
+// The additional params of a (T, F8) instantiation: the 16-bit module's below for F8 = T; the FP8
+// module's are specialised in fi_sm90_fp8_kernel.cuh.
+template <class T, class F8, class Bf16>
+struct AdditionalParamsOf {
+  using type = Bf16;
 };
 
 // T: the output type (and Q / K / V's without FP8); F8: Q / K / V's FP8 type, or T.
@@ -89,7 +84,7 @@ struct PagedParams {
     double logits_soft_cap = 0.0;  // LogitsSoftCap: pre-tanh scale sm_scale / cap, post-tanh cap * log2(e)
     double sm_scale = 1.0;         // StandardAttention: sm_scale * log2(e) in the online softmax
   };
-  using AdditionalParams = std::conditional_t<std::is_same_v<T, F8>, Bf16AdditionalParams, Fp8AdditionalParams>;
+  using AdditionalParams = typename AdditionalParamsOf<T, F8, Bf16AdditionalParams>::type;
   AdditionalParams additional_params;
 
   int64_t q_stride_n = 0, k_stride_n = 0, v_stride_n = 0, o_stride_n = 0;
@@ -110,22 +105,6 @@ constexpr DType dtype_of() {
 
 template <FiVariant V>
 using Variant = fi::DefaultAttention<V == FiVariant::kSoftcap>;  // StandardAttention / LogitsSoftCap
-
-// The FP8 kernel's tile (BatchFP8PrefillWithPagedKVCacheDispatched, quantization/prefill_sm90.cuh).
-template <int D>
-struct Fp8Tile;
-template <>
-struct Fp8Tile<64> {
-  static constexpr int kQ = 192, kKV = 128;
-};
-template <>
-struct Fp8Tile<128> {
-  static constexpr int kQ = 128, kKV = 128;
-};
-template <>
-struct Fp8Tile<256> {
-  static constexpr int kQ = 128, kKV = 64;
-};
 
 template <FiMask M>
 constexpr fi::MaskMode mask_mode() {
@@ -180,23 +159,6 @@ cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
       p, /*enable_pdl=*/false, stream);
 }
 
-// The FP8 kernel (quantization/prefill_sm90.cuh) with FlashInfer's fa3 FP8 module's variant,
-// DefaultFP8Attention: S = Q.K^T in FP8 wgmma, scaled by q_scale * k_scale * sm_scale; P scaled by
-// the format's max (448 for e4m3) and quantised to FP8 for the P.V wgmma; O times v_scale / that max.
-template <int D, class T, class F8, FiMask M, bool W>
-cudaError_t launch_fp8(const Sm90Args& a, cudaStream_t stream) {
-  PagedParams<T, F8> p;
-  fill(a, p);
-  p.additional_params.maybe_scale_q = const_cast<float*>(a.q_scale);
-  p.additional_params.maybe_scale_k = const_cast<float*>(a.k_scale);
-  p.additional_params.maybe_scale_v = const_cast<float*>(a.v_scale);
-  p.additional_params.scale_q_scalar = a.q_scale_scalar;
-  p.additional_params.scale_k_scalar = a.k_scale_scalar;
-  p.additional_params.scale_v_scalar = a.v_scale_scalar;
-  return fi::BatchFP8PrefillWithPagedKVCacheDispatched<D, mask_mode<M>(), W, /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false,
-                                                       fi::DefaultFP8Attention>(p, /*enable_pdl=*/false, stream);
-}
-
 // The registry entry of one instantiation (called by the generated unit).
 template <int D, class T, FiVariant V, FiMask M, bool W>
 Sm90Instance instance() {
@@ -210,28 +172,6 @@ Sm90Instance instance() {
   i.mask = M;
   i.window = W;
   i.launch = &launch<D, T, V, M, W>;
-  i.cta_q = Traits::CTA_Q;
-  i.cta_kv = Traits::CTA_KV;
-  i.threads = Traits::NUM_WARPS * 32;
-  i.smem_bytes = sizeof(typename Traits::SharedStorage);
-  return i;
-}
-
-// The registry entry of one FP8 instantiation (Q, K, V in F8, O in T).
-template <int D, class T, class F8, FiMask M, bool W>
-Sm90Instance instance_fp8() {
-  using P = PagedParams<T, F8>;
-  using Traits = fi::FP8AttentionKernelTraits</*USE_TMA_LOAD_KV=*/false, D, Fp8Tile<D>::kQ, Fp8Tile<D>::kKV, /*NUM_STAGES=*/2,
-                                              typename P::DTypeQ, typename P::DTypeKV, typename P::DTypeO, int32_t,
-                                              fi::DefaultFP8Attention>;
-  Sm90Instance i;
-  i.head_dim = D;
-  i.dtype = dtype_of<T>();
-  i.fp8 = std::is_same_v<F8, __nv_fp8_e4m3> ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
-  i.variant = FiVariant::kPlain;
-  i.mask = M;
-  i.window = W;
-  i.launch = &launch_fp8<D, T, F8, M, W>;
   i.cta_q = Traits::CTA_Q;
   i.cta_kv = Traits::CTA_KV;
   i.threads = Traits::NUM_WARPS * 32;

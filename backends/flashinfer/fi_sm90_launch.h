@@ -63,9 +63,9 @@ using Sm90Launcher = cudaError_t (*)(const Sm90Args&, cudaStream_t);
 
 // One line of fi_sm90_instances.def as built, with the kernel's shape for messages.
 struct Sm90Instance {
-  int head_dim = 0;  // qk = vo
-  DType dtype = DType::kBf16;     // Q, K, V and O; the output's with fp8
-  std::optional<Fp8Format> fp8;  // Q, K and V in FP8 (the FP8 kernel, DefaultFP8Attention); O in dtype
+  int head_dim = 0;                       // qk = vo
+  DType dtype = DType::kBf16;             // Q, K, V and O; the output's with fp8
+  std::optional<Fp8Format> fp8;           // Q, K and V in FP8 (the FP8 kernel, DefaultFP8Attention); O in dtype
   FiVariant variant = FiVariant::kPlain;  // kPlain (StandardAttention) or kSoftcap (LogitsSoftCap)
   FiMask mask = FiMask::kCausal;          // kCausal or kNone
   bool window = false;                    // LEFT_SLIDING_WINDOW

@@ -64,6 +64,7 @@ foreach(_line IN LISTS _sm90_lines)
   if(NOT _g IN_LIST _sm90_groups)
     list(APPEND _sm90_groups ${_g})
     set(_sm90_${_g}_body "")
+    set(_sm90_${_g}_fp8 OFF)
   endif()
   if(_n STREQUAL "bf16")
     set(_t nv_bfloat16)
@@ -89,6 +90,7 @@ foreach(_line IN LISTS _sm90_lines)
     if(NOT _v STREQUAL "plain")
       message(FATAL_ERROR "fi_sm90_instances.def: '${_line}': the FP8 kernel has one variant (DefaultFP8Attention): plain")
     endif()
+    set(_sm90_${_g}_fp8 ON)
     string(APPEND _sm90_${_g}_body "Sm90Instance fi_sm90_${_name}() { return sm90::instance_fp8<${_d}, nv_bfloat16, __nv_fp8_${_n}, ${_me}, ${_we}>(); }\n")
   else()
     string(APPEND _sm90_${_g}_body "Sm90Instance fi_sm90_${_name}() { return sm90::instance<${_d}, ${_t}, ${_ve}, ${_me}, ${_we}>(); }\n")
@@ -97,9 +99,13 @@ endforeach()
 set(_sm90_units)
 foreach(_g IN LISTS _sm90_groups)
   set(_f ${_sm90_gen_dir}/fi_sm90_${_g}.cu)
+  set(_inc "#include \"fi_sm90_kernel.cuh\"")
+  if(_sm90_${_g}_fp8)
+    string(APPEND _inc "\n#include \"fi_sm90_fp8_kernel.cuh\"  // FlashInfer's FP8 kernel: this unit has FP8 lines")
+  endif()
   file(CONFIGURE OUTPUT ${_f} CONTENT
 "// Generated from fi_sm90_instances.def: the flashinfer.prefill_sm90 kernels of ${_g}.
-#include \"fi_sm90_kernel.cuh\"
+${_inc}
 namespace attnscope::peers::flashinfer {
 ${_sm90_${_g}_body}}  // namespace attnscope::peers::flashinfer
 ")

@@ -78,8 +78,8 @@ std::string not_runnable(const std::string& id) {
   return "";
 }
 
-#define REQUIRE_RUNNABLE(id)                                 \
-  do {                                                       \
+#define REQUIRE_RUNNABLE(id)                                         \
+  do {                                                               \
     if (auto w_ = not_runnable(id); !w_.empty()) GTEST_SKIP() << w_; \
   } while (0)
 
