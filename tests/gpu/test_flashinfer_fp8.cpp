@@ -107,7 +107,7 @@ CaseSpec fp8_case(uint64_t seed, int dim, Fp8Format f, const std::string& id) {
     for (auto& r : c.requests) {
       r.doc_starts.clear();
       r.pad_start.reset();
-      r.prefix_len = 0;
+      r.prefix_len.reset();
     }
   }
   if (id != kSm90 || seed % 2) c.attention.causal = true;
@@ -241,6 +241,30 @@ void random_fp8(const std::string& id, int want, const std::vector<std::pair<Fp8
 
 }  // namespace
 
+// The random cases themselves (no device): valid, FP8, with the scales the paths take, and the
+// features each test means to cover (poison, given scales, per-head scales for the SM90 path).
+TEST(FlashInferFp8, RandomCasesAreValidFp8Cases) {
+  for (const char* id : {kDecode, kPrefill, kSm90}) {
+    int poisoned = 0, given = 0, head = 0;
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+      const CaseSpec c = fp8_case(seed + 7000, 128, seed % 2 ? Fp8Format::kE4M3 : Fp8Format::kE5M2, id);
+      ASSERT_TRUE(c.fp8_kv()) << c.name;
+      ASSERT_EQ(c.fp8_attention.has_value(), id == std::string(kSm90)) << c.name;
+      if (id == std::string(kDecode))
+        for (const auto& r : c.requests) ASSERT_EQ(r.q_len, 1);
+      poisoned += c.kv_cache.poison_unused;
+      given += !c.kv_cache.scales.k.empty();
+      head += c.kv_cache.scales.granularity == ScaleGranularity::kHead;
+      const Plan p = make_plan(c);
+      const Workload w = make_workload(c, p.pages);
+      ASSERT_EQ(w.k_scale.size(), c.kv_cache.scales.granularity == ScaleGranularity::kHead ? size_t(c.num_kv_heads) : 1u);
+    }
+    EXPECT_GT(poisoned, 0) << id;
+    EXPECT_GT(given, 0) << id;
+    EXPECT_EQ(head > 0, id == std::string(kSm90)) << id;
+  }
+}
+
 TEST(FlashInferFp8, DecodeRandomCasesPassTheTwiceLowpRule) {
   REQUIRE_RUNNABLE(kDecode);
   random_fp8(kDecode, cases(24),
@@ -276,10 +300,12 @@ TEST(FlashInferFp8, PrefillFullyMaskedRowsGiveZeroAndMinusInf) {
   c.kv_cache.poison_unused = true;
   validate_case(c);
   if (auto why = make_backend(kPrefill)->check(c); !why.empty()) GTEST_SKIP() << why;
-  ASSERT_TRUE(check_fp8(c, kPrefill));
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const Result g = run(kPrefill, c, p, w);
+  // the mask mode is chosen at run time: this build may lack the FP8 custom-mask line
+  if (g.status == Status::kUnsupported && g.message.find("not instantiated") != std::string::npos) GTEST_SKIP() << g.message;
+  ASSERT_TRUE(check_fp8(c, kPrefill));
   int64_t masked = 0;
   for (size_t i = 0; i < g.lse.size(); ++i)
     if (std::isinf(g.lse[i])) {
