@@ -146,7 +146,8 @@ CaseSpec fp8_case(uint64_t seed, int dim, Fp8Format f, const std::string& id) {
 //   |O - ideal| <= 2^-(m+1) * sum_j P_j |v_j| / l + kv_len * h / max * max|v|
 // beyond what cpu.lowp (P in bf16) has. sum_j P_j |v_j| / l is the reference over |V|: computed
 // here by cpu.reference on the same workload with V's magnitudes. The 2x rule alone cannot hold: P
-// in FP8 is the kernel's design, 16x coarser than bf16.
+// in FP8 is the kernel's design, 16x coarser than bf16. (The P.V wgmma's ~14-bit accumulation, see
+// fp8_qk_lse_allowance, adds ~2^-14 relative: far inside this bound.)
 std::vector<double> p_quantisation_bound(const CaseSpec& c, const Plan& p, const Workload& w) {
   Workload wa = w;
   double vmax = 0;
@@ -186,6 +187,35 @@ void expect_fp8_attention_bound(const CaseSpec& c, const Plan& p, const Workload
                     << ") + P's FP8 rounding bound; max error " << worst << ", worst excess " << worst_excess;
 }
 
+// FP8 attention's LSE allowance per (token, qo head) row, natural log. Hopper's FP8 wgmma keeps about
+// 14 bits of its fp32 accumulator (DeepSeek-V3 report, section 3.3.2: "limited to retaining around
+// 14 bits"), so a score s = sm_scale * q.k is off by up to ~2^-14 of sum_d |q_d k_d| * sm_scale
+// (2^-13 here: a factor 2 of margin), and LSE, a soft maximum of the scores, by at most the largest
+// such error over the row's keys (all of the request's keys: an upper bound). Seen on an H200: LSE off
+// by up to 0.0045 where the fp32 bound of fi_lse_bound.h allows 1e-3.
+std::vector<double> fp8_qk_lse_allowance(const CaseSpec& c, const Plan& p, const Workload& w) {
+  const int Hq = c.num_qo_heads, Hk = c.num_kv_heads, D = c.head_dim_qk, ps = p.pages.page_size;
+  std::vector<double> a(static_cast<size_t>(c.total_q()) * Hq, 0.0);
+  const double scale = c.sm_scale_or_default() * w.q_scale;
+  for (size_t r = 0; r < c.requests.size(); ++r)
+    for (int64_t t = w.q_indptr[r]; t < w.q_indptr[r + 1]; ++t)
+      for (int h = 0; h < Hq; ++h) {
+        const float* q = w.q_row(t, h, c);
+        const int kh = h / c.group_size();
+        const double ks = w.k_scale.size() == 1 ? w.k_scale[0] : w.k_scale[kh];
+        double worst = 0;
+        for (int k = 0; k < c.requests[r].kv_len; ++k) {
+          const float* kv =
+              w.k_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(static_cast<int>(r), k), k % ps, kh, 0, ps, Hk, D);
+          double sum = 0;
+          for (int d = 0; d < D; ++d) sum += std::abs(double(q[d]) * kv[d]);
+          worst = std::max(worst, sum * ks * scale);
+        }
+        a[t * Hq + h] = std::ldexp(worst, -13);
+      }
+  return a;
+}
+
 // Runs `id` on c and checks it against the dequantised ideal: the 2x rule against cpu.lowp (for FP8
 // attention, plus P's quantisation bound), the LSE bound, no NaN. False (with *refused) when the
 // backend refused.
@@ -210,8 +240,24 @@ bool check_fp8(const CaseSpec& c, const std::string& id, std::string* refused = 
     expect_fp8_attention_bound(c, p, w, a, ref, lowp);  // P in FP8: the 2x rule plus its bound
   else
     EXPECT_TRUE(d.verdict.pass) << c.name << " (" << id << ", " << a.message << "): " << d.verdict.detail;
-  EXPECT_LE(fi_lse_excess(c, a, ref, id == std::string(kPrefill)), 0.0)
-      << c.name << " (" << id << "): LSE beyond its bound, max abs " << d.lse.max_abs;
+  if (c.fp8_attention) {
+    // fi_lse_bound.h's fp32 bound plus the FP8 wgmma's accumulation allowance, row by row
+    const std::vector<double> extra = fp8_qk_lse_allowance(c, p, w);
+    int64_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < ref.lse.size(); ++i) {
+      const double x = a.lse[i], y = ref.lse[i];
+      if (std::isinf(x) && std::isinf(y) && (x < 0) == (y < 0)) continue;
+      const double e = std::abs(x - y), tol = 1e-3 + 1e-4 * std::abs(y) + extra[i];
+      worst = std::max(worst, e - tol);
+      bad += !(e <= tol);
+    }
+    EXPECT_EQ(bad, 0) << c.name << " (" << id << "): " << bad << " LSE rows beyond their bound, worst excess " << worst
+                      << ", max abs " << d.lse.max_abs;
+  } else {
+    EXPECT_LE(fi_lse_excess(c, a, ref, id == std::string(kPrefill)), 0.0)
+        << c.name << " (" << id << "): LSE beyond its bound, max abs " << d.lse.max_abs;
+  }
   return true;
 }
 
