@@ -12,6 +12,11 @@
 // (the last tile's loads are predicated and zero-filled), so poisoned slots do not reach the
 // output. Q and O are [tokens, heads, dim] with the plan's qo_indptr; LSE is [tokens, heads], base 2.
 //
+// FP8 attention (/fp8_attention) runs FlashInfer's SM90 FP8 kernel on the same plan and pool:
+// Q converted to FP8 bytes, K and V from the device workload's FP8 pools, the scales as its fa3 FP8
+// module takes them (fp8_inputs below). An FP8 cache with 16-bit queries is refused, as FlashInfer
+// routes it to fa2.
+//
 // Without the sm_90a units (sm90.cmake says why) this file only reports "not compiled: <why>".
 #include "fi_backends.h"
 
