@@ -52,12 +52,18 @@ std::string GraphKey::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " Hq=" << hq << " Hk=" << hk << " d=" << d_qk;
   if (d_v != d_qk) s << "/" << d_v;
-  s << " " << dtype_name(dtype) << " S_q<=" << s_q << " S_kv<=" << s_kv;
+  if (fp8)
+    s << " " << fp8_name(*fp8) << " Q/K/V, O " << (o_fp8 ? fp8_name(*fp8) : dtype_name(dtype));
+  else
+    s << " " << dtype_name(dtype);
+  s << ""
+    << " S_q<=" << s_q << " S_kv<=" << s_kv;
   if (group > 1) s << " packed GQA decode (group " << group << ")";
   if (paged)
     s << " paged " << layout_name(layout) << " page " << page_size << " pool<=" << num_pages << " pages";
   else
     s << (dense ? " dense" : " ragged");
+  if (fp8 && (causal || window)) s << (top_left ? " band top-left" : " band bottom-right");
   return s.str();
 }
 
@@ -120,7 +126,18 @@ std::string refusal_reason(const CaseSpec& c, int cudnn_version) {
   return "";
 }
 
-SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bool dense_when_uniform) {
+std::string fp8_refusal_reason(const CaseSpec& c) {
+  if (!c.fp8_kv())
+    return "cudnn.sdpa_fp8 runs FP8 attention only (Q, K and V in FP8, /kv_cache/dtype and /fp8_attention): this case is " +
+           std::string(dtype_name(c.dtype)) + " (cudnn.sdpa runs it)";
+  if (!c.fp8_attention)
+    return "FP8 KV cache without /fp8_attention: cuDNN's FP8 SDPA takes Q, K and V all in FP8 (an FP8 K/V with a " +
+           std::string(dtype_name(c.dtype)) + " Q is no cuDNN graph); add /fp8_attention to quantise Q too";
+  return "";
+}
+
+SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& opt) {
+  const bool pack_gqa_decode = opt.pack_gqa_decode, dense_when_uniform = opt.dense_when_uniform;
   SdpaProblem s;
   GraphKey& k = s.key;
   const PageTable& pt = p.pages;
@@ -160,7 +177,12 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     k.s_q = k.group;
     k.causal = false;
   }
+  // A decode batch's single query is its unit's last key: it sees every key, causal or not.
+  if (opt.prefer_top_left && max_q == 1 && !k.window && !k.alibi) k.causal = false;
   k.s_kv = bucket(max_kv);
+  const bool gather = opt.gather_kv && k.paged;
+  if (gather) k.paged = false;
+  int64_t gathered = 0;  // keys gathered so far
   if (k.paged) {
     k.layout = c.kv_cache.layout;
     k.page_size = pt.page_size;
@@ -172,6 +194,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
   const int64_t total_q = c.total_q();
   s.computed.assign(static_cast<size_t>(total_q), 0);
   int padded_rows = 0, empty_units = 0;
+  bool square = true;  // every computed sequence has S_q == S_kv
   for (int u = 0; u < units; ++u) {
     const WorkUnit& w = p.units[u];
     const RequestSpec& r = c.requests[w.request];
@@ -198,13 +221,23 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
       continue;
     }
     for (int i = 0; i < sq; ++i) s.computed[first[u] + i] = 1;
+    square = square && sq == skv;
     s.seq_q.push_back(k.group > 1 ? k.group : sq);  // packed: sq is 1, its rows are the query heads
     s.seq_kv.push_back(skv);
     s.q_offsets.push_back(checked_i32(first[u] * Hq * dqk, "Q offset"));
     s.o_offsets.push_back(checked_i32(first[u] * Hq * dv, "O offset"));
     s.stats_offsets.push_back(checked_i32(first[u] * Hq, "LSE offset"));
     const int* req_pages = pt.indices.data() + pt.indptr[w.request];
-    if (k.paged) {
+    if (gather) {
+      // The unit's keys back to back in the gathered tensors, from their pages in the pool.
+      s.k_offsets.push_back(checked_i32(gathered * Hk * dqk, "K offset"));
+      s.v_offsets.push_back(checked_i32(gathered * Hk * dv, "V offset"));
+      for (int j = 0; j < skv; ++j) {
+        const int key = w.kv_begin + j;
+        s.gather_slots.push_back(checked_i32(int64_t{req_pages[key / pt.page_size]} * pt.page_size + key % pt.page_size, "slot"));
+      }
+      gathered += skv;
+    } else if (k.paged) {
       // The unit's block table: a request's own pages, or the virtual batch's sliced table (vLLM's,
       // clipped to the request's last page). Columns past the unit's last page are never read
       // (cuDNN stops at seq_len_kv); they repeat the last entry so that every entry is a page the
@@ -231,7 +264,10 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
   s.q_offsets.push_back(checked_i32(total_q * Hq * dqk, "Q offset"));
   s.o_offsets.push_back(checked_i32(total_q * Hq * dv, "O offset"));
   s.stats_offsets.push_back(checked_i32(total_q * Hq, "LSE offset"));
-  if (!k.paged) {
+  if (gather) {
+    s.k_offsets.push_back(checked_i32(gathered * Hk * dqk, "K offset"));
+    s.v_offsets.push_back(checked_i32(gathered * Hk * dv, "V offset"));
+  } else if (!k.paged) {
     s.k_offsets.push_back(checked_i32(int64_t{pt.num_pages} * Hk * dqk, "K offset"));
     s.v_offsets.push_back(checked_i32(int64_t{pt.num_pages} * Hk * dv, "V offset"));
   }
@@ -259,6 +295,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     // top-left); otherwise bottom-right, as for the ragged form.
     if (k.s_q == k.s_kv && k.group == 1) k.top_left = true;
   }
+  if (opt.prefer_top_left && square && k.batch > 0) k.top_left = true;
 
   std::ostringstream m;
   if (k.dense)
@@ -270,6 +307,8 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     m << "; GQA decode packed: the " << k.group << " query heads of each KV head as " << k.group
       << " rows of one sequence (each sees all of its unit's keys), K/V read once per KV head";
   if (local) m << "; chunked local attention as " << units << " vLLM virtual batches";
+  if (c.attention.causal && !k.causal && k.group == 1)
+    m << "; causal decode: each sequence's one query is its last key and sees every key (no band)";
   if (k.causal && k.group == 1)
     m << (k.top_left ? "; causal: right bound 0, top-left (= bottom-right, q_len == kv_len)"
                      : "; causal: right bound 0, bottom-right (q_abs = kv_len - q_len + q)");
@@ -279,7 +318,11 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
   if (k.alibi) m << "; ALiBi with cuDNN's slopes (the same formula as attnscope's)";
   if (padded_rows) m << "; " << padded_rows << " padding queries left to attnscope (O = 0, LSE = -inf)";
   if (empty_units) m << ", " << empty_units << " all-padding sequences left out of cuDNN's batch";
-  if (!k.dense) m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
+  if (gather)
+    m << "; K/V gathered from the pool's pages into ragged [tokens, Hk, d] tensors (" << gathered
+      << " keys), read through ragged offsets";
+  else if (!k.dense)
+    m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
   s.masks = m.str();
   return s;
 }

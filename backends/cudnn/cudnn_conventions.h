@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct GraphKey {
   // pool hold them back to back, nothing is padding: plain strided tensors with no padding mask
   // and no ragged offsets, the form PyTorch's SDPA hands cuDNN (see translate()).
   bool dense = false;
+  // FP8 attention (cudnn.sdpa_fp8): Q, K and V in this format with per-tensor descale factors; O
+  // in the same FP8 format when o_fp8 (what Hopper's FP8 engines write), else in `dtype`.
+  std::optional<Fp8Format> fp8;
+  bool o_fp8 = false;
   bool operator==(const GraphKey&) const = default;
   std::string describe() const;  // "B=3 Hq=8 Hk=2 d=128 bf16 S_q<=256 S_kv<=2048 paged NHD page 16 ..."
 };
@@ -59,8 +64,11 @@ struct SdpaProblem {
   std::vector<int32_t> k_offsets;      // [B + 1] ragged storage only: first element of each sequence's keys
   std::vector<int32_t> v_offsets;      // [B + 1] ragged storage only: the same in the V pool
   std::vector<int32_t> page_table;     // [B * table_size] paged only: physical pages, row-major
-  std::vector<uint8_t> computed;       // [total_q] 1 = cuDNN computes the row; 0 = padding query
-  std::string masks;                   // the mask translation in words, for the result message
+  // Gathered K/V (TranslateOptions::gather_kv): the pool slot (page * page_size + slot) of every
+  // key cuDNN reads, sequence after sequence; the gathered tensors are ragged [tokens, Hk, d].
+  std::vector<int32_t> gather_slots;
+  std::vector<uint8_t> computed;  // [total_q] 1 = cuDNN computes the row; 0 = padding query
+  std::string masks;              // the mask translation in words, for the result message
 };
 
 // Empty when cuDNN can run the case, else why not. Static rules only (what no cuDNN graph
@@ -68,10 +76,29 @@ struct SdpaProblem {
 // built, and a refusal there is reported with cuDNN's message. `cudnn_version` is cudnnGetVersion().
 std::string refusal_reason(const CaseSpec& c, int cudnn_version);
 
+// The FP8 attention backend's own rules (cudnn.sdpa_fp8) before refusal_reason(): the case must
+// be FP8 attention (Q, K and V in FP8). The scale granularity is the registry's (its descriptor).
+std::string fp8_refusal_reason(const CaseSpec& c);
+
+struct TranslateOptions {
+  bool pack_gqa_decode = true;     // allow the packed GQA decode form (GraphKey::group)
+  bool dense_when_uniform = true;  // allow the dense form (GraphKey::dense)
+  // A paged pool is gathered into ragged K/V (SdpaProblem::gather_slots) rather than read through
+  // page tables.
+  bool gather_kv = false;
+  // Causal / window bands aligned top-left wherever that equals attnscope's bottom-right mask
+  // (every sequence with S_q == S_kv), and no band for decode batches (one query per sequence, the
+  // last key, sees every key): Hopper's FP8 engines have no bottom-right alignment.
+  bool prefer_top_left = false;
+};
+
 // The case in cuDNN's terms. Requires refusal_reason(c) to be empty.
+SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& o);
 // `pack_gqa_decode`: allow the packed GQA decode form (GraphKey::group); false gives the plain one.
 // `dense_when_uniform`: allow the dense form (GraphKey::dense); false keeps the ragged one.
-SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true, bool dense_when_uniform = true);
+inline SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true, bool dense_when_uniform = true) {
+  return translate(c, p, TranslateOptions{pack_gqa_decode, dense_when_uniform});
+}
 
 // attnscope's conventions on what cuDNN returned: the rows cuDNN does not compute (padding
 // queries, fully masked in attnscope) get O = 0 and LSE = -inf. `o` is [total_q, Hq, d_v], `lse`
