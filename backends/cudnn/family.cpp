@@ -22,7 +22,7 @@ BackendFamily cudnn_family() {
        "FP8 attention only (/fp8_attention, e4m3 / e5m2 as cuDNN takes them) with tensor scales; Hopper: O written in FP8 and "
        "dequantised, causal / window only where q_len == kv_len (top-left) or decode; paged K/V gathered where cuDNN "
        "refuses page tables; bf16 / fp16 case dtype, head dims multiples of 16 up to 256",
-       Expressions::kNone, Expressions::kNone, true, false},
+       Expressions::kNone, Expressions::kNone, true, true},
   };
   // cuDNN's descale factors are one value per tensor
   f.backends[1].fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor);

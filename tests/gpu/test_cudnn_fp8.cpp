@@ -204,3 +204,49 @@ TEST(CudnnSdpaFp8, RandomCasesWithinTheFp8RoundingBound) {
     EXPECT_LT(e.lse_max_abs, 1e-3) << c.name << ": LSE differs\n  " << msg;
   }
 }
+
+// Hopper's FP8 engines have no bottom-right band: a causal request with q_len < kv_len is cuDNN's
+// refusal there, reported with its own message; on Blackwell and newer the same case runs.
+TEST(CudnnSdpaFp8, BottomRightCausalIsCudnnsRefusalOnHopper) {
+  REQUIRE_CUDNN_GPU();
+  CaseSpec c = fp8_case(7, Fp8Format::kE4M3, 128);
+  c.attention.causal = true;
+  c.requests = {RequestSpec{40, 100}, RequestSpec{64, 64}};
+  validate_case(c);
+  std::string why;
+  const int major = query_devices(&why).at(0).cc_major;
+  if (major != 9) {
+    std::string msg;
+    const Fp8Errors e = check_fp8(c, &msg);
+    EXPECT_EQ(e.fails, 0) << msg;
+    return;
+  }
+  const Plan p = make_plan(c);
+  const Result r = run(kId, c, p, Workload{});
+  EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  EXPECT_NE(r.message.find("band bottom-right"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("GRAPH_NOT_SUPPORTED"), std::string::npos) << r.message;
+  std::printf("refusal: %s\n", r.message.c_str());
+}
+
+// Head dim 256 (Hopper's FP8 limit) and a paged, shuffled pool with HND layout, page 16.
+TEST(CudnnSdpaFp8, HeadDim256OnAPagedHndPool) {
+  REQUIRE_CUDNN_GPU();
+  CaseSpec c = fp8_case(11, Fp8Format::kE4M3, 256);
+  c.kv_cache.storage = KvStorage::kPaged;
+  c.kv_cache.page_size = 16;
+  c.kv_cache.layout = KvLayout::kHND;
+  c.kv_cache.allocation = PageAlloc::kShuffled;
+  c.kv_cache.poison_unused = true;
+  c.kv_cache.null_page = true;
+  c.attention.causal = false;
+  c.requests = {RequestSpec{33, 150}, RequestSpec{1, 77}, RequestSpec{64, 64}};
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  validate_case(c);
+  std::string msg;
+  const Fp8Errors e = check_fp8(c, &msg);
+  std::printf("d256: max err %.3g (%.2f of bound); %s\n", e.max_abs, e.max_ratio, msg.c_str());
+  EXPECT_EQ(e.fails, 0) << msg;
+  EXPECT_EQ(e.masked_mismatch, 0);
+}
