@@ -104,7 +104,14 @@ GraphLookup build_with_fallbacks(const CaseSpec& c, const Plan& p, SdpaProblem* 
         o.pack_gqa_decode = false;
         what = "the packed GQA decode view";
       } else {
-        throw CudnnError(std::string(e.what()) + *notes, true);
+        // The band's alignment is the usual cause on Hopper, where cuDNN's words name only the
+        // architecture: say which band the graph asked for.
+        const bool bottom_right = (s->key.causal || s->key.window) && !s->key.top_left;
+        throw CudnnError(std::string(bottom_right ? "a bottom-right causal / window band (a sequence with q_len != kv_len; "
+                                                    "top-left equals it only where q_len == kv_len): "
+                                                  : "") +
+                             e.what() + *notes,
+                         true);
       }
       *notes += "; " + what + " was refused (" + e.what() + ")";
     }
