@@ -7,6 +7,7 @@
 
 #include "../core/report_json.h"
 #include "attnscope/compare.h"
+#include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
 
 namespace attnscope::cli {
@@ -95,7 +96,11 @@ std::string case_summary(const CaseSpec& c) {
     << ", " << c.total_q() << " query / " << c.total_kv() << " kv tokens, heads " << c.num_qo_heads << "/" << c.num_kv_heads
     << ", head_dim " << c.head_dim_qk;
   if (c.head_dim_vo != c.head_dim_qk) o << "/" << c.head_dim_vo;  // streamed: GCC 12 -Wrestrict misfires on "/" + string
-  o << ", " << dtype_name(c.dtype) << ", " << storage_name(c.kv_cache.storage);
+  o << ", " << dtype_name(c.dtype);
+  if (c.kv_cache.fp8)
+    o << (c.fp8_attention ? " out, Q/K/V " : ", KV ") << fp8_name(*c.kv_cache.fp8) << " ("
+      << granularity_name(c.kv_cache.scales.granularity) << " scales)";
+  o << ", " << storage_name(c.kv_cache.storage);
   if (c.kv_cache.storage == KvStorage::kPaged)
     o << " (page " << c.kv_cache.page_size << ", " << layout_name(c.kv_cache.layout) << ", " << alloc_name(c.kv_cache.allocation)
       << (c.kv_cache.poison_unused ? ", poisoned" : "") << ")";
@@ -210,6 +215,14 @@ void print_session(std::ostream& o, const Session& s) {
   o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
     << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
   o << "library " << flashinfer_agreement_line(sp, s.plan.library.flashinfer) << "\n";
+  if (c.fp8_kv()) {
+    o << "fp8     ";
+    if (s.quantisation)
+      o << "quantisation error (dequantised ideal vs original ideal): max abs " << sci(s.quantisation->o.max_abs) << ", rel L2 "
+        << sci(s.quantisation->o.rel_l2) << "; comparisons below measure the kernel error (against the dequantised ideal)\n";
+    else
+      o << s.fp8_note << "\n";
+  }
   if (s.sample_rows)
     o << "sample  references computed on " << *s.sample_rows << " query rows per request; comparisons use those rows\n";
   size_t wb = width(0, "backend"), ws = width(0, "status");
@@ -251,6 +264,7 @@ void print_session(std::ostream& o, const Session& s) {
         << "\n";
       o << "    " << d.verdict.rule << ": " << d.verdict.detail;
       o << "; LSE max abs " << sci(d.lse.max_abs);
+      if (d.vs_original) o << "; vs the original ideal max abs " << sci(d.vs_original->max_abs);
       if (d.o.nan_a || d.o.inf_a) o << "; " << d.o.nan_a << " NaN, " << d.o.inf_a << " Inf in " << d.backend;
       o << "\n";
     }

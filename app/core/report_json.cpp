@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "attnscope/compare.h"
+#include "attnscope/fp8.h"
 #include "expr_numpy.h"
 
 namespace attnscope {
@@ -221,6 +222,8 @@ ordered_json diff_to_json(const DiffReport& d) {
   j["o"] = stats_to_json(d.o);
   j["lse"] = stats_to_json(d.lse);
   if (d.lowp_max_abs) j["lowp_max_abs"] = num(*d.lowp_max_abs);
+  if (d.vs_original) j["o_vs_original_ideal"] = stats_to_json(*d.vs_original);
+  if (d.baseline_vs_original) j["baseline_vs_original_ideal"] = stats_to_json(*d.baseline_vs_original);
   return j;
 }
 
@@ -239,6 +242,16 @@ ordered_json session_to_json(const Session& s) {
   ordered_json ds = ordered_json::array();
   for (const auto& d : s.diffs) ds.push_back(diff_to_json(d));
   j["comparisons"] = ds;
+  if (s.spec().fp8_kv()) {
+    ordered_json f;
+    f["kv_dtype"] = fp8_name(*s.spec().kv_cache.fp8);
+    f["granularity"] = granularity_name(s.spec().kv_cache.scales.granularity);
+    f["fp8_attention"] = s.spec().fp8_attention.has_value();
+    // the dequantised ideal against the original ideal: FP8's error, not any kernel's
+    f["quantisation_error"] = s.quantisation ? stats_to_json(s.quantisation->o) : ordered_json(nullptr);
+    f["note"] = s.fp8_note;
+    j["fp8"] = f;
+  }
   ordered_json rp = ordered_json::array();
   std::vector<ReplayCheck> checks = s.replay;  // the digests, then the recorded plan and verdicts
   checks.insert(checks.end(), s.replay_records.begin(), s.replay_records.end());

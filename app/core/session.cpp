@@ -110,13 +110,45 @@ std::vector<std::string> session_backends(const Session& s, const SessionOptions
   return opt.backends ? *opt.backends : s.spec().backends;
 }
 
+namespace {
+
+// The two ideals of an FP8 case (cpu.reference over the original and over the dequantised values)
+// and the quantisation error between them.
+void fp8_ideals(Session& s, const Workload& w, bool host_ok, const SessionOptions& opt) {
+  const CaseSpec& c = s.spec();
+  if (!host_ok) {
+    s.fp8_note = "the two ideals need host inputs, which are over the CPU limit: only kernel errors are shown";
+    return;
+  }
+  RunOptions ro;
+  ro.cancel = opt.cancel;
+  ro.sample_rows = s.sample_rows;
+  ro.threads = opt.threads;
+  const std::string ref = backend_for_role(Role::kReference);
+  if (opt.progress) opt.progress("original ideal", 0);
+  Result orig = run_one(ref, c, s.plan, original_inputs(w), ro);
+  orig.backend = ref + " (original values)";
+  if (opt.progress) opt.progress("dequantised ideal", 0);
+  const Result* listed = s.result(ref);  // the case's own run of it is the dequantised ideal
+  Result deq = listed && listed->ok() ? *listed : run_one(ref, c, s.plan, w, ro);
+  deq.backend = ref + " (dequantised)";
+  if (orig.ok() && deq.ok())
+    s.quantisation = diff_only(c, deq, orig);
+  else
+    s.fp8_note = "the ideals did not run: " + (orig.ok() ? deq.message : orig.message);
+  s.original_ideal = std::make_shared<const Result>(std::move(orig));
+  s.dequantised_ideal = std::make_shared<const Result>(std::move(deq));
+}
+
+}  // namespace
+
 void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result) {
   const CaseSpec& c = s.spec();
   const std::vector<std::string> ids = session_backends(s, opt);
   auto progress = [&](const std::string& stage, double x) {
     if (opt.progress) opt.progress(stage, x);
   };
-  bool need_host = false;
+  bool need_host = c.fp8_kv();                                  // an FP8 case's two ideals are computed on the host
   for (const auto& id : ids) need_host |= !is_gpu_backend(id);  // GPU backends generate their inputs on the device
   const int64_t bytes = workload_bytes(c, s.plan.pages);
   const bool host_ok = bytes <= kMaxHostWorkloadBytes;
@@ -146,6 +178,7 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
     }
     if (on_result) on_result(s);
   }
+  if (c.fp8_kv() && !(opt.cancel && opt.cancel->load())) fp8_ideals(s, w, host_ok, opt);
 }
 
 namespace {
@@ -269,6 +302,10 @@ void finish_session(Session& s) {
       continue;
     }
     s.diffs.push_back(compare_results(c, *a, *b, k, l));
+    if (s.original_ideal && s.original_ideal->ok() && s.diffs.back().available) {
+      s.diffs.back().vs_original = diff_only(c, *a, *s.original_ideal).o;
+      s.diffs.back().baseline_vs_original = diff_only(c, *b, *s.original_ideal).o;
+    }
   }
   replay_recorded(s);
 }

@@ -89,6 +89,13 @@ struct Session {
   std::vector<ReplayCheck> replay_records;  // the recorded plan, then one per recorded verdict
   Environment env;
   std::optional<int> sample_rows;  // what the references were limited to
+  // FP8 cases (docs/conventions.md section 10): cpu.reference over the values before quantisation
+  // (the original ideal) and over the stored values times their scales (the dequantised ideal), and
+  // the quantisation error between them. Null / empty without FP8 or without host inputs (then
+  // `fp8_note` says why).
+  ResultList::Ptr original_ideal, dequantised_ideal;
+  std::optional<DiffReport> quantisation;
+  std::string fp8_note;
 
   const CaseSpec& spec() const { return file.spec; }
   const Result* result(const std::string& id) const;

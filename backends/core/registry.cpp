@@ -2,11 +2,10 @@
 // helpers that run any backend (expressions, check, exceptions as statuses).
 #include "attnscope/registry.h"
 
-#include "attnscope/fp8.h"
-
 #include <chrono>
 #include <exception>
 
+#include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
 
 namespace attnscope {

@@ -91,6 +91,164 @@ __global__ void gen_kv_kernel(GenParams p, void* pool, int dim, TensorId tensor,
 
 dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535 * 4))); }
 
+__device__ inline float load(const void* base, int64_t i, DType t) {
+  if (t == DType::kFp32) return static_cast<const float*>(base)[i];
+  const uint16_t b = static_cast<const uint16_t*>(base)[i];
+  return t == DType::kFp16 ? f16_bits_to_f32(b) : bf16_bits_to_f32(b);
+}
+
+// Pool row (page, slot, head) of row index i (layout order, as gen_kv_kernel), and whether a key
+// of a request lives there.
+__device__ inline bool pool_row(const GenParams& p, int64_t i, int* page, int* slot, int* h) {
+  if (p.layout == KvLayout::kNHD) {
+    *h = static_cast<int>(i % p.hk);
+    *slot = static_cast<int>((i / p.hk) % p.page_size);
+    *page = static_cast<int>(i / (static_cast<int64_t>(p.hk) * p.page_size));
+  } else {
+    *slot = static_cast<int>(i % p.page_size);
+    *h = static_cast<int>((i / p.page_size) % p.hk);
+    *page = static_cast<int>(i / (static_cast<int64_t>(p.hk) * p.page_size));
+  }
+  const int r = p.page_owner[*page];
+  return r >= 0 && p.page_pos[*page] * p.page_size + *slot < p.kv_len[r];
+}
+
+// amax of each scale group over the real elements, as float bits: |x| >= 0 orders like its bits, so
+// atomicMax on them is exact and order-independent. One thread per pool row; the tensor and head
+// groups meet in shared memory first (at most kMaxHeads of them), token groups are one row each.
+__global__ void amax_kernel(GenParams p, const void* pool, int dim, ScaleGranularity g, unsigned* amax, int64_t rows) {
+  extern __shared__ unsigned sh_amax[];
+  const int groups = g == ScaleGranularity::kTensor ? 1 : p.hk;
+  if (g != ScaleGranularity::kToken)
+    for (int i = threadIdx.x; i < groups; i += blockDim.x) sh_amax[i] = 0u;
+  __syncthreads();
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int page, slot, h;
+    if (!pool_row(p, row, &page, &slot, &h)) continue;
+    float m = 0.0f;
+    for (int d = 0; d < dim; ++d) m = fmaxf(m, fabsf(load(pool, row * dim + d, p.dt)));
+    const int64_t si = scale_index(g, page, slot, h, p.page_size, p.hk);
+    if (g == ScaleGranularity::kToken)
+      amax[si] = __float_as_uint(m);  // the row is the group
+    else
+      atomicMax(&sh_amax[si], __float_as_uint(m));
+  }
+  __syncthreads();
+  if (g != ScaleGranularity::kToken)
+    for (int i = threadIdx.x; i < groups; i += blockDim.x)
+      if (sh_amax[i]) atomicMax(&amax[i], sh_amax[i]);
+}
+
+// amax bits -> scale, in place (make_workload's tensor_scales): a token group no request uses gets
+// NaN under poison_unused, else 1.
+__global__ void scales_kernel(GenParams p, ScaleGranularity g, Fp8Format f, unsigned* s, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = scale_from_amax(__uint_as_float(s[i]), f);
+    if (g == ScaleGranularity::kToken) {
+      const int64_t row = i / p.hk;  // [pages * page_size, kv_heads]: slot-major whatever the layout
+      const int page = static_cast<int>(row / p.page_size), slot = static_cast<int>(row % p.page_size);
+      const int r = p.page_owner[page];
+      const bool used = r >= 0 && p.page_pos[page] * p.page_size + slot < p.kv_len[r];
+      if (!used && p.poison) v = __int_as_float(0x7fc00000);
+    }
+    s[i] = __float_as_uint(v);
+  }
+}
+
+// x / scale to FP8 for each real element: the bytes to `q8`, their values back into the dtype pool
+// (exact); unused elements get byte 0x7f (NaN) under poison_unused, else 0, and keep their pool value.
+// __fdiv_rn: quantize_fp8's one IEEE division whatever the compiler's division flags.
+__global__ void quantize_kernel(GenParams p, void* pool, uint8_t* q8, int dim, ScaleGranularity g, Fp8Format f,
+                                const float* scales, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int page, slot, h;
+    if (!pool_row(p, i / dim, &page, &slot, &h)) {
+      q8[i] = p.poison ? 0x7f : 0;
+      continue;
+    }
+    const float s = scales[scale_index(g, page, slot, h, p.page_size, p.hk)];
+    const uint8_t b = f32_to_fp8_bits(f, __fdiv_rn(load(pool, i, p.dt), s));
+    q8[i] = b;
+    store(pool, i, fp8_bits_to_f32(f, b), p.dt);
+  }
+}
+
+// amax over all of Q (every element is real).
+__global__ void q_amax_kernel(const void* q, DType t, unsigned* amax, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    m = fmaxf(m, fabsf(load(q, i, t)));
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (threadIdx.x % 32 == 0) atomicMax(amax, __float_as_uint(m));
+}
+
+__global__ void q_quantize_kernel(void* q, DType t, Fp8Format f, float scale, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store(q, i, fp8_bits_to_f32(f, f32_to_fp8_bits(f, __fdiv_rn(load(q, i, t), scale))), t);
+}
+
+// The scales of one tensor (K or V) on the device: the given ones, or amax / max over each group.
+DeviceBuffer device_scales(const CaseSpec& c, const GenParams& g, const DeviceBuffer& pool, int dim,
+                           const std::vector<double>& given, int64_t n) {
+  const ScaleGranularity gr = c.kv_cache.scales.granularity;
+  if (!given.empty()) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) s[i] = scale_as_float(given[gr == ScaleGranularity::kTensor ? 0 : i]);
+    return DeviceBuffer::from(s);
+  }
+  DeviceBuffer s(n * 4);
+  check(cudaMemset(s.as<void>(), 0, n * 4), "cudaMemset");
+  const int64_t rows = static_cast<int64_t>(g.num_pages) * g.page_size * g.hk;
+  const size_t smem = gr == ScaleGranularity::kToken ? 0 : static_cast<size_t>(g.hk) * 4;
+  amax_kernel<<<grid_for(rows), 256, smem>>>(g, pool.as<void>(), dim, gr, s.as<unsigned>(), rows);
+  check_launch("amax_kernel", grid_for(rows), 256, smem, false);
+  scales_kernel<<<grid_for(n), 256>>>(g, gr, *c.kv_cache.fp8, s.as<unsigned>(), n);
+  check_launch("scales_kernel", grid_for(n), 256, 0, false);
+  return s;
+}
+
+// The FP8 half of make_device_workload (make_workload's quantize_workload, bit for bit).
+void quantize_device_workload(const CaseSpec& c, const GenParams& g, DeviceWorkload& w) {
+  const Fp8Format f = *c.kv_cache.fp8;
+  const ScaleGranularity gr = c.kv_cache.scales.granularity;
+  w.fp8 = f;
+  w.granularity = gr;
+  const int64_t n = scale_count(gr, static_cast<int64_t>(g.num_pages) * g.page_size, g.hk);
+  w.k_scale = device_scales(c, g, w.k, g.dq, c.kv_cache.scales.k, n);
+  w.v_scale = device_scales(c, g, w.v, g.dv, c.kv_cache.scales.v, n);
+  w.k8.alloc(std::max<int64_t>(w.k_elems, 1));
+  w.v8.alloc(std::max<int64_t>(w.v_elems, 1));
+  if (w.k_elems) {
+    quantize_kernel<<<grid_for(w.k_elems), 256>>>(g, w.k.as<void>(), w.k8.as<uint8_t>(), g.dq, gr, f, w.k_scale.as<float>(),
+                                                  w.k_elems);
+    check_launch("quantize_kernel(K)", grid_for(w.k_elems), 256, 0, false);
+    quantize_kernel<<<grid_for(w.v_elems), 256>>>(g, w.v.as<void>(), w.v8.as<uint8_t>(), g.dv, gr, f, w.v_scale.as<float>(),
+                                                  w.v_elems);
+    check_launch("quantize_kernel(V)", grid_for(w.v_elems), 256, 0, false);
+  }
+  if (!c.fp8_attention) return;
+  if (c.fp8_attention->q_scale) {
+    w.q_scale = scale_as_float(*c.fp8_attention->q_scale);
+  } else {
+    DeviceBuffer amax(4);
+    check(cudaMemset(amax.as<void>(), 0, 4), "cudaMemset");
+    if (w.q_elems) {
+      q_amax_kernel<<<grid_for(w.q_elems), 256>>>(w.q.as<void>(), c.dtype, amax.as<unsigned>(), w.q_elems);
+      check_launch("q_amax_kernel", grid_for(w.q_elems), 256, 0, false);
+    }
+    w.q_scale = scale_from_amax(bits_f32(amax.to_host<uint32_t>(1)[0]), f);
+  }
+  if (w.q_elems) {
+    q_quantize_kernel<<<grid_for(w.q_elems), 256>>>(w.q.as<void>(), c.dtype, f, w.q_scale, w.q_elems);
+    check_launch("q_quantize_kernel", grid_for(w.q_elems), 256, 0, false);
+  }
+}
+
 }  // namespace
 
 DeviceScoreMod upload_score_mod(const CaseSpec& c, const Expr& e) {
@@ -111,8 +269,14 @@ int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
   int64_t mask_bytes = 0;
   if (p.mask_store)
     for (const MaskBits& mb : *p.mask_store) mask_bytes += static_cast<int64_t>(mb.bits.size()) * 8 + mb.bounds.size() * 4;
+  // FP8: the stored bytes beside the dtype pools, and K's and V's scales
+  const int64_t fp8_bytes = c.fp8_kv()
+                                ? slots * (c.head_dim_qk + c.head_dim_vo) +
+                                      8 * scale_count(c.kv_cache.scales.granularity,
+                                                      static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size, c.num_kv_heads)
+                                : 0;
   return dtype_bytes(c.dtype) * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo)) +
-         mask_bytes;
+         mask_bytes + fp8_bytes;
 }
 
 void require_device_memory(int64_t need, const std::string& what) {
@@ -227,6 +391,7 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
     gen_kv_kernel<<<grid_for(w.v_elems), 256>>>(g, w.v.as<void>(), c.head_dim_vo, TensorId::kV, w.v_elems);
     check_launch("gen_kv_kernel(V)", grid_for(w.v_elems), 256, 0, false);
   }
+  if (c.fp8_kv()) quantize_device_workload(c, g, w);
   check(cudaDeviceSynchronize(), "input generation");
   return w;
 }

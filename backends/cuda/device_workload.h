@@ -23,12 +23,14 @@ struct DevicePlanView {
   KvLayout layout = KvLayout::kNHD;
 };
 
+#if defined(__CUDACC__)  // host code (the GPU tests) includes this header too
 // Physical page and slot of key k: a shift for power-of-two pages instead of an integer division.
 __device__ inline void page_slot(const DevicePlanView& v, int k, int* page_col, int* slot) {
   const int col = v.page_shift >= 0 ? (k >> v.page_shift) : k / v.page_size;
   *page_col = col;
   *slot = k - col * v.page_size;
 }
+#endif
 
 struct DeviceWorkload {
   DType dtype = DType::kBf16;

@@ -16,9 +16,10 @@ BackendFamily cuda_family() {
   f.backends = {
       {"cuda.reference", "fp64 naive attention on the GPU (ground truth at any size)",
        "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format", E::kFull, E::kFull, true, false, false,
-       Role::kReference},
+       Role::kReference, kFp8AnyScales, true},
       {"cuda.naive", "fp32 naive attention with materialised scores",
-       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format", E::kFull, E::kFull, true},
+       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format", E::kFull, E::kFull, true, false, false,
+       Role::kNone, kFp8AnyScales, true},
       {"cuda.flash",
        "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge (wgmma on sm_90, mma.sync elsewhere)",
        "bf16 / fp16, the head dims of instances/flash_instances.def, every mask and storage, any mask_mod and score_mod "

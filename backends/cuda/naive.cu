@@ -41,6 +41,12 @@ struct NaiveParams {
   void* scratch;          // [rows in launch, max_kv] Acc
   int64_t scratch_stride;
   int round_output;  // cuda.naive writes O rounded to the dtype
+  // FP8 (docs/conventions.md section 10): the pools hold the stored values; a key's K scale (and Q's
+  // scale) multiply its logit, its V scale its V row. Null without an FP8 cache.
+  const float* k_scale;
+  const float* v_scale;
+  float q_scale;
+  ScaleGranularity granularity;
 };
 
 template <class Acc>
@@ -118,6 +124,9 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
     const int64_t base = kv_offset(p.view.layout, pages[k / ps], k % ps, kvh, 0, ps, p.hk, p.dq);
     Acc dot = 0;
     for (int d = 0; d < p.dq; ++d) dot += qs[d] * static_cast<Acc>(load_elem(p.k, base + d, p.dt));
+    if (p.k_scale)  // the scales factor out of the dot product (cpu.reference's order)
+      dot *= static_cast<Acc>(p.q_scale) *
+             static_cast<Acc>(p.k_scale[scale_index(p.granularity, pages[k / ps], k % ps, kvh, ps, p.hk)]);
     Acc x = dot * scale;
     if (cap > 0) x = cap * dtanh(x / cap);
     if (p.alibi) x += slope * static_cast<Acc>(k - qa);
@@ -138,7 +147,8 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
   Acc den = 0;
   for (int k = lo + threadIdx.x; k < hi; k += blockDim.x) {
     const Acc e = dexp(s[k - lo] - mx);
-    s[k - lo] = e;
+    // the V scale weighs the key's whole V row: folded into its probability after the sum
+    s[k - lo] = p.v_scale ? e * static_cast<Acc>(p.v_scale[scale_index(p.granularity, pages[k / ps], k % ps, kvh, ps, p.hk)]) : e;
     den += e;
   }
   den = block_reduce<Acc>(den, false, sh);  // also a barrier: s[] is complete
@@ -218,7 +228,11 @@ class NaiveBackend final : public Backend {
                     lse.as<float>(),
                     scratch.as<void>(),
                     max_kv,
-                    fp64_ ? 0 : 1};
+                    fp64_ ? 0 : 1,
+                    w.fp8 ? w.k_scale.as<float>() : nullptr,
+                    w.fp8 ? w.v_scale.as<float>() : nullptr,
+                    w.q_scale,
+                    w.granularity};
     const size_t smem = c.head_dim_qk * acc;
     for (int64_t first = 0; first < static_cast<int64_t>(tokens.size()); first += tokens_per_launch) {
       if (opt.cancel && opt.cancel->load()) break;

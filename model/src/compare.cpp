@@ -205,6 +205,10 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   return rep;
 }
 
+DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b) {
+  return compare_results(c, a, b, ComparisonSpec{a.backend, b.backend, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr);
+}
+
 std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }
 
 }  // namespace attnscope

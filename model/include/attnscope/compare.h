@@ -44,11 +44,18 @@ struct DiffReport {
   std::vector<float> error_map;        // [total_q * qo_heads] max |a - b| over head_dim; NaN where not compared
   std::optional<double> lowp_max_abs;  // twice_lowp: max|lowp - baseline|
   Verdict verdict;
+  // FP8 (docs/conventions.md section 10), where the session computed the original ideal: O of the
+  // backend against it (kernel and quantisation error together) and of the baseline against it (the
+  // quantisation error when the baseline is a reference). The verdict above is the kernel error's.
+  std::optional<DiffStats> vs_original, baseline_vs_original;
 };
 
 // Statistics and verdict of `a` against baseline `b` under rule `k`. `lowp` is needed by
 // twice_lowp (its max error against the same baseline sets the bound).
 DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp);
+
+// Statistics of O and LSE of `a` against `b`, no verdict (both ok, else `available` is false).
+DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b);
 
 // ULP distance between two values in dtype t (each rounded to t first).
 uint64_t ulp_distance(DType t, float a, float b);
