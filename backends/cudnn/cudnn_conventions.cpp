@@ -56,8 +56,7 @@ std::string GraphKey::describe() const {
     s << " " << fp8_name(*fp8) << " Q/K/V, O " << (o_fp8 ? fp8_name(*fp8) : dtype_name(dtype));
   else
     s << " " << dtype_name(dtype);
-  s << ""
-    << " S_q<=" << s_q << " S_kv<=" << s_kv;
+  s << " S_q<=" << s_q << " S_kv<=" << s_kv;
   if (group > 1) s << " packed GQA decode (group " << group << ")";
   if (paged)
     s << " paged " << layout_name(layout) << " page " << page_size << " pool<=" << num_pages << " pages";
@@ -180,9 +179,6 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   // A decode batch's single query is its unit's last key: it sees every key, causal or not.
   if (opt.prefer_top_left && max_q == 1 && !k.window && !k.alibi) k.causal = false;
   k.s_kv = bucket(max_kv);
-  const bool gather = opt.gather_kv && k.paged;
-  if (gather) k.paged = false;
-  int64_t gathered = 0;  // keys gathered so far
   if (k.paged) {
     k.layout = c.kv_cache.layout;
     k.page_size = pt.page_size;
@@ -228,16 +224,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
     s.o_offsets.push_back(checked_i32(first[u] * Hq * dv, "O offset"));
     s.stats_offsets.push_back(checked_i32(first[u] * Hq, "LSE offset"));
     const int* req_pages = pt.indices.data() + pt.indptr[w.request];
-    if (gather) {
-      // The unit's keys back to back in the gathered tensors, from their pages in the pool.
-      s.k_offsets.push_back(checked_i32(gathered * Hk * dqk, "K offset"));
-      s.v_offsets.push_back(checked_i32(gathered * Hk * dv, "V offset"));
-      for (int j = 0; j < skv; ++j) {
-        const int key = w.kv_begin + j;
-        s.gather_slots.push_back(checked_i32(int64_t{req_pages[key / pt.page_size]} * pt.page_size + key % pt.page_size, "slot"));
-      }
-      gathered += skv;
-    } else if (k.paged) {
+    if (k.paged) {
       // The unit's block table: a request's own pages, or the virtual batch's sliced table (vLLM's,
       // clipped to the request's last page). Columns past the unit's last page are never read
       // (cuDNN stops at seq_len_kv); they repeat the last entry so that every entry is a page the
@@ -264,10 +251,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   s.q_offsets.push_back(checked_i32(total_q * Hq * dqk, "Q offset"));
   s.o_offsets.push_back(checked_i32(total_q * Hq * dv, "O offset"));
   s.stats_offsets.push_back(checked_i32(total_q * Hq, "LSE offset"));
-  if (gather) {
-    s.k_offsets.push_back(checked_i32(gathered * Hk * dqk, "K offset"));
-    s.v_offsets.push_back(checked_i32(gathered * Hk * dv, "V offset"));
-  } else if (!k.paged) {
+  if (!k.paged) {
     s.k_offsets.push_back(checked_i32(int64_t{pt.num_pages} * Hk * dqk, "K offset"));
     s.v_offsets.push_back(checked_i32(int64_t{pt.num_pages} * Hk * dv, "V offset"));
   }
@@ -318,11 +302,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   if (k.alibi) m << "; ALiBi with cuDNN's slopes (the same formula as attnscope's)";
   if (padded_rows) m << "; " << padded_rows << " padding queries left to attnscope (O = 0, LSE = -inf)";
   if (empty_units) m << ", " << empty_units << " all-padding sequences left out of cuDNN's batch";
-  if (gather)
-    m << "; K/V gathered from the pool's pages into ragged [tokens, Hk, d] tensors (" << gathered
-      << " keys), read through ragged offsets";
-  else if (!k.dense)
-    m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
+  if (!k.dense) m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
   s.masks = m.str();
   return s;
 }

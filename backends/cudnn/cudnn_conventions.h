@@ -64,11 +64,8 @@ struct SdpaProblem {
   std::vector<int32_t> k_offsets;      // [B + 1] ragged storage only: first element of each sequence's keys
   std::vector<int32_t> v_offsets;      // [B + 1] ragged storage only: the same in the V pool
   std::vector<int32_t> page_table;     // [B * table_size] paged only: physical pages, row-major
-  // Gathered K/V (TranslateOptions::gather_kv): the pool slot (page * page_size + slot) of every
-  // key cuDNN reads, sequence after sequence; the gathered tensors are ragged [tokens, Hk, d].
-  std::vector<int32_t> gather_slots;
-  std::vector<uint8_t> computed;  // [total_q] 1 = cuDNN computes the row; 0 = padding query
-  std::string masks;              // the mask translation in words, for the result message
+  std::vector<uint8_t> computed;       // [total_q] 1 = cuDNN computes the row; 0 = padding query
+  std::string masks;                   // the mask translation in words, for the result message
 };
 
 // Empty when cuDNN can run the case, else why not. Static rules only (what no cuDNN graph
@@ -83,9 +80,6 @@ std::string fp8_refusal_reason(const CaseSpec& c);
 struct TranslateOptions {
   bool pack_gqa_decode = true;     // allow the packed GQA decode form (GraphKey::group)
   bool dense_when_uniform = true;  // allow the dense form (GraphKey::dense)
-  // A paged pool is gathered into ragged K/V (SdpaProblem::gather_slots) rather than read through
-  // page tables.
-  bool gather_kv = false;
   // Causal / window bands aligned top-left wherever that equals attnscope's bottom-right mask
   // (every sequence with S_q == S_kv), and no band for decode batches (one query per sequence, the
   // last key, sees every key): Hopper's FP8 engines have no bottom-right alignment.

@@ -357,7 +357,7 @@ GraphLookup find_or_build_graph(const GraphKey& key) {
       return r;
     }
   // cuDNN's refusals are remembered too: a backend that falls back to another form (cudnn.sdpa_fp8's
-  // FP8 output, gathered K/V) would otherwise pay the refused build on every run.
+  // FP8 output) would otherwise pay the refused build on every run.
   static auto* refused = new std::list<std::pair<GraphKey, CudnnError>>();
   for (const auto& [k, e] : *refused)
     if (k == key) throw e;

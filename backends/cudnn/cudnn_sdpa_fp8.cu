@@ -1,8 +1,8 @@
 // cudnn.sdpa_fp8: cuDNN's FP8 SDPA forward (the frontend's sdpa_fp8 node) on the case's FP8
 // attention inputs: Q, K and V as FP8 bytes with per-tensor descale factors (the case's scales),
 // P quantised to FP8 inside the kernel with scale_s, O written in the case dtype where cuDNN allows
-// it and otherwise in FP8 with scale_o, dequantised here. Q and K/V are the device workload's bytes;
-// a paged pool cuDNN will not read through page tables is gathered into ragged tensors first.
+// it and otherwise in FP8 with scale_o, dequantised here. Q and K/V are the device workload's bytes,
+// K/V read in place (paged through page tables, or ragged), as cudnn.sdpa reads the dtype pool.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,23 +36,6 @@ __global__ void q_to_fp8_bytes(const uint16_t* q, int64_t n, DType dt, Fp8Format
   }
 }
 
-// Gathered row t (one key, all heads) from pool slot slots[t]: [tokens, Hk, d] bytes, 16 at a time
-// (d is a multiple of 16 for cuDNN's FP8 SDPA, so every row and head starts 16-byte aligned).
-__global__ void gather_fp8_rows(const uint8_t* pool, const int32_t* slots, int64_t tokens, int hk, int d, int page_size, bool hnd,
-                                uint8_t* out) {
-  const int chunks = d / 16;
-  const int64_t n = tokens * hk * chunks;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int c = static_cast<int>(i % chunks);
-    const int h = static_cast<int>((i / chunks) % hk);
-    const int64_t t = i / (int64_t{chunks} * hk);
-    const int64_t slot = slots[t];
-    const int64_t page = slot / page_size, in_page = slot % page_size;
-    const int64_t src = hnd ? ((page * hk + h) * page_size + in_page) * d : (slot * hk + h) * d;
-    reinterpret_cast<uint4*>(out + (t * hk + h) * d)[c] = reinterpret_cast<const uint4*>(pool + src)[c];
-  }
-}
-
 int grid_for(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 65535)); }
 
 class SdpaFp8Backend final : public Backend {
@@ -76,8 +59,9 @@ class SdpaFp8Backend final : public Backend {
 };
 
 // The graph of the case, trying the forms cuDNN may refuse in turn: O in the case dtype, then in
-// FP8; paged K/V, then gathered; the dense form, then ragged; the packed GQA decode view, then the
-// plain one. Each refusal is said in `notes`; the last one is thrown.
+// FP8; the dense form, then ragged; the packed GQA decode view, then the plain one. Each refusal is
+// said in `notes`; the last one is thrown. A bottom-right band is refused at once: no other form
+// changes the band.
 GraphLookup build_with_fallbacks(const CaseSpec& c, const Plan& p, SdpaProblem* s, std::string* notes) {
   TranslateOptions o;
   o.prefer_top_left = true;
@@ -91,12 +75,18 @@ GraphLookup build_with_fallbacks(const CaseSpec& c, const Plan& p, SdpaProblem* 
     } catch (const CudnnError& e) {
       if (!e.unsupported) throw;
       std::string what;
+      // The band's alignment is the usual cause on Hopper, where cuDNN's words name only the
+      // architecture: say which band the graph asked for.
+      const bool bottom_right = (s->key.causal || s->key.window) && !s->key.top_left;
+      if (bottom_right)
+        throw CudnnError(
+            "a bottom-right causal / window band (a sequence with q_len != kv_len; top-left equals it only "
+            "where q_len == kv_len): " +
+                std::string(e.what()),
+            true);
       if (!o_fp8) {
         o_fp8 = true;
         what = std::string("O in ") + dtype_name(c.dtype);
-      } else if (s->key.paged) {
-        o.gather_kv = true;
-        what = "paged K/V";
       } else if (s->key.dense) {
         o.dense_when_uniform = false;
         what = "the dense form";
@@ -104,14 +94,7 @@ GraphLookup build_with_fallbacks(const CaseSpec& c, const Plan& p, SdpaProblem* 
         o.pack_gqa_decode = false;
         what = "the packed GQA decode view";
       } else {
-        // The band's alignment is the usual cause on Hopper, where cuDNN's words name only the
-        // architecture: say which band the graph asked for.
-        const bool bottom_right = (s->key.causal || s->key.window) && !s->key.top_left;
-        throw CudnnError(std::string(bottom_right ? "a bottom-right causal / window band (a sequence with q_len != kv_len; "
-                                                    "top-left equals it only where q_len == kv_len): "
-                                                  : "") +
-                             e.what() + *notes,
-                         true);
+        throw CudnnError(std::string(e.what()) + *notes, true);
       }
       *notes += "; " + what + " was refused (" + e.what() + ")";
     }
@@ -122,10 +105,18 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
   Result res;
   res.backend = id();
   const Fp8Format fmt = *c.kv_cache.fp8;
-  const int Hq = c.num_qo_heads, Hk = c.num_kv_heads, dqk = c.head_dim_qk, dv = c.head_dim_vo, eb = dtype_bytes(c.dtype);
+  const int Hq = c.num_qo_heads, dqk = c.head_dim_qk, dv = c.head_dim_vo, eb = dtype_bytes(c.dtype);
   const int64_t total_q = c.total_q();
-  SdpaProblem s;
+  SdpaProblem s = translate(c, p, TranslateOptions{});
   std::string notes;
+  if (s.key.batch == 0) {
+    // Every query is padding: nothing for cuDNN to compute, every row is fully masked.
+    res.o.assign(total_q * Hq * dv, 0.0f);
+    res.lse.assign(total_q * Hq, 0.0f);
+    apply_conventions(c, s, &res.o, &res.lse);
+    res.message = "every query is padding: cuDNN not called; " + s.masks;
+    return res;
+  }
   const auto lock = cudnn_lock();
   GraphLookup g;
   try {
@@ -138,33 +129,18 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
     return res;
   }
   const bool o_fp8 = s.key.o_fp8;
-  const int64_t gathered = static_cast<int64_t>(s.gather_slots.size());
   cuda::require_device_memory(cuda::device_workload_bytes(c, p) + total_q * Hq * (dqk + dv * (o_fp8 ? 1 : eb) + 4) +
-                                  gathered * Hk * (dqk + dv) + DeviceIndices::bytes(s) + g.graph->workspace_bytes,
-                              "cudnn.sdpa_fp8 (inputs, FP8 Q, outputs, gathered K/V, index tensors, workspace)");
+                                  DeviceIndices::bytes(s) + g.graph->workspace_bytes,
+                              "cudnn.sdpa_fp8 (inputs, FP8 Q, outputs, index tensors, workspace)");
   cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
   if (!w.fp8 || w.k8.bytes() == 0 || w.k_scale.bytes() < sizeof(float))
     throw std::logic_error("cudnn.sdpa_fp8: the device workload holds no FP8 cache bytes or scales");
 
-  // Q's FP8 bytes, and K/V gathered from their pages where cuDNN refused the page tables.
+  // Q's FP8 bytes.
   const int64_t q_elems = total_q * Hq * dqk;
-  DeviceBuffer q8(std::max<int64_t>(q_elems, 1)), k_g, v_g, slots;
+  DeviceBuffer q8(std::max<int64_t>(q_elems, 1));
   q_to_fp8_bytes<<<grid_for(q_elems), 256>>>(w.q.as<uint16_t>(), q_elems, c.dtype, fmt, q8.as<uint8_t>());
   cuda::check(cudaGetLastError(), "cudnn.sdpa_fp8 Q to FP8 bytes");
-  auto gather = [&] {
-    const bool hnd = c.kv_cache.layout == KvLayout::kHND;
-    gather_fp8_rows<<<grid_for(gathered * Hk * dqk / 16), 256>>>(w.k8.as<uint8_t>(), slots.as<int32_t>(), gathered, Hk, dqk,
-                                                                 p.pages.page_size, hnd, k_g.as<uint8_t>());
-    gather_fp8_rows<<<grid_for(gathered * Hk * dv / 16), 256>>>(w.v8.as<uint8_t>(), slots.as<int32_t>(), gathered, Hk, dv,
-                                                                p.pages.page_size, hnd, v_g.as<uint8_t>());
-  };
-  if (gathered > 0) {
-    k_g.alloc(gathered * Hk * dqk);
-    v_g.alloc(gathered * Hk * dv);
-    slots = DeviceBuffer::from(s.gather_slots);
-    gather();
-    cuda::check(cudaGetLastError(), "cudnn.sdpa_fp8 K/V gather");
-  }
 
   // The factors: descale_* are the case's scales (value = stored * scale); P is stored as P * 448
   // and read back with 1 / 448; O, a convex combination of V rows (|O| <= v_scale * FP8 max), is
@@ -183,8 +159,8 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
   DeviceBuffer workspace(static_cast<size_t>(g.graph->workspace_bytes));
   Bindings b;
   b.q = q8.as<void>();
-  b.k = gathered > 0 ? k_g.as<void>() : w.k8.as<void>();
-  b.v = gathered > 0 ? v_g.as<void>() : w.v8.as<void>();
+  b.k = w.k8.as<void>();
+  b.v = w.v8.as<void>();
   b.o = o.as<void>();
   b.lse = lse.as<float>();
   idx.bind(&b);
@@ -214,14 +190,10 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
   apply_conventions(c, s, &res.o, &res.lse);
   const auto amaxes = amax.to_host<float>(2);
 
-  // The graph execution (and the gather, which a paged FP8 cache needs before cuDNN can read it).
+  // The graph execution only, as cudnn.sdpa times it (Q's bytes are the case's input).
   cuda::time_launches(
-      opt,
-      [&] {
-        if (gathered > 0) gather();
-        g.graph->execute(b);
-      },
-      [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa_fp8 benchmark loop"); }, &res.timing);
+      opt, [&] { g.graph->execute(b); }, [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa_fp8 benchmark loop"); },
+      &res.timing);
 
   res.message = graph_time_text(g) + "; " + g.graph->implementation + " FP8 SDPA, plan " +
                 (g.graph->engine.empty() ? std::string("?") : g.graph->engine) + "; shape class " + s.key.describe() +
@@ -230,8 +202,8 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
                 (o_fp8 ? ", O as " + std::string(fp8_name(fmt)) + " with scale_o 1/v_scale, dequantised to " +
                              dtype_name(c.dtype) + " by attnscope"
                        : ", O in " + std::string(dtype_name(c.dtype))) +
-                "; amax |P| " + fixed_digits(amaxes[0], 4) + ", amax |O| " + fixed_digits(amaxes[1], 4) +
-                (gathered > 0 ? "; timing includes the gather" : "") + "; " + s.masks + notes;
+                "; cuDNN's Amax_S " + fixed_digits(amaxes[0], 4) + ", Amax_O " + fixed_digits(amaxes[1], 4) + "; " + s.masks +
+                notes;
   return res;
 }
 

@@ -19,9 +19,9 @@ BackendFamily cudnn_family() {
       {"cudnn.sdpa_fp8",
        "cuDNN's FP8 scaled-dot-product attention (frontend sdpa_fp8): Q, K, V as FP8 bytes with per-tensor descale factors, "
        "P in FP8 inside the kernel",
-       "FP8 attention only (/fp8_attention, e4m3 / e5m2 as cuDNN takes them) with tensor scales; Hopper: O written in FP8 and "
-       "dequantised, causal / window only where q_len == kv_len (top-left) or decode; paged K/V gathered where cuDNN "
-       "refuses page tables; bf16 / fp16 case dtype, head dims multiples of 16 up to 256",
+       "FP8 attention only (/fp8_attention; e4m3 or e5m2) with tensor scales, bf16 / fp16 case dtype, head dims multiples "
+       "of 16 up to 256, paged or contiguous KV read in place, padding; on Hopper O is written in FP8 and dequantised, and "
+       "causal bands only where q_len == kv_len (top-left) or in decode batches",
        Expressions::kNone, Expressions::kNone, true, true},
   };
   // cuDNN's descale factors are one value per tensor
