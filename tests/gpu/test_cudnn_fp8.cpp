@@ -155,6 +155,7 @@ TEST(CudnnSdpaFp8, IsRegisteredWithTensorScalesAndFp8Attention) {
   EXPECT_TRUE(b->gpu);
   EXPECT_TRUE(b->fp8_attention);
   EXPECT_EQ(b->fp8_kv_scales, fp8_bit(ScaleGranularity::kTensor));
+  EXPECT_EQ(make_backend(kId)->id(), kId);  // the family's factory makes this backend, not cudnn.sdpa
 }
 
 // Every refusal names the rule: the registry's for the granularity (the descriptor), the backend's
