@@ -124,7 +124,10 @@ void fp8_ideals(Session& s, const Workload& w, bool host_ok, const SessionOption
   ro.cancel = opt.cancel;
   ro.sample_rows = s.sample_rows;
   ro.threads = opt.threads;
-  const std::string ref = backend_for_role(Role::kReference);
+  // a CPU reference: GPU backends make their own inputs on the device and would not read the originals
+  std::string ref;
+  for (const auto& id : backends_with_role(Role::kReference))
+    if (ref.empty() && !is_gpu_backend(id)) ref = id;
   if (opt.progress) opt.progress("original ideal", 0);
   Result orig = run_one(ref, c, s.plan, original_inputs(w), ro);
   orig.backend = ref + " (original values)";

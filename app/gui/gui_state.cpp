@@ -23,6 +23,8 @@ const char* tab_title(Tab t) {
       return "Timing";
     case Tab::kSweep:
       return "Sweep";
+    case Tab::kConsistency:
+      return "Consistency";
   }
   return "?";
 }
@@ -45,6 +47,8 @@ const char* tab_id(Tab t) {
       return "timing";
     case Tab::kSweep:
       return "sweep";
+    case Tab::kConsistency:
+      return "consistency";
   }
   return "?";
 }

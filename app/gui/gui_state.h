@@ -7,11 +7,12 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kSoftmax, Tab::kDiff, Tab::kTiming, Tab::kSweep};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,      Tab::kSoftmax,
+                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency};
 
-const char* tab_title(Tab t);                        // "Mask", "Pages", ...
-const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep"
+const char* tab_title(Tab t);  // "Mask", "Pages", ...
+const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
