@@ -1,12 +1,16 @@
-// attnscope-cli: validate | plan | run | invariance | bench | sweep | explain | devices.
+// attnscope-cli: validate | plan | run | invariance | consistency | bench | sweep | explain | devices.
 // Exit codes: 0 ok, 1 a comparison, replay or backend failed, 2 bad case or bad arguments, 3 something
 // could not be checked here.
 #include <unistd.h>
 
+#include <climits>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "../core/bench.h"
 #include "../core/case_json.h"
+#include "../core/consistency.h"
 #include "../core/dump.h"
 #include "../core/environment.h"
 #include "../core/explain.h"
@@ -18,6 +22,7 @@
 #include "../core/sweep.h"
 #include "attnscope/registry.h"
 #include "cli_args.h"
+#include "consistency_report.h"
 #include "explain_report.h"
 #include "text_report.h"
 
@@ -52,6 +57,16 @@ commands:
       --fixed-split-size N pages per chunk for `fixed` (default: the case's, else 2048 tokens)
       --fixed-tile-q N     query tile for `fixed` (default: the case's, else 128)
       --json
+  consistency CASE --last N [options]
+                           decode vs prefill: the last N tokens of every request computed as one
+                           prefill (q_len N) and as N decode steps (the cache one key longer each
+                           step), per backend; max |diff| of O per position and the first position
+                           that differs (docs/conventions.md section 11). cpu.reference and cpu.lowp
+                           must be bit-identical (exit 1 if not); another backend's difference is
+                           reported (exit 0)
+      --last N             tokens per request, 1 <= N <= the smallest kv_len (required)
+      --backends a,b,...   check these backends instead of the case's list
+      --json               the verdicts and the per-position series as JSON
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default {BENCH})
       --reps N             timed repetitions after 3 warm-ups (default 20)
@@ -238,6 +253,50 @@ int cmd_invariance(const Args& a) {
   return 0;
 }
 
+// ATTNSCOPE_TEST_CONSISTENCY_FAULT=ID@P (tests only): backend ID's decode steps P and later get O
+// moved by a few units, so that the check's detection and exit code can be tested on any backend.
+ConsistencyRunFn consistency_fault() {
+  const char* env = std::getenv("ATTNSCOPE_TEST_CONSISTENCY_FAULT");
+  if (!env) return nullptr;
+  const std::string f = env;
+  const auto at = f.rfind('@');
+  if (at == std::string::npos) return nullptr;
+  const std::string id = f.substr(0, at);
+  const int from = std::atoi(f.c_str() + at + 1);
+  return [id, from](const std::string& b, int step, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro) {
+    Result r = run_one(b, c, p, w, ro);
+    if (b == id && step >= from && r.ok())
+      for (float& x : r.o) x = round_to(c.dtype, x + 0.0625f * (1.0f + std::fabs(x)));
+    return r;
+  };
+}
+
+int cmd_consistency(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  const auto n = a.int_value("last", INT_MIN, INT_MAX);
+  if (!n) throw UsageError("--last: required (consistency CASE --last N: the last N tokens of every request)");
+  ConsistencyOptions opt;
+  if (a.value("backends")) {
+    opt.backends = a.list_value("backends");
+    for (const auto& id : opt.backends)
+      if (!is_known_backend(id))
+        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+  }
+  opt.run = consistency_fault();
+  const bool tty = isatty(2) && !a.flag("json");
+  if (tty)
+    opt.progress = [](const std::string& stage, double x) {
+      std::cerr << "\r  " << static_cast<int>(100 * x) << "% " << stage << std::string(20, ' ') << std::flush;
+    };
+  const ConsistencyReport r = check_consistency(f.spec, *n, opt);
+  if (tty) std::cerr << "\r" << std::string(72, ' ') << "\r";
+  if (a.flag("json"))
+    std::cout << json_text(consistency_to_json(r));
+  else
+    print_consistency(std::cout, r);
+  return r.exit_code();
+}
+
 int cmd_bench(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   std::vector<std::string> ids = default_bench_backends();
@@ -382,6 +441,7 @@ int main(int argc, char** argv) {
                                 {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
+    if (cmd == "consistency") return cmd_consistency(parse_args(argc, argv, {"json"}, {"last", "backends"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
     if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
@@ -390,8 +450,9 @@ int main(int argc, char** argv) {
       parse_args(argc, argv, {}, {});
       return cmd_backends();
     }
-    throw UsageError("unknown command \"" + cmd +
-                     "\" (commands: validate, plan, run, invariance, bench, sweep, explain, devices, backends; see --help)");
+    throw UsageError(
+        "unknown command \"" + cmd +
+        "\" (commands: validate, plan, run, invariance, consistency, bench, sweep, explain, devices, backends; see --help)");
   } catch (const HelpRequested&) {
     std::cout << usage();
     return 0;

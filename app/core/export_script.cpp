@@ -13,6 +13,7 @@
 #include "attnscope/py_text.h"
 #include "attnscope/registry.h"
 #include "dump.h"
+#include "export_fp8.h"
 #include "expr_numpy.h"
 #include "repro.h"
 
@@ -88,7 +89,7 @@ std::string case_line(const CaseSpec& c) {
     << " kv tokens, heads " << c.num_qo_heads << " qo / " << c.num_kv_heads << " kv, head_dim ";
   o << (c.head_dim_qk == c.head_dim_vo ? std::to_string(c.head_dim_qk)
                                        : std::to_string(c.head_dim_qk) + " qk / " + std::to_string(c.head_dim_vo) + " vo")
-    << ", " << dtype_name(c.dtype) << ", ";
+    << ", " << dtype_name(c.dtype) << fp8_case_text(c) << ", ";
   if (c.kv_cache.storage == KvStorage::kRagged) o << "ragged KV";
   if (c.kv_cache.storage == KvStorage::kPaged)
     o << "paged KV (page " << c.kv_cache.page_size << ", " << layout_name(c.kv_cache.layout) << ", "
@@ -132,14 +133,15 @@ std::string header(const Session& s, const std::string& target, const Choice& ch
   o << py_comment("# files     ", "#           ",
                   "q.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.num_qo_heads) + ", " +
                       std::to_string(c.head_dim_qk) + "], k.npy / v.npy [" + std::to_string(c.total_kv()) + ", " +
-                      std::to_string(c.num_kv_heads) + ", d]: float32 holding " + dtype_name(c.dtype) +
-                      " values, token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
+                      std::to_string(c.num_kv_heads) + ", d]: float32 holding " +
+                      (c.fp8_kv() ? std::string("the values named below") : dtype_name(c.dtype) + std::string(" values")) +
+                      ", token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
                       "each backend attnscope ran (NaN rows: not computed);" +
-                      ch.part.files_note);
+                      fp8_files_note(c) + ch.part.files_note);
   o << "#           case.json replays everything with `attnscope-cli run case.json`\n"
     << "# usage     python3 repro.py                   runs " << ch.part.label << " on the GPU and compares\n"
-    << "#           python3 repro.py --reference-only  numpy only: this script's fp64 reference vs attnscope's " << reference_id()
-    << "\n"
+    << "#           python3 repro.py --reference-only  numpy only: this script's fp64 "
+    << (c.fp8_kv() ? "ideals vs attnscope's two" : "reference vs attnscope's " + reference_id()) << "\n"
     << "# exit      0 match, 1 mismatch, 2 cannot run here (no GPU, library missing, case not expressible)\n";
   return o.str();
 }
@@ -189,6 +191,7 @@ std::string constants(const Session& s, const std::string& target, const Choice&
     o << "# ALiBi: s += ALIBI_SLOPES[h] * (k - q_abs), slopes 2^(-8 (h + 1) / n) (interpolated when n is no power of 2)\n"
       << py_assign("ALIBI_SLOPES", strs(v, py_float));
   }
+  o << fp8_constants(c);
   if (ch.part.refusal.empty()) o << ch.part.constants;
   o << "TWICE_ATOL = " << py_float(twice_atol) << "  # rounding floor of the 2x rule\n";
   return o.str();
@@ -295,10 +298,10 @@ $(NAIVE))PY",
 std::string report_fns(bool with_compare) {
   const std::string compare = R"PY(
 
-def compare(o_lib, lse_lib, o_ref, lse_ref, o_lowp):
+def compare(o_lib, lse_lib, o_ref, lse_ref, o_lowp, ref_label="the fp64 reference"):
     """The library against the fp64 reference under the 2x rule, and against attnscope's recorded
     TARGET under attnscope's default rule allclose(rtol=1e-2, atol=1e-3). True when both hold."""
-    print(f"{LIBRARY} vs the fp64 reference:")
+    print(f"{LIBRARY} vs {ref_label}:")
     err, bad = stats(LIBRARY, o_lib, o_ref)
     lowp_err, _ = stats(f"naive {DTYPE} (PyTorch eager)", o_lowp, o_ref)
     if lse_lib is not None:
@@ -358,14 +361,14 @@ def computed_rows(backend):
     return ~np.isnan(load("lse_" + backend))
 $(COMPARE)
 
-def check_reference(o_ref, lse_ref):
-    """--reference-only: this script's reference against attnscope's $(REF). Both are fp64
-    computations stored as float32, so they agree to float32 rounding, far below any kernel's error."""
-    rec_o, rec_lse = load("o_$(REF)"), load("lse_$(REF)")
+def check_reference(o_ref, lse_ref, name="$(REF)", label="fp64 reference"):
+    """--reference-only: this script's reference against attnscope's recorded `name` ($(REF)). Both are
+    fp64 computations stored as float32, so they agree to float32 rounding, far below any kernel's error."""
+    rec_o, rec_lse = load("o_" + name), load("lse_" + name)
     if rec_o is None:
-        cannot("attnscope's $(REF) did not run for this export (no o_$(REF).npy)")
-    rows = computed_rows("$(REF)")
-    print(f"fp64 reference vs attnscope's $(REF) on {int(rows.sum())} of {rows.size} (token, head) rows:")
+        cannot(f"attnscope's {name} did not run for this export (no o_{name}.npy)")
+    rows = computed_rows(name)
+    print(f"{label} vs attnscope's {name} on {int(rows.sum())} of {rows.size} (token, head) rows:")
     # rounded to float32 as attnscope stores it, so "identical" counts equal bits
     o_err, o_bad = stats("O", o_ref[rows].astype(np.float32), rec_o[rows])
     l_err, l_bad = stats("LSE", lse_ref[rows].astype(np.float32), rec_lse[rows])
@@ -374,8 +377,7 @@ def check_reference(o_ref, lse_ref):
     l_tol = 1e-6 * max(1.0, float(np.abs(lse_ref[rows][finite]).max(initial=0.0)))
     ok = o_err <= o_tol and l_err <= l_tol and o_bad == 0 and l_bad == 0
     print(f"  float32 rounding bound: O {o_tol:.3g}, LSE {l_tol:.3g}")
-    print("MATCH" if ok else "MISMATCH")
-    return 0 if ok else 1
+    return ok
 )PY",
                  {{"COMPARE", with_compare ? compare : ""}, {"REF", reference_id()}});
 }
@@ -493,21 +495,33 @@ $(VERSION)    print(f"{LIBRARY}: PyTorch {torch.__version__}, {torch.cuda.get_de
       {{"MOD", part.module}, {"PKG", part.package}, {"PIN", part.pin}});
 }
 
-std::string main_fn(const Choice& ch) {
+std::string main_fn(const CaseSpec& c, const Choice& ch) {
   const ScriptPart& p = ch.part;
   const std::string& mod = p.module;
-  const std::string gpu = !p.refusal.empty()
-                              ? py_comment("    # ", "    # ", p.refusal + ". This script does not guess another formulation.") +
-                                    "    cannot(" + py_str(p.label + " cannot express this case: " + p.refusal) + ")\n"
-                              : (mod.empty() ? "    torch = need_gpu()\n" : "    torch, " + mod + " = need_gpu()\n") +
-                                    "    try:\n        o_lib, lse_lib = run_library(" +
-                                    (mod.empty() ? "torch, q, k, v)\n" : "torch, " + mod + ", q)\n") +
-                                    "    except Exception as e:  # the library refused the case or failed: nothing to compare\n"
-                                    "        cannot(f\"{LIBRARY} raised {type(e).__name__}: {e}\")\n"
-                                    "    o_ref, lse_ref = reference(q, k, v)\n"
-                                    "    ok = compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v))\n"
-                                    "    print(\"MATCH\" if ok else \"MISMATCH\")\n"
-                                    "    return 0 if ok else 1\n";
+  std::string gpu;
+  if (c.fp8_kv()) {
+    gpu = fp8_main_body(c, p, ch.api == ScriptApi::kFamily, p.refusal.empty());
+  } else {
+    gpu =
+        "    q, k, v = load(\"q\"), load(\"k\"), load(\"v\")\n"
+        "    if args.reference_only:\n"
+        "        ok = check_reference(*reference(q, k, v))\n"
+        "        print(\"MATCH\" if ok else \"MISMATCH\")\n"
+        "        return 0 if ok else 1\n";
+    if (!p.refusal.empty())
+      gpu += py_comment("    # ", "    # ", p.refusal + ". This script does not guess another formulation.") + "    cannot(" +
+             py_str(p.label + " cannot express this case: " + p.refusal) + ")\n";
+    else
+      gpu += (mod.empty() ? "    torch = need_gpu()\n" : "    torch, " + mod + " = need_gpu()\n") +
+             "    try:\n        o_lib, lse_lib = run_library(" +
+             (mod.empty() ? "torch, q, k, v)\n" : "torch, " + mod + ", q)\n") +
+             "    except Exception as e:  # the library refused the case or failed: nothing to compare\n"
+             "        cannot(f\"{LIBRARY} raised {type(e).__name__}: {e}\")\n"
+             "    o_ref, lse_ref = reference(q, k, v)\n"
+             "    ok = compare(o_lib, lse_lib, o_ref, lse_ref, naive_lowp(torch, q, k, v))\n"
+             "    print(\"MATCH\" if ok else \"MISMATCH\")\n"
+             "    return 0 if ok else 1\n";
+  }
   return py_fill(R"PY(
 
 def main():
@@ -515,9 +529,6 @@ def main():
     ap.add_argument("--reference-only", action="store_true",
                     help="numpy only: this script's fp64 reference against attnscope's recorded $(REF)")
     args = ap.parse_args()
-    q, k, v = load("q"), load("k"), load("v")
-    if args.reference_only:
-        return check_reference(*reference(q, k, v))
 $(GPU)
 
 if __name__ == "__main__":
@@ -583,7 +594,7 @@ std::string make_repro_script(const Session& s_in, const std::string& target) {
            : ch.api == ScriptApi::kFlexAttention ? flex_fn(c)
                                                  : ch.part.run_library) +
           need_fn(ch.part);
-  return py + reference_fns(c, runs) + report_fns(runs) + main_fn(ch);
+  return py + reference_fns(c, runs) + report_fns(runs) + fp8_fns(c, runs) + main_fn(c, ch);
 }
 
 int export_script(const Session& s, const std::string& dir, const std::string& target) {
@@ -593,6 +604,7 @@ int export_script(const Session& s, const std::string& dir, const std::string& t
   const Workload w = make_workload(c, s.plan.pages);
   int files = write_input_npys(c, s.plan.pages, w, dir);
   files += write_result_npys(s, dir);
+  files += write_fp8_npys(s, w, dir);
   const Choice ch = choose(script_case(c), s.plan, target);
   if (ch.part.write_arrays) {
     const ScriptNpyWriter out{[&](const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& shape) {

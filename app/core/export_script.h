@@ -8,7 +8,9 @@
 // wrappers), else PyTorch's scaled_dot_product_attention (pinned to the SDPA backend the
 // descriptor names, BackendInfo::script_sdpa_backend) or flex_attention, written here.
 // `repro.py --reference-only` needs numpy only: the script's fp64 reference against attnscope's
-// recorded reference backend (Role::kReference; CI runs it).
+// recorded reference backend (Role::kReference; CI runs it). An FP8 case's script (export_fp8.h)
+// rebuilds the FP8 cache with PyTorch's FP8 dtypes and separates the quantisation error from the
+// kernel error; its --reference-only checks both of attnscope's ideals.
 #pragma once
 
 #include <optional>
@@ -46,7 +48,8 @@ std::string make_repro_script(const Session& s, const std::string& target);
 // that ran; the arrays the target's family writer needs (ScriptPart::write_arrays; FlashInfer's:
 // attnscope's paged pool k_cache.npy / v_cache.npy, NaN poison included, and its int32 CSR page
 // table qo_indptr.npy, kv_indptr.npy, kv_indices.npy, kv_last_page_len.npy); and case.json (the
-// repro case, replayable by attnscope-cli run). Creates DIR. Returns the file count. Throws
+// repro case, replayable by attnscope-cli run); for an FP8 case the scales, the original values and
+// the two ideals (write_fp8_npys). Creates DIR. Returns the file count. Throws
 // std::runtime_error when DIR cannot be written.
 int export_script(const Session& s, const std::string& dir, const std::string& target);
 

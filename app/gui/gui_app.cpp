@@ -43,12 +43,14 @@ App::App(AppOptions o) : opt_(std::move(o)) {
     if (!opt_.size_given) opt_.width = settings_.width, opt_.height = settings_.height;
   }
   if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
+  if (opt_.consistency > 0) consistency_.start_with(opt_.consistency);
   if (opt_.sweep_report) {  // the points move to the panel (a report can hold 200,000); the case swept stays here
     nlohmann::json base = opt_.sweep_report->base;
     sweep_.show(std::move(*opt_.sweep_report));
     opt_.sweep_report = SweepReport{};
     opt_.sweep_report->base = std::move(base);
   }
+  if (!opt_.view.empty()) apply_view(opt_.view, ui_);
   if (opt_.tab) {
     ui_.tab = *opt_.tab;
     ui_.tab_forced = true;
@@ -394,6 +396,9 @@ void App::draw_panel(Tab t) {
       case Tab::kSweep:
         sweep_.draw(*shown_, ui_);
         break;
+      case Tab::kConsistency:
+        consistency_.draw(*shown_, ui_);
+        break;
     }
   } catch (const std::exception& e) {  // no input may end the GUI: this view is turned off, the rest goes on
     depth.restore();
@@ -614,7 +619,9 @@ int App::run() {
     if (!opt_.screenshot.empty()) {
       // the results are in, and the panel shown has nothing of its own still computing
       const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
-      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy());
+      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy()) &&
+                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) &&
+                        !(ui_.tab == Tab::kPages && pages_.busy());
       if (edits_done_ < 2 * opt_.edit_latency) {
         const int before = edits_done_;
         edit_latency_step(results && !scripted_edit_);

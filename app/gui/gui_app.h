@@ -15,6 +15,7 @@
 #include "desktop.h"
 #include "frame_stats.h"
 #include "gui_state.h"
+#include "panels/consistency_panel.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
 #include "panels/local_panel.h"
@@ -36,9 +37,11 @@ struct AppOptions {
   std::optional<Tab> tab;
   std::string sweep;                        // PATH=VALUES: fill the Sweep tab and start it (with --screenshot: wait for it)
   std::optional<SweepReport> sweep_report;  // a saved sweep (attnscope-cli sweep --json) to show in the Sweep tab
+  int consistency = 0;  // N > 0: start the Consistency tab's check of the last N tokens (with --screenshot: wait for it)
   int width = 1600, height = 1000;
   bool size_given = false;  // --size: else the size kept in the settings
   double screenshot_timeout_s = 300;
+  std::string view;      // --view: an FP8 sub-view (gui_state.h's parse_view)
   int edit_latency = 0;  // with --screenshot: scripted edits timed from the edit to the frame showing their results
 };
 
@@ -120,6 +123,7 @@ class App {
   SweepPanel sweep_;
   DiffPanel diff_;
   TimingPanel timing_;
+  ConsistencyPanel consistency_;
 };
 
 }  // namespace attnscope::gui

@@ -23,6 +23,8 @@ const char* tab_title(Tab t) {
       return "Timing";
     case Tab::kSweep:
       return "Sweep";
+    case Tab::kConsistency:
+      return "Consistency";
   }
   return "?";
 }
@@ -45,6 +47,8 @@ const char* tab_id(Tab t) {
       return "timing";
     case Tab::kSweep:
       return "sweep";
+    case Tab::kConsistency:
+      return "consistency";
   }
   return "?";
 }
@@ -58,6 +62,16 @@ std::optional<Tab> parse_tab(const std::string& s) {
     if (l == tab_id(t) || l == title) return t;
   }
   return std::nullopt;
+}
+
+bool apply_view(const std::string& name, UiState& ui) {
+  static const std::pair<const char*, int> pages[] = {{"pool", 0}, {"scales", 1}, {"channels", 2}};
+  static const std::pair<const char*, int> diff[] = {{"baseline", 0}, {"dequantised", 1}, {"original", 2}};
+  for (const auto& [n, v] : pages)
+    if (name == n) return ui.pages_view = v, true;
+  for (const auto& [n, v] : diff)
+    if (name == n) return ui.diff_reference = v, true;
+  return false;
 }
 
 }  // namespace attnscope::gui

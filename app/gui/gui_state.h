@@ -7,11 +7,12 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages, Tab::kLocal, Tab::kSplit, Tab::kSoftmax, Tab::kDiff, Tab::kTiming, Tab::kSweep};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,      Tab::kSoftmax,
+                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency};
 
-const char* tab_title(Tab t);                        // "Mask", "Pages", ...
-const char* tab_id(Tab t);                           // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep"
+const char* tab_title(Tab t);  // "Mask", "Pages", ...
+const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
@@ -26,6 +27,15 @@ struct UiState {
   int sm_request = 0, sm_query = 0, sm_head = 0;  // the row the softmax panel steps through
   int sm_step = -1;                               // its event (-1: the last)
   std::optional<std::string> open_case_text;      // a panel asks the app to open this case (JSON text)
+  // FP8 cases: the Pages tab's view (0 the pool, 1 the scales, 2 the quantisation error per channel)
+  // and the Diff tab's reference (0 the comparison's baseline, 1 the dequantised ideal, 2 the original)
+  int pages_view = 0;
+  int diff_reference = 1;
 };
+
+// --view NAME: the Pages tab's pool / scales / channels view or the Diff tab's baseline / dequantised /
+// original reference of an FP8 case. False for another name.
+bool apply_view(const std::string& name, UiState& ui);
+constexpr const char* kViewNames = "pool, scales, channels (Pages), baseline, dequantised, original (Diff)";
 
 }  // namespace attnscope::gui

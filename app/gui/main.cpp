@@ -1,4 +1,5 @@
-// attnscope [case.json] [--screenshot out.png --tab NAME] [--sweep PATH=VALUES] [--sweep-report FILE] [--size WxH]
+// attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE]
+//           [--consistency N] [--size WxH]
 //           [--edit-latency N]
 #include <GLFW/glfw3.h>
 
@@ -45,14 +46,31 @@ int main(int argc, char** argv) {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
       if (!o.tab) {
-        std::fprintf(stderr, "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing, sweep)\n",
+        std::fprintf(stderr,
+                     "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing, sweep, consistency)\n",
                      t.c_str());
+        return 2;
+      }
+    } else if (a == "--view") {
+      o.view = next("--view");
+      UiState probe;
+      if (!apply_view(o.view, probe)) {
+        std::fprintf(stderr, "attnscope: --view %s is not a view (%s)\n", o.view.c_str(), kViewNames);
         return 2;
       }
     } else if (a == "--sweep") {
       o.sweep = next("--sweep");
       if (o.sweep.find('=') == std::string::npos) {
         std::fprintf(stderr, "attnscope: --sweep %s must be PATH=VALUES (as attnscope-cli sweep --set)\n", o.sweep.c_str());
+        return 2;
+      }
+    } else if (a == "--consistency") {
+      const std::string n = next("--consistency");
+      char extra = 0;
+      if (std::sscanf(n.c_str(), "%d%c", &o.consistency, &extra) != 1 || o.consistency < 1) {
+        std::fprintf(stderr,
+                     "attnscope: --consistency %s must be N >= 1, the last N tokens (as attnscope-cli consistency --last)\n",
+                     n.c_str());
         return 2;
       }
     } else if (a == "--sweep-report") {
@@ -73,9 +91,12 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::printf(
-          "usage: attnscope [case.json] [--screenshot out.png] [--tab mask|pages|local|split|softmax|diff|timing|sweep] [--sweep "
-          "PATH=VALUES] [--sweep-report FILE] "
+          "usage: attnscope [case.json] [--screenshot out.png] [--tab "
+          "mask|pages|local|split|softmax|diff|timing|sweep|consistency] [--view NAME] [--sweep "
+          "PATH=VALUES] [--sweep-report FILE] [--consistency N] "
           "[--size WxH] [--edit-latency N] [--version]\n"
+          "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
+          "                    (the Diff tab's reference)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;

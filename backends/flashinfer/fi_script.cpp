@@ -4,6 +4,7 @@
 // attnscope's backend planned. Host code only: compiled in every build.
 #include "fi_script.h"
 
+#include "attnscope/fp8.h"
 #include "attnscope/py_text.h"
 #include "fi_conventions.h"
 
@@ -22,6 +23,29 @@ enum class Api {
 
 Api api_of(const std::string& id) {
   return id == "flashinfer.decode" ? Api::kDecode : id == "flashinfer.prefill_sm90" ? Api::kPrefillSm90 : Api::kPrefill;
+}
+
+// Why FlashInfer's Python API cannot run the case's FP8 settings ("" = it can). Its wrappers take one
+// k_scale and one v_scale per call (run(..., k_scale=, v_scale=): floats, folded into sm_scale and
+// multiplied into the output); FP8 attention (an FP8 query) is its fa3 kernel's, which in turn takes
+// an FP8 cache only with an FP8 query (is_fa3_backend_supported).
+std::string fp8_refusal(const CaseSpec& c, Api api) {
+  if (!c.fp8_kv()) return "";
+  const auto g = c.kv_cache.scales.granularity;
+  if (g != ScaleGranularity::kTensor)
+    return std::string(
+               "FlashInfer's wrappers take one k_scale and one v_scale per call (run(..., k_scale=, v_scale=) "
+               "floats, per tensor), not ") +
+           granularity_name(g) + " scales";
+  if (c.fp8_attention && api != Api::kPrefillSm90)
+    return std::string(api == Api::kDecode ? "FlashInfer's CUDA-core decode" : "FlashInfer's fa2 prefill") +
+           " takes an FP8 KV cache with a " + dtype_name(c.dtype) +
+           " query, not FP8 attention (an FP8 query, /fp8_attention): its fa3 (SM90) prefill runs that";
+  if (!c.fp8_attention && api == Api::kPrefillSm90)
+    return "FlashInfer's fa3 (SM90) prefill takes an FP8 KV cache only with an FP8 query (is_fa3_backend_supported: "
+           "FP8 attention, /fp8_attention); its fa2 prefill takes an FP8 cache with a " +
+           std::string(dtype_name(c.dtype)) + " query";
+  return "";
 }
 
 // The label and API of the header, and why the wrapper cannot express the case (empty: it can).
@@ -57,6 +81,8 @@ void choose(const CaseSpec& c, const Plan& p, Api api, ScriptPart* part) {
       refuse(custom, "FlashInfer's decode kernel has no custom mask, and this case needs one: " + why);
       break;
   }
+  const std::string fp8 = fp8_refusal(c, api);
+  refuse(!fp8.empty(), fp8);
 }
 
 // UNITS: the requests FlashInfer runs (vLLM's virtual batches under chunked local attention), for
@@ -94,6 +120,24 @@ int write_arrays(const CaseSpec& c, const Plan& p, const Workload& w, const Scri
   out.i32("kv_indices.npy", u.kv_indices, {static_cast<int64_t>(u.kv_indices.size())});
   out.i32("kv_last_page_len.npy", u.kv_last_page_len, {B});
   return 6;
+}
+
+// FP8 (the case as fp8_refusal lets through: per-tensor scales): the dtypes of plan() and the scales
+// of run(), read from the scale files the app writes for every FP8 script (k_scale.npy, ...).
+std::string fp8_text(const CaseSpec& c) {
+  if (!c.fp8_kv()) return "";
+  const std::string f8 = *c.kv_cache.fp8 == Fp8Format::kE4M3 ? "torch.float8_e4m3fn" : "torch.float8_e5m2";
+  std::string t = "    kv_dt = " + f8 + "  # attnscope's " + fp8_name(*c.kv_cache.fp8) + ": the pool's stored values, exact\n";
+  t += c.fp8_attention ? "    q_dt = kv_dt  # FP8 attention: q.npy holds Q's stored FP8 values too; the output is in DTYPE\n"
+                       : "    q_dt = dt\n";
+  t += py_comment("    # ", "    # ",
+                  "per-tensor scales (value = stored * scale): FlashInfer's run() folds q_scale * k_scale into sm_scale and "
+                  "multiplies its output by v_scale after the kernel, in the output dtype");
+  t += std::string("    ") +
+       (c.fp8_attention ? "q_scale, k_scale, v_scale = (float(load(n)[0]) for n in (\"q_scale\", "
+                        : "k_scale, v_scale = (float(load(n)[0]) for n in (") +
+       "\"k_scale\", \"v_scale\"))\n";
+  return t;
 }
 
 // FlashInfer: the wrapper on attnscope's own pool and page table, planned with fi_conventions.h's
@@ -170,7 +214,8 @@ std::string run_library_fn(const CaseSpec& c, const Plan& p, Api api) {
                                     : "logits_soft_cap=0.0,  # no soft-cap\n");
   args += I + (c.attention.alibi ? "pos_encoding_mode=\"ALIBI\",  # FlashInfer's slopes (get_alibi_slopes) are ALIBI_SLOPES\n"
                                  : "pos_encoding_mode=\"NONE\",\n");
-  args += I + "sm_scale=SM_SCALE, q_data_type=dt, kv_data_type=dt,\n";
+  args += I + (c.fp8_kv() ? "sm_scale=SM_SCALE, q_data_type=q_dt, kv_data_type=kv_dt, o_data_type=dt,\n"
+                          : "sm_scale=SM_SCALE, q_data_type=dt, kv_data_type=dt,\n");
   if (sa.fixed_split_size > 0)
     args += I + "fixed_split_size=" + std::to_string(sa.fixed_split_size) +
             ",  # attnscope's planner fixed: " + std::to_string(sa.fixed_split_size) +
@@ -201,14 +246,14 @@ def run_library(torch, flashinfer, q):
     """FlashInfer's wrapper on the paged cache attnscope ran: the same pool, physical page ids, layout and
     page table, planned with the same arguments. Returns O and LSE (natural log)."""
     dev, dt = "cuda", getattr(torch, TORCH_DTYPE)
-$(POOL)    k_cache, v_cache = (torch.from_numpy(load(n)).to(dev, dt) for n in ("k_cache", "v_cache"))
+$(FP8)$(POOL)    k_cache, v_cache = (torch.from_numpy(load(n)).to(dev, $(KV_DT)) for n in ("k_cache", "v_cache"))
 $(TABLES)    $(NAMES) = (
         torch.from_numpy(load(n)).to(dev) for n in $(FILES))
 $(MASK)    workspace = torch.zeros(128 << 20, dtype=torch.uint8, device=dev)  # 128 MB, as FlashInfer recommends
     wrapper = flashinfer.$(CTOR)    )
     wrapper.plan(
 $(ARGS)    )
-    o, lse = wrapper.run(torch.from_numpy(q).to(dev, dt), (k_cache, v_cache), return_lse=True)
+    o, lse = wrapper.run(torch.from_numpy(q).to(dev, $(Q_DT)), (k_cache, v_cache),$(SCALES)return_lse=True)
     # FlashInfer's LSE is base 2 (it keeps the running max in log2 units); attnscope's is natural log
     lse = lse.float().cpu().numpy().astype(np.float64) * np.log(2)
 $(ALIBI)    return o.float().cpu().numpy(), lse
@@ -221,7 +266,13 @@ $(ALIBI)    return o.float().cpu().numpy(), lse
        {"MASK", mask},
        {"CTOR", ctor},
        {"ARGS", args},
-       {"ALIBI", alibi}});
+       {"ALIBI", alibi},
+       {"FP8", fp8_text(c)},
+       {"KV_DT", c.fp8_kv() ? "kv_dt" : "dt"},
+       {"Q_DT", c.fp8_kv() ? "q_dt" : "dt"},
+       {"SCALES", !c.fp8_kv()       ? " "
+                  : c.fp8_attention ? "\n                         q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, "
+                                    : "\n                         k_scale=k_scale, v_scale=v_scale, "}});
 }
 
 }  // namespace
@@ -230,9 +281,9 @@ ScriptPart script_part(const CaseSpec& c, const Plan& p, const std::string& id) 
   ScriptPart part;
   const Api api = api_of(id);
   choose(c, p, api, &part);
-  part.files_note =
-      " k_cache.npy / v_cache.npy: attnscope's paged pool; qo_indptr, kv_indptr, kv_indices, kv_last_page_len.npy: its "
-      "page table;";
+  part.files_note = std::string(" k_cache.npy / v_cache.npy: attnscope's paged pool") +
+                    (c.fp8_kv() ? " (its stored FP8 values)" : "") +
+                    "; qo_indptr, kv_indptr, kv_indices, kv_last_page_len.npy: its page table;";
   part.module = "flashinfer";
   part.module_title = "FlashInfer";
   part.package = "flashinfer-python";

@@ -33,7 +33,10 @@ TEST(Digests, EveryExampleKeepsItsCpuBits) {
     for (const auto& r : j.at("results")) {
       const std::string b = r.at("backend");
       ASSERT_TRUE(want[name].contains(b)) << b;
-      EXPECT_EQ(r.at("digest").get<std::string>(), want[name][b].get<std::string>()) << b;
+      // a backend that did not run has no digest: its status is recorded in its place ("(unsupported)")
+      const std::string got =
+          r.contains("digest") ? r.at("digest").get<std::string>() : "(" + r.at("status").get<std::string>() + ")";
+      EXPECT_EQ(got, want[name][b].get<std::string>()) << b;
       ++seen;
     }
     EXPECT_EQ(seen, static_cast<int>(want[name].size()));

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 
 #include "attnscope/registry.h"
 #include "attnscope/softmax_trace.h"
@@ -42,6 +43,10 @@ int check_case(const CaseSpec& c) {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const Result tiled = run("cpu.tiled", c, p, w), ref = run("cpu.reference", c, p, w);
+  if (c.fp8_kv() && tiled.status == Status::kUnsupported) {  // an FP8 cache cpu.tiled does not take: no bits to end on
+    std::cout << "[ refused  ] " << c.name << ": " << tiled.message << "\n";
+    return 0;
+  }
   EXPECT_TRUE(tiled.ok() && ref.ok()) << tiled.message << ref.message;
   const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
   int n = 0;

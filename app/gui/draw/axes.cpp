@@ -1,6 +1,7 @@
 #include "axes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -19,6 +20,20 @@ std::vector<int> nice_ticks(int n, int max_ticks) {
   }
 found:
   for (long v = 0; v < n; v += step) t.push_back(static_cast<int>(v));
+  return t;
+}
+
+std::vector<double> nice_ticks_real(double lo, double hi, int max_ticks) {
+  std::vector<double> t;
+  if (!(hi > lo) || max_ticks <= 0 || !std::isfinite(lo) || !std::isfinite(hi)) return t;
+  double step = std::pow(10.0, std::floor(std::log10((hi - lo) / max_ticks)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if ((hi - lo) / (m * step) <= max_ticks) {
+      step *= m;
+      break;
+    }
+  for (double v = std::ceil(lo / step) * step; v <= hi * (1 + 1e-12) + 1e-300; v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
   return t;
 }
 

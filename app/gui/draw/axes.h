@@ -11,6 +11,9 @@ namespace attnscope::gui {
 // Tick values in [0, n): multiples of a 1-2-5 step giving at most about `max_ticks`, 0 first.
 std::vector<int> nice_ticks(int n, int max_ticks);
 
+// Tick values in [lo, hi] for a continuous axis: multiples of a 1-2-5 step, at most about max_ticks.
+std::vector<double> nice_ticks_real(double lo, double hi, int max_ticks);
+
 // Labels for a grid drawn at p0 with `size` pixels covering nx columns and ny rows: x ticks above
 // the grid (margin: 16 px), y ticks to its left (margin: 44 px), the titles at the axes' ends. The
 // caller leaves the margins free (axes_margin()) and the line below the grid (the y title).

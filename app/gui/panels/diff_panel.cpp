@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "attnscope/registry.h"
 #include "draw/axes.h"
 #include "draw/colormap.h"
 #include "draw/text_fit.h"
@@ -123,7 +124,139 @@ void not_compared_legend(const DiffItems& it, const CaseSpec& c) {
   ImGui::PopTextWrapPos();
 }
 
+// Both sides' values over head_dim for the clicked cell, and their difference.
+void cell_plots(const Session& s, const DiffReport& d, const Result* a, const Result* b, const UiState& ui) {
+  if (a && b && ui.diff_token >= 0 && ui.diff_token < s.spec().total_q() && ui.diff_head < s.spec().num_qo_heads) {
+    const int D = s.spec().head_dim_vo;
+    const int64_t base = (static_cast<int64_t>(ui.diff_token) * s.spec().num_qo_heads + ui.diff_head) * D;
+    std::vector<float> va(a->o.begin() + base, a->o.begin() + base + D), vb(b->o.begin() + base, b->o.begin() + base + D), vd(D);
+    for (int i = 0; i < D; ++i) vd[i] = va[i] - vb[i];
+    ImGui::Text("token %d, head %d over head_dim:", ui.diff_token, ui.diff_head);
+    ImGui::PlotLines(d.backend.c_str(), va.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines(d.baseline.c_str(), vb.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+    ImGui::PlotLines("difference", vd.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
+  } else {
+    ImGui::TextDisabled("click a cell of the heatmap to plot both backends over head_dim");
+  }
+}
+
+// The error split of an FP8 case: three rows, max abs and relative L2 each, and which one to quote.
+void error_split_table(const ErrorSplit& e) {
+  if (!e.available) {
+    ImGui::TextDisabled("error split: %s", e.why.c_str());
+    return;
+  }
+  auto f = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", v);
+    return std::string(b);
+  };
+  const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
+  if (ImGui::BeginTable("split", 4, flags)) {
+    ImGui::TableSetupColumn("error");
+    ImGui::TableSetupColumn("what it compares");
+    ImGui::TableSetupColumn("max abs");
+    ImGui::TableSetupColumn("rel L2");
+    ImGui::TableHeadersRow();
+    auto row = [&](const char* name, const std::string& what, const DiffStats& st, bool strong) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      if (strong)
+        ImGui::TextColored(ImVec4(0.55f, 0.85f, 1, 1), "%s", name);
+      else
+        ImGui::TextUnformatted(name);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(what.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(f(st.max_abs).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(f(st.rel_l2).c_str());
+    };
+    row("quantisation", "dequantised ideal vs original ideal", e.quantisation, false);
+    row("kernel", e.backend + " vs dequantised ideal", e.kernel, true);
+    row("total", e.backend + " vs original ideal", e.total, false);
+    ImGui::EndTable();
+  }
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextDisabled(
+      "A bug report quotes the kernel error: the quantisation error is FP8's, the same for every kernel given these bytes.");
+  ImGui::PopTextWrapPos();
+}
+
 }  // namespace
+
+ErrorSplit build_error_split(const Session& s, const std::string& backend) {
+  ErrorSplit e;
+  e.backend = backend;
+  const CaseSpec& c = s.spec();
+  if (!c.fp8_kv()) {
+    e.why = "not an FP8 case";
+    return e;
+  }
+  if (!s.quantisation || !s.original_ideal || !s.dequantised_ideal) {
+    e.why = s.fp8_note.empty() ? "the two ideals run after the backends" : s.fp8_note;
+    return e;
+  }
+  const Result* a = s.result(backend);
+  if (!a || !a->ok()) {
+    e.why = backend + " has no result" + (a && !a->message.empty() ? ": " + a->message : "");
+    return e;
+  }
+  const DiffReport k = diff_only(c, *a, *s.dequantised_ideal), t = diff_only(c, *a, *s.original_ideal);
+  if (!k.available || !t.available) {
+    e.why = k.available ? t.unavailable_reason : k.unavailable_reason;
+    return e;
+  }
+  e.quantisation = s.quantisation->o;
+  e.kernel = k.o;
+  e.total = t.o;
+  e.available = true;
+  return e;
+}
+
+// FP8: which reference the map, histogram and statistics read. Returns whether it changed.
+bool DiffPanel::reference_switch(const Session& s, const DiffReport& d, UiState& ui) {
+  if (!s.spec().fp8_kv()) return false;
+  const int before = ui.diff_reference;
+  const bool baseline_is_ideal = d.baseline == backend_for_role(Role::kReference);
+  if (baseline_is_ideal && ui.diff_reference == 0) ui.diff_reference = 1;
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("reference:");
+  if (!baseline_is_ideal) {
+    ImGui::SameLine();
+    ImGui::RadioButton(("baseline " + d.baseline).c_str(), &ui.diff_reference, 0);
+  }
+  ImGui::SameLine();
+  ImGui::RadioButton("dequantised ideal", &ui.diff_reference, 1);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s in fp64 over stored FP8 x scale: what a perfect kernel given these bytes returns",
+                      backend_for_role(Role::kReference).c_str());
+  ImGui::SameLine();
+  ImGui::RadioButton("original ideal", &ui.diff_reference, 2);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s in fp64 over the values before quantisation", backend_for_role(Role::kReference).c_str());
+  return before != ui.diff_reference;
+}
+
+// FP8: the error split of the comparison's backend, and the backend against the ideal the switch
+// picked where that is not the comparison itself (its map, histogram and statistics replace it).
+void DiffPanel::ideal_items(const Session& s, const UiState& ui) {
+  use_ideal_ = false;
+  split_ = ErrorSplit{};
+  if (!s.spec().fp8_kv()) return;
+  const DiffReport* cmp = any_pair_ ? &custom_ : s.diffs.empty() ? nullptr : &s.diffs[ui.diff_index];
+  if (!cmp || cmp->backend.empty()) return;
+  split_ = build_error_split(s, cmp->backend);
+  const int ref = ui.diff_reference;
+  if (ref == 0 || (ref == 1 && cmp->baseline == backend_for_role(Role::kReference))) return;
+  const Result* ideal = (ref == 2 ? s.original_ideal : s.dequantised_ideal).get();
+  const Result* a = s.result(cmp->backend);
+  if (!ideal || !ideal->ok() || !a || !a->ok()) return;  // the split says why
+  against_ideal_ = diff_only(s.spec(), *a, *ideal);
+  if (!against_ideal_.available) return;
+  items_ = build_diff_items(s, against_ideal_);
+  use_ideal_ = true;
+}
 
 void DiffPanel::draw(const Session& s, UiState& ui) {
   ImGui::Checkbox("any two backends", &any_pair_);
@@ -167,7 +300,10 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
       ImGui::EndCombo();
     }
   }
-  if (built_for_ != &s || built_index_ != ui.diff_index || built_pair_ != pair_key) {
+  if (!any_pair_ && !s.diffs.empty()) ui.diff_index = std::clamp(ui.diff_index, 0, static_cast<int>(s.diffs.size()) - 1);
+  const DiffReport* chosen = any_pair_ ? &custom_ : s.diffs.empty() ? nullptr : &s.diffs[ui.diff_index];
+  if (chosen && (!any_pair_ || !custom_.backend.empty())) reference_switch(s, *chosen, ui);
+  if (built_for_ != &s || built_index_ != ui.diff_index || built_pair_ != pair_key || built_reference_ != ui.diff_reference) {
     if (any_pair_) {
       const Result* a = s.result(pick_a_);
       const Result* b = s.result(pick_b_);
@@ -182,6 +318,7 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     } else {
       items_ = build_diff_items(s, ui.diff_index);
     }
+    ideal_items(s, ui);
     if (items_.available) {
       std::vector<uint32_t> px(items_.log_err.size());
       for (size_t i = 0; i < px.size(); ++i) {
@@ -193,14 +330,16 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
     built_index_ = ui.diff_index;
     built_pair_ = pair_key;
+    built_reference_ = ui.diff_reference;
   }
   const DiffItems& it = items_;
   if (!it.available) {
     ImGui::TextWrapped("%s", it.why.c_str());
     return;
   }
-  const DiffReport& d = any_pair_ ? custom_ : s.diffs[ui.diff_index];
-  const bool pass = d.verdict.pass, skipped = !pass && d.verdict.skipped;  // skipped: not checked (amber), never a pass
+  const DiffReport& cmp = any_pair_ ? custom_ : s.diffs[ui.diff_index];
+  const DiffReport& d = use_ideal_ ? against_ideal_ : cmp;                     // what the map and the statistics show
+  const bool pass = cmp.verdict.pass, skipped = !pass && cmp.verdict.skipped;  // skipped: not checked (amber), never a pass
   ImGui::PushStyleColor(ImGuiCol_Text, pass      ? ImVec4(0.4f, 0.9f, 0.4f, 1)
                                        : skipped ? ImVec4(1, 0.75f, 0.25f, 1)
                                                  : ImVec4(1, 0.35f, 0.35f, 1));
@@ -208,8 +347,17 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
                      pass      ? "PASS"
                      : skipped ? "NOT CHECKED"
                                : "FAIL",
-                     d.verdict.rule.c_str(), d.verdict.detail.c_str());
+                     cmp.verdict.rule.c_str(), cmp.verdict.detail.c_str());
   ImGui::PopStyleColor();
+  if (use_ideal_) {
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled("The verdict is the comparison's; the map, histogram and statistics below are %s vs the %s.",
+                        against_ideal_.backend.c_str(),
+                        ui.diff_reference == 2 ? "original ideal (kernel and quantisation error together)"
+                                               : "dequantised ideal (the kernel error)");
+    ImGui::PopTextWrapPos();
+  }
+  if (s.spec().fp8_kv()) error_split_table(split_);
   not_compared_legend(it, s.spec());
   ImGui::Columns(2, "diffcols", false);
   ImGui::SetColumnWidth(0, std::max(260.f, ImGui::GetWindowWidth() * 0.42f));
@@ -256,20 +404,8 @@ void DiffPanel::draw(const Session& s, UiState& ui) {
                        ImVec2(ImGui::GetContentRegionAvail().x, 110));
   stats_table(d);
   // both backends' values over head_dim for the clicked cell
-  const Result* a = s.result(d.backend);
-  const Result* b = s.result(d.baseline);
-  if (a && b && ui.diff_token >= 0 && ui.diff_token < s.spec().total_q() && ui.diff_head < s.spec().num_qo_heads) {
-    const int D = s.spec().head_dim_vo;
-    const int64_t base = (static_cast<int64_t>(ui.diff_token) * s.spec().num_qo_heads + ui.diff_head) * D;
-    std::vector<float> va(a->o.begin() + base, a->o.begin() + base + D), vb(b->o.begin() + base, b->o.begin() + base + D), vd(D);
-    for (int i = 0; i < D; ++i) vd[i] = va[i] - vb[i];
-    ImGui::Text("token %d, head %d over head_dim:", ui.diff_token, ui.diff_head);
-    ImGui::PlotLines(d.backend.c_str(), va.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-    ImGui::PlotLines(d.baseline.c_str(), vb.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-    ImGui::PlotLines("difference", vd.data(), D, 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-140, 60));
-  } else {
-    ImGui::TextDisabled("click a cell of the heatmap to plot both backends over head_dim");
-  }
+  const Result* b = use_ideal_ ? (ui.diff_reference == 2 ? s.original_ideal : s.dequantised_ideal).get() : s.result(d.baseline);
+  cell_plots(s, d, s.result(d.backend), b, ui);
   ImGui::Columns(1);
 }
 

@@ -1,6 +1,7 @@
 // Diff panel: a comparison's error per (token, head) as a heatmap on a log colour scale with its
 // legend, the histogram of errors, the statistics with verdicts, and for a clicked cell both
-// backends' values over head_dim.
+// backends' values over head_dim. For an FP8 case: a switch between the dequantised and the original
+// ideal as the reference, and the error split.
 #pragma once
 
 #include <string>
@@ -35,6 +36,17 @@ constexpr Rgba kNotComparedColour{128, 128, 128, 255};
 DiffItems build_diff_items(const Session& s, int diff_index, int max_rows = 512);
 DiffItems build_diff_items(const Session& s, const DiffReport& d, int max_rows = 512);
 
+// An FP8 case's three errors of one backend (docs/conventions.md section 10): quantisation (the
+// dequantised ideal against the original ideal: FP8's, the same for every kernel), kernel (the backend
+// against the dequantised ideal: what a bug report quotes) and total (against the original ideal).
+struct ErrorSplit {
+  bool available = false;
+  std::string why;  // when not available
+  std::string backend;
+  DiffStats quantisation, kernel, total;  // on O
+};
+ErrorSplit build_error_split(const Session& s, const std::string& backend);
+
 class DiffPanel {
  public:
   void draw(const Session& s, UiState& ui);
@@ -45,7 +57,14 @@ class DiffPanel {
   bool any_pair_ = false;  // compare any two results, not only the case's comparisons
   std::string pick_a_, pick_b_;
   std::string built_pair_;
+  int built_reference_ = -1;
   DiffReport custom_;
+  // FP8: the backend against the ideal the reference switch picked, when that is not the comparison
+  DiffReport against_ideal_;
+  bool use_ideal_ = false;
+  ErrorSplit split_;
+  bool reference_switch(const Session& s, const DiffReport& d, UiState& ui);
+  void ideal_items(const Session& s, const UiState& ui);
   DiffItems items_;
   Texture tex_;
 };

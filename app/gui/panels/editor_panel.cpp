@@ -4,6 +4,7 @@
 #include <imgui_stdlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include "attnscope/registry.h"
@@ -109,7 +110,116 @@ bool opt_double(const char* label, std::optional<double>& v, double def) {
   return changed;
 }
 
+// Shortest text that reads back as the same double.
+std::string shortest(double v) {
+  char b[32];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
+
+std::string scales_text(const std::vector<double>& v) {
+  if (v.empty()) return "amax";
+  std::string t;
+  for (double x : v) {  // appended in two steps: "x" + string trips GCC 12's -Wrestrict
+    if (!t.empty()) t += ' ';
+    t += shortest(x);
+  }
+  return t;
+}
+
+// "amax" (or nothing) -> {}; "0.5 0.25" or "0.5, 0.25" -> the numbers; else the error for `path`.
+std::string parse_scales(const std::string& text, const std::string& path, std::vector<double>* out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == ',' || text[pos] == '\t')) ++pos;
+    size_t end = pos;
+    while (end < text.size() && text[end] != ' ' && text[end] != ',' && text[end] != '\t') ++end;
+    if (end == pos) break;
+    const std::string tok = text.substr(pos, end - pos);
+    if (tok == "amax" && out->empty() && text.find_first_not_of(" ,\t", end) == std::string::npos) return "";
+    double v = 0;
+    const auto r = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (r.ec != std::errc() || r.ptr != tok.data() + tok.size())
+      return path + ": \"" + tok + "\" is not a number, write amax, a number or one number per KV head";
+    out->push_back(v);
+    pos = end;
+  }
+  return "";
+}
+
 }  // namespace
+
+Fp8EditorState fp8_editor_state(const CaseSpec& c) {
+  Fp8EditorState st;
+  const auto& k = c.kv_cache;
+  st.kv_dtype = !k.fp8 ? 0 : *k.fp8 == Fp8Format::kE4M3 ? 1 : 2;
+  st.granularity = k.scales.granularity;
+  st.k_scales = scales_text(k.scales.k);
+  st.v_scales = scales_text(k.scales.v);
+  st.fp8_attention = c.fp8_attention.has_value();
+  st.q_scale = c.fp8_attention && c.fp8_attention->q_scale ? shortest(*c.fp8_attention->q_scale) : "amax";
+  return st;
+}
+
+std::string apply_fp8_editor_state(const Fp8EditorState& st, CaseSpec& c) {
+  if (st.kv_dtype == 0) {  // the scales and FP8 attention exist only with an FP8 cache
+    c.kv_cache.fp8.reset();
+    c.kv_cache.scales = KvScalesSpec{};
+    c.fp8_attention.reset();
+    return "";
+  }
+  KvScalesSpec sc;
+  sc.granularity = st.granularity;
+  std::string e = parse_scales(st.k_scales, "/kv_cache/scales/k", &sc.k);
+  if (e.empty()) e = parse_scales(st.v_scales, "/kv_cache/scales/v", &sc.v);
+  std::vector<double> q;
+  if (e.empty() && st.fp8_attention) e = parse_scales(st.q_scale, "/fp8_attention/q_scale", &q);
+  if (e.empty() && q.size() > 1) e = "/fp8_attention/q_scale: " + std::to_string(q.size()) + " numbers, give one (or amax)";
+  if (!e.empty()) return e;
+  c.kv_cache.fp8 = st.kv_dtype == 1 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+  c.kv_cache.scales = sc;
+  if (st.fp8_attention) {
+    Fp8AttentionSpec fa;
+    if (!q.empty()) fa.q_scale = q[0];
+    c.fp8_attention = fa;
+  } else {
+    c.fp8_attention.reset();
+  }
+  return "";
+}
+
+// The FP8 fields: the cache's dtype, the scales' granularity and values, FP8 attention.
+bool EditorPanel::draw_fp8(CaseSpec& c) {
+  Fp8EditorState st = fp8_editor_state(c);
+  bool ch = false;
+  const std::string same = std::string("same as /dtype (") + dtype_name(c.dtype) + ")";
+  const char* dtypes[] = {same.c_str(), "fp8_e4m3", "fp8_e5m2"};
+  ch |= ImGui::Combo("KV dtype", &st.kv_dtype, dtypes, 3);
+  if (st.kv_dtype != 0) {
+    if (combo("granularity", st.granularity,
+              {{"tensor", ScaleGranularity::kTensor},
+               {"head (per KV head)", ScaleGranularity::kHead},
+               {"token (per token, KV head)", ScaleGranularity::kToken}})) {
+      ch = true;
+      if (st.granularity == ScaleGranularity::kToken) st.k_scales = st.v_scales = "amax";  // the only choice there
+    }
+    const ImGuiInputTextFlags enter = ImGuiInputTextFlags_EnterReturnsTrue;
+    ch |= ImGui::InputTextWithHint("K scales", "amax, 0.02, or one per KV head", &st.k_scales, enter);
+    ch |= ImGui::InputTextWithHint("V scales", "amax, 0.02, or one per KV head", &st.v_scales, enter);
+    ImGui::PushTextWrapPos(0.f);
+    ImGui::TextDisabled("amax: the group's largest |value| / the format's max; Enter applies");
+    ImGui::PopTextWrapPos();
+    ch |= ImGui::Checkbox("FP8 attention (Q quantised too)", &st.fp8_attention);
+    if (st.fp8_attention) ch |= ImGui::InputTextWithHint("Q scale", "amax or a number", &st.q_scale, enter);
+  }
+  if (!ch) {
+    if (!fp8_error_.empty()) ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", fp8_error_.c_str());
+    return false;
+  }
+  fp8_error_ = apply_fp8_editor_state(st, c);
+  return fp8_error_.empty();
+}
 
 bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, std::string* preset) {
   bool ch = false;
@@ -273,6 +383,7 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     // FlashAttention-2 sizes its split heuristic by the block table's width, not the longest request
     ch |= opt_int("block table width (pages)", k.max_num_blocks_per_seq, 256, 1, 1 << 22);
   }
+  if (ImGui::CollapsingHeader("FP8 (KV cache dtype, scales)", c.fp8_kv() ? ImGuiTreeNodeFlags_DefaultOpen : 0)) ch |= draw_fp8(c);
   if (ImGui::CollapsingHeader("Attention", ImGuiTreeNodeFlags_DefaultOpen)) {
     auto& a = c.attention;
     ch |= ImGui::Checkbox("causal", &a.causal);

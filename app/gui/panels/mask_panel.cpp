@@ -60,7 +60,7 @@ MaskItems build_mask_items(const Session& s, int request, int max_cells) {
   return m;
 }
 
-Readout mask_readout(const Session& s, int request, int head, int q, int k) {
+Readout mask_readout(const Session& s, int request, int head, int q, int k, const Fp8Data* fp8) {
   Readout r;
   const CaseSpec& c = s.spec();
   const RowMask& rm = s.plan.masks[request];
@@ -70,16 +70,29 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
   r.allowed = allowed(rm, r.q_abs, k);
   const uint64_t seed = c.request_seed(request);
   const int kvh = head / c.group_size();
+  // FP8: the stored values (x / scale rounded to FP8) and their scales, as the workload holds them
+  const bool quantised = c.fp8_kv() && fp8 && fp8->available;
+  r.fp8 = quantised;
+  r.pre_quantisation = c.fp8_kv() && !quantised;
+  if (quantised) {
+    const PageTable& pt = s.plan.pages;
+    r.k_scale = fp8->scale_at(false, pt.page_of(request, k), k % pt.page_size, kvh);
+    r.q_scale = fp8->q_scale;
+  }
   double dot = 0;
   for (int d = 0; d < c.head_dim_qk; ++d) {
     const double scale =
         std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
-    const float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
-    const float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std,
-                               scale, c.dtype);
+    float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
+    float kv = gen_value(seed, TensorId::kK, kv_index(k, kvh, d, c.num_kv_heads, c.head_dim_qk), c.data.mean, c.data.std, scale,
+                         c.dtype);
+    if (quantised) {
+      kv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, kv, static_cast<float>(r.k_scale)));
+      if (fp8->fp8_attention) qv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, qv, fp8->q_scale));
+    }
     dot += static_cast<double>(qv) * kv;
   }
-  double x = dot * c.sm_scale_or_default();
+  double x = dot * (r.q_scale * r.k_scale) * c.sm_scale_or_default();
   r.logit = x;
   if (s.plan.score_mod) {
     // a score_mod replaces the scaled logit; validation keeps soft_cap and alibi off beside it
@@ -96,7 +109,7 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k) {
   token += q;
   for (const std::string& id : backends_with_role(Role::kReference)) {
     const Result* ref = s.result(id);
-    if (ref && ref->ok() && ref->row_ok(token) && r.allowed) {
+    if (ref && ref->ok() && ref->row_ok(token) && r.allowed && !r.pre_quantisation) {
       r.has_prob = true;
       r.prob = std::exp(x - ref->lse[token * c.num_qo_heads + head]);
       break;
@@ -259,7 +272,8 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
     const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
-    const Readout r = mask_readout(s, m.request, ui.head, q, k);
+    const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
+    const Readout r = mask_readout(s, m.request, ui.head, q, k, fp8.get());
     ImGui::BeginTooltip();
     ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
     if (!r.score_mod.empty())
@@ -269,6 +283,13 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
     if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
+    if (r.fp8)
+      ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
+                          s.spec().fp8_attention ? ", stored Q x its scale" : "");
+    if (r.pre_quantisation)
+      ImGui::TextDisabled(
+          "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
+          "over the GUI's host limit)");
     if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
     if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
     ImGui::PopTextWrapPos();

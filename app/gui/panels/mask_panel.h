@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "draw/texture.h"
+#include "fp8_data.h"
 #include "gui_state.h"
 #include "session.h"
 
@@ -38,8 +39,14 @@ struct Readout {
   bool has_prob = false;
   double prob = 0;                  // exp(score - LSE) with the reference's LSE
   std::string mask_mod, score_mod;  // the case's expressions ("" when absent)
+  // FP8 cache: the logit is from the stored values times their scales, as the references read them
+  // (fp8), or, while those scales are not known here, from the values before quantisation
+  // (pre_quantisation: then no probability, the reference's LSE being the dequantised cache's)
+  bool fp8 = false, pre_quantisation = false;
+  double k_scale = 1, q_scale = 1;
 };
-Readout mask_readout(const Session& s, int request, int head, int q, int k);
+// `fp8`: the case's FP8 data (fp8_data.h), needed for the logit of an FP8 case.
+Readout mask_readout(const Session& s, int request, int head, int q, int k, const Fp8Data* fp8 = nullptr);
 
 // What a mask_mod does to the plan: the expressions, the block map's counts (the whole batch and
 // the shown request) and the work items' KV tiles: those they list as non-empty (what the plan-executing GPU kernel

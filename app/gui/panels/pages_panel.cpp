@@ -44,7 +44,33 @@ PagesItems build_pages_items(const Session& s) {
   return it;
 }
 
+bool PagesPanel::busy() const { return fp8_shown_ && fp8_cache().busy(); }
+
+bool PagesPanel::fp8_view(const Session& s, UiState& ui) {
+  fp8_shown_ = false;
+  if (!s.spec().fp8_kv()) return false;
+  ImGui::RadioButton("pool", &ui.pages_view, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("FP8 scales and saturation", &ui.pages_view, 1);
+  ImGui::SameLine();
+  ImGui::RadioButton("FP8 error per channel", &ui.pages_view, 2);
+  if (ui.pages_view != 1 && ui.pages_view != 2) return false;
+  fp8_shown_ = true;
+  const auto d = fp8_cache().get(s);
+  if (!d) {
+    ImGui::TextDisabled("regenerating the FP8 cache for this view ...");
+  } else if (!d->available) {
+    ImGui::TextWrapped("%s", d->why.c_str());
+  } else if (ui.pages_view == 1) {
+    scales_.draw(s, *d);
+  } else {
+    channels_.draw(s, *d);
+  }
+  return true;
+}
+
 void PagesPanel::draw(const Session& s, UiState& ui) {
+  if (fp8_view(s, ui)) return;
   if (built_for_ != &s) {
     items_ = build_pages_items(s);
     built_for_ = &s;

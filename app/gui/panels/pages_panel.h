@@ -1,10 +1,12 @@
 // Pages panel: the physical page pool coloured by owner request, null and unused (poisoned)
-// pages, each request's block table and its last-page fill.
+// pages, each request's block table and its last-page fill; for an FP8 cache also its scales and
+// the quantisation error per channel (fp8_views.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "fp8_views.h"
 #include "gui_state.h"
 #include "session.h"
 
@@ -31,8 +33,13 @@ PagesItems build_pages_items(const Session& s);
 class PagesPanel {
  public:
   void draw(const Session& s, UiState& ui);
+  bool busy() const;  // an FP8 view waits for its data
 
  private:
+  bool fp8_view(const Session& s, UiState& ui);  // true when it drew an FP8 view instead of the pool
+  bool fp8_shown_ = false;
+  Fp8ScalesView scales_;
+  Fp8ChannelView channels_;
   const Session* built_for_ = nullptr;
   PagesItems items_;
 };
