@@ -52,12 +52,17 @@ std::string GraphKey::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " Hq=" << hq << " Hk=" << hk << " d=" << d_qk;
   if (d_v != d_qk) s << "/" << d_v;
-  s << " " << dtype_name(dtype) << " S_q<=" << s_q << " S_kv<=" << s_kv;
+  if (fp8)
+    s << " " << fp8_name(*fp8) << " Q/K/V, O " << (o_fp8 ? fp8_name(*fp8) : dtype_name(dtype));
+  else
+    s << " " << dtype_name(dtype);
+  s << " S_q<=" << s_q << " S_kv<=" << s_kv;
   if (group > 1) s << " packed GQA decode (group " << group << ")";
   if (paged)
     s << " paged " << layout_name(layout) << " page " << page_size << " pool<=" << num_pages << " pages";
   else
     s << (dense ? " dense" : " ragged");
+  if (fp8 && (causal || window)) s << (top_left ? " band top-left" : " band bottom-right");
   return s.str();
 }
 
@@ -120,7 +125,18 @@ std::string refusal_reason(const CaseSpec& c, int cudnn_version) {
   return "";
 }
 
-SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bool dense_when_uniform) {
+std::string fp8_refusal_reason(const CaseSpec& c) {
+  if (!c.fp8_kv())
+    return "cudnn.sdpa_fp8 runs FP8 attention only (Q, K and V in FP8, /kv_cache/dtype and /fp8_attention): this case is " +
+           std::string(dtype_name(c.dtype)) + " (cudnn.sdpa runs it)";
+  if (!c.fp8_attention)
+    return "FP8 KV cache without /fp8_attention: cuDNN's FP8 SDPA takes Q, K and V all in FP8 (an FP8 K/V with a " +
+           std::string(dtype_name(c.dtype)) + " Q is no cuDNN graph); add /fp8_attention to quantise Q too";
+  return "";
+}
+
+SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& opt) {
+  const bool pack_gqa_decode = opt.pack_gqa_decode, dense_when_uniform = opt.dense_when_uniform;
   SdpaProblem s;
   GraphKey& k = s.key;
   const PageTable& pt = p.pages;
@@ -160,6 +176,8 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     k.s_q = k.group;
     k.causal = false;
   }
+  // A decode batch's single query is its unit's last key: it sees every key, causal or not.
+  if (opt.prefer_top_left && max_q == 1 && !k.window && !k.alibi) k.causal = false;
   k.s_kv = bucket(max_kv);
   if (k.paged) {
     k.layout = c.kv_cache.layout;
@@ -172,6 +190,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
   const int64_t total_q = c.total_q();
   s.computed.assign(static_cast<size_t>(total_q), 0);
   int padded_rows = 0, empty_units = 0;
+  bool square = true;  // every computed sequence has S_q == S_kv
   for (int u = 0; u < units; ++u) {
     const WorkUnit& w = p.units[u];
     const RequestSpec& r = c.requests[w.request];
@@ -198,6 +217,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
       continue;
     }
     for (int i = 0; i < sq; ++i) s.computed[first[u] + i] = 1;
+    square = square && sq == skv;
     s.seq_q.push_back(k.group > 1 ? k.group : sq);  // packed: sq is 1, its rows are the query heads
     s.seq_kv.push_back(skv);
     s.q_offsets.push_back(checked_i32(first[u] * Hq * dqk, "Q offset"));
@@ -259,6 +279,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     // top-left); otherwise bottom-right, as for the ragged form.
     if (k.s_q == k.s_kv && k.group == 1) k.top_left = true;
   }
+  if (opt.prefer_top_left && square && k.batch > 0) k.top_left = true;
 
   std::ostringstream m;
   if (k.dense)
@@ -270,6 +291,8 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode, bo
     m << "; GQA decode packed: the " << k.group << " query heads of each KV head as " << k.group
       << " rows of one sequence (each sees all of its unit's keys), K/V read once per KV head";
   if (local) m << "; chunked local attention as " << units << " vLLM virtual batches";
+  if (c.attention.causal && !k.causal && k.group == 1)
+    m << "; causal decode: each sequence's one query is its last key and sees every key (no band)";
   if (k.causal && k.group == 1)
     m << (k.top_left ? "; causal: right bound 0, top-left (= bottom-right, q_len == kv_len)"
                      : "; causal: right bound 0, bottom-right (q_abs = kv_len - q_len + q)");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct GraphKey {
   // pool hold them back to back, nothing is padding: plain strided tensors with no padding mask
   // and no ragged offsets, the form PyTorch's SDPA hands cuDNN (see translate()).
   bool dense = false;
+  // FP8 attention (cudnn.sdpa_fp8): Q, K and V in this format with per-tensor descale factors; O
+  // in the same FP8 format when o_fp8 (what Hopper's FP8 engines write), else in `dtype`.
+  std::optional<Fp8Format> fp8;
+  bool o_fp8 = false;
   bool operator==(const GraphKey&) const = default;
   std::string describe() const;  // "B=3 Hq=8 Hk=2 d=128 bf16 S_q<=256 S_kv<=2048 paged NHD page 16 ..."
 };
@@ -68,10 +73,26 @@ struct SdpaProblem {
 // built, and a refusal there is reported with cuDNN's message. `cudnn_version` is cudnnGetVersion().
 std::string refusal_reason(const CaseSpec& c, int cudnn_version);
 
+// The FP8 attention backend's own rules (cudnn.sdpa_fp8) before refusal_reason(): the case must
+// be FP8 attention (Q, K and V in FP8). The scale granularity is the registry's (its descriptor).
+std::string fp8_refusal_reason(const CaseSpec& c);
+
+struct TranslateOptions {
+  bool pack_gqa_decode = true;     // allow the packed GQA decode form (GraphKey::group)
+  bool dense_when_uniform = true;  // allow the dense form (GraphKey::dense)
+  // Causal / window bands aligned top-left wherever that equals attnscope's bottom-right mask
+  // (every sequence with S_q == S_kv), and no band for decode batches (one query per sequence, the
+  // last key, sees every key): Hopper's FP8 engines have no bottom-right alignment.
+  bool prefer_top_left = false;
+};
+
 // The case in cuDNN's terms. Requires refusal_reason(c) to be empty.
+SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& o);
 // `pack_gqa_decode`: allow the packed GQA decode form (GraphKey::group); false gives the plain one.
 // `dense_when_uniform`: allow the dense form (GraphKey::dense); false keeps the ragged one.
-SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true, bool dense_when_uniform = true);
+inline SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_decode = true, bool dense_when_uniform = true) {
+  return translate(c, p, TranslateOptions{pack_gqa_decode, dense_when_uniform});
+}
 
 // attnscope's conventions on what cuDNN returned: the rows cuDNN does not compute (padding
 // queries, fully masked in attnscope) get O = 0 and LSE = -inf. `o` is [total_q, Hq, d_v], `lse`

@@ -32,7 +32,17 @@ enum Uid : int64_t {
   kVOffsets,
   kPageTableK,
   kPageTableV,
+  kDescaleQ,  // FP8 attention: per-tensor factors, float [1, 1, 1, 1] each
+  kDescaleK,
+  kDescaleV,
+  kDescaleS,
+  kScaleS,
+  kScaleO,
+  kAmaxS,
+  kAmaxO,
 };
+
+fe::DataType_t fp8_type(Fp8Format f) { return f == Fp8Format::kE4M3 ? fe::DataType_t::FP8_E4M3 : fe::DataType_t::FP8_E5M2; }
 
 constexpr size_t kCacheCapacity = 16;  // graphs kept; each holds its compiled plan
 
@@ -121,8 +131,9 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   auto g = std::make_shared<fg::Graph>();
   if (device) g->set_device_properties(device);
   if (sm_version > 0) g->set_sm_version(sm_version);
+  const fe::DataType_t case_type = k.dtype == DType::kFp16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16;
   g->set_name("attnscope_cudnn_sdpa")
-      .set_io_data_type(k.dtype == DType::kFp16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
+      .set_io_data_type(k.fp8 ? fp8_type(*k.fp8) : case_type)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t B = k.batch, Hq = k.hq, Hk = k.hk, Dqk = k.d_qk, Dv = k.d_v, Sq = k.s_q, Skv = k.s_kv;
@@ -196,7 +207,32 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
     attrs.set_paged_attention_k_table(table_k).set_paged_attention_v_table(table_v).set_paged_attention_max_seq_len_kv(
         static_cast<int>(Skv));
 
-  auto [o, stats] = g->sdpa(q, kt, vt, attrs);
+  std::shared_ptr<fg::Tensor_attributes> o, stats;
+  if (k.fp8) {
+    // The descale factors multiply Q.K^T (descale_q * descale_k) and P.V (descale_s * descale_v);
+    // P is quantised as P * scale_s and O as O * scale_o (the frontend's FP8 sample's graph).
+    auto factor = [&](const char* name, Uid uid) {
+      return g->tensor(fg::Tensor_attributes()
+                           .set_name(name)
+                           .set_uid(uid)
+                           .set_dim({1, 1, 1, 1})
+                           .set_stride({1, 1, 1, 1})
+                           .set_data_type(fe::DataType_t::FLOAT));
+    };
+    attrs._set_mma_core_mode(fp8_type(*k.fp8));  // the frontend's own setter; sdpa_fp8 would default to E4M3
+    auto out =
+        g->sdpa_fp8(q, kt, vt, factor("descale_q", kDescaleQ), factor("descale_k", kDescaleK), factor("descale_v", kDescaleV),
+                    factor("descale_s", kDescaleS), factor("scale_s", kScaleS), factor("scale_o", kScaleO), attrs);
+    o = out[0];
+    stats = out[1];
+    for (auto [t, uid] : {std::pair{out[2], kAmaxS}, std::pair{out[3], kAmaxO}})
+      t->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
+    o->set_data_type(k.o_fp8 ? fp8_type(*k.fp8) : case_type);
+  } else {
+    auto out = g->sdpa(q, kt, vt, attrs);
+    o = out[0];
+    stats = out[1];
+  }
   // O and the softmax stats land in attnscope's [total_q, Hq, d_v] and [total_q, Hq] directly.
   // Stats is cuDNN's natural-log LSE of the scaled (and ALiBi-biased) scores, max + ln(sum exp):
   // the frontend's set_stats_use_log2 would convert it to base 2 and is left off, so what cuDNN
@@ -227,6 +263,14 @@ class BuiltGraph final : public SdpaGraph {
       pack[kQOffsets] = const_cast<int32_t*>(b.q_offsets);
       pack[kOOffsets] = const_cast<int32_t*>(b.o_offsets);
       pack[kLseOffsets] = const_cast<int32_t*>(b.stats_offsets);
+    }
+    if (key_.fp8) {
+      for (auto [uid, ptr] :
+           {std::pair{kDescaleQ, b.descale_q}, std::pair{kDescaleK, b.descale_k}, std::pair{kDescaleV, b.descale_v},
+            std::pair{kDescaleS, b.descale_s}, std::pair{kScaleS, b.scale_s}, std::pair{kScaleO, b.scale_o}})
+        pack[uid] = const_cast<float*>(ptr);
+      pack[kAmaxS] = b.amax_s;
+      pack[kAmaxO] = b.amax_o;
     }
     if (key_.paged) {
       pack[kPageTableK] = const_cast<int32_t*>(b.page_table);
@@ -312,7 +356,20 @@ GraphLookup find_or_build_graph(const GraphKey& key) {
       r.lookup_ms = Ms(std::chrono::steady_clock::now() - t0).count();
       return r;
     }
-  r.graph = build(key);
+  // cuDNN's refusals are remembered too: a backend that falls back to another form (cudnn.sdpa_fp8's
+  // FP8 output) would otherwise pay the refused build on every run.
+  static auto* refused = new std::list<std::pair<GraphKey, CudnnError>>();
+  for (const auto& [k, e] : *refused)
+    if (k == key) throw e;
+  try {
+    r.graph = build(key);
+  } catch (const CudnnError& e) {
+    if (e.unsupported) {
+      refused->push_front({key, e});
+      if (refused->size() > kCacheCapacity) refused->pop_back();
+    }
+    throw;
+  }
   c.push_front({key, r.graph});
   while (c.size() > kCacheCapacity) c.pop_back();
   r.lookup_ms = Ms(std::chrono::steady_clock::now() - t0).count();

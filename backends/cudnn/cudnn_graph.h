@@ -26,7 +26,7 @@ struct CudnnError : std::runtime_error {
 // Device pointers of one execution. Q, K, V, O and LSE are attnscope's own buffers; the rest are
 // the index tensors of SdpaProblem, uploaded for this run.
 struct Bindings {
-  const void* q = nullptr;          // [total_q, Hq, d_qk], the case dtype
+  const void* q = nullptr;          // [total_q, Hq, d_qk], the case dtype (FP8 attention: FP8 bytes)
   const void* k = nullptr;          // the K pool (paged container or ragged tokens)
   const void* v = nullptr;          // the V pool
   void* o = nullptr;                // [total_q, Hq, d_v], the case dtype
@@ -40,6 +40,15 @@ struct Bindings {
   const int32_t* v_offsets = nullptr;   // ragged storage only
   const int32_t* page_table = nullptr;  // paged only (the same table serves K and V)
   void* workspace = nullptr;            // SdpaGraph::workspace_bytes
+  // FP8 attention only (GraphKey::fp8): float scalars on the device.
+  const float* descale_q = nullptr;
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
+  const float* descale_s = nullptr;
+  const float* scale_s = nullptr;
+  const float* scale_o = nullptr;
+  float* amax_s = nullptr;  // outputs: the largest |P| and |O| (before their scales)
+  float* amax_o = nullptr;
 };
 
 // A built and planned graph. Immutable once built; executions run under cudnn_lock().

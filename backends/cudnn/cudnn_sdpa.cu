@@ -11,6 +11,7 @@
 #include "cuda_backends.h"
 #include "cudnn_conventions.h"
 #include "cudnn_graph.h"
+#include "cudnn_indices.h"
 #include "cudnn_sdpa.h"
 #include "device_workload.h"
 #include "gpu_timer.h"
@@ -20,32 +21,6 @@ namespace attnscope::peers::cudnn {
 namespace {
 
 using attnscope::cuda::DeviceBuffer;
-
-std::string fixed(double x, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << x;
-  return s.str();
-}
-
-// The index tensors of one run on the device.
-struct DeviceIndices {
-  DeviceBuffer seq_q, seq_kv, q_offsets, o_offsets, stats_offsets, k_offsets, v_offsets, page_table;
-  explicit DeviceIndices(const SdpaProblem& s)
-      : seq_q(DeviceBuffer::from(s.seq_q)),
-        seq_kv(DeviceBuffer::from(s.seq_kv)),
-        q_offsets(DeviceBuffer::from(s.q_offsets)),
-        o_offsets(DeviceBuffer::from(s.o_offsets)),
-        stats_offsets(DeviceBuffer::from(s.stats_offsets)),
-        k_offsets(DeviceBuffer::from(s.k_offsets)),
-        v_offsets(DeviceBuffer::from(s.v_offsets)),
-        page_table(DeviceBuffer::from(s.page_table)) {}
-  static int64_t bytes(const SdpaProblem& s) {
-    return 4 * static_cast<int64_t>(s.seq_q.size() + s.seq_kv.size() + s.q_offsets.size() + s.o_offsets.size() +
-                                    s.stats_offsets.size() + s.k_offsets.size() + s.v_offsets.size() + s.page_table.size());
-  }
-};
 
 class SdpaBackend final : public Backend {
  public:
@@ -122,14 +97,7 @@ class SdpaBackend final : public Backend {
     b.v = w.v.as<void>();
     b.o = o.as<void>();
     b.lse = lse.as<float>();
-    b.seq_q = idx.seq_q.as<int32_t>();
-    b.seq_kv = idx.seq_kv.as<int32_t>();
-    b.q_offsets = idx.q_offsets.as<int32_t>();
-    b.o_offsets = idx.o_offsets.as<int32_t>();
-    b.stats_offsets = idx.stats_offsets.as<int32_t>();
-    b.k_offsets = idx.k_offsets.as<int32_t>();
-    b.v_offsets = idx.v_offsets.as<int32_t>();
-    b.page_table = idx.page_table.as<int32_t>();
+    idx.bind(&b);
     b.workspace = workspace.as<void>();
 
     g.graph->execute(b);
@@ -144,11 +112,7 @@ class SdpaBackend final : public Backend {
         opt, [&] { g.graph->execute(b); }, [] { cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa benchmark loop"); },
         &res.timing);
 
-    // The graph's build time beside the run: on a miss the whole build, on a hit the lookup.
-    const std::string graph_time = g.cached ? "graph cached: " + fixed(g.lookup_ms, 3) + " ms (built in " +
-                                                  fixed(g.graph->build_ms, 1) + " ms for this shape class)"
-                                            : "graph built in " + fixed(g.graph->build_ms, 1) + " ms";
-    res.message = graph_time + "; " + g.graph->implementation + " SDPA, plan " +
+    res.message = graph_time_text(g) + "; " + g.graph->implementation + " SDPA, plan " +
                   (g.graph->engine.empty() ? std::string("?") : g.graph->engine) + "; shape class " + s.key.describe() + "; " +
                   s.masks;
     return res;

@@ -16,7 +16,17 @@ BackendFamily cudnn_family() {
        "cuDNN's fused scaled-dot-product attention (frontend graph API): ragged Q/O/LSE, paged K/V through page tables",
        "bf16 / fp16, head dims up to 256, paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods",
        Expressions::kNone, Expressions::kLowered, true, true},
+      {"cudnn.sdpa_fp8",
+       "cuDNN's FP8 scaled-dot-product attention (frontend sdpa_fp8): Q, K, V as FP8 bytes with per-tensor descale factors, "
+       "P in FP8 inside the kernel",
+       "FP8 attention only (/fp8_attention; e4m3 or e5m2) with tensor scales, bf16 / fp16 case dtype, head dims multiples "
+       "of 16 up to 256, paged or contiguous KV read in place, padding; on Hopper O is written in FP8 and dequantised, and "
+       "causal bands only where q_len == kv_len (top-left) or in decode batches",
+       Expressions::kNone, Expressions::kNone, true, true},
   };
+  // cuDNN's descale factors are one value per tensor
+  f.backends[1].fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor);
+  f.backends[1].fp8_attention = true;
   // a repro script runs it as PyTorch's SDPA with the cuDNN backend
   f.backends[0].script_sdpa_backend = "CUDNN_ATTENTION";
   f.backends[0].script_sdpa_note =
@@ -26,7 +36,9 @@ BackendFamily cudnn_family() {
   f.compiled = true;
   f.note = peers::cudnn::cudnn_version_note();
   f.pin = ATTNSCOPE_CUDNN_FRONTEND_PIN;
-  f.make = [](const std::string&) -> std::unique_ptr<Backend> { return peers::cudnn::make_sdpa_backend(); };
+  f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    return id == "cudnn.sdpa_fp8" ? peers::cudnn::make_sdpa_fp8_backend() : peers::cudnn::make_sdpa_backend();
+  };
 #else
   f.note = ATTNSCOPE_FAMILY_WHY;
 #endif

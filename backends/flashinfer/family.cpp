@@ -16,16 +16,20 @@ BackendFamily flashinfer_family() {
   f.backends = {
       {"flashinfer.prefill", "FlashInfer FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched) planned by its PrefillPlan",
        "bf16 / fp16, the head dims of fi_instances.def, paged or ragged KV, causal / window / chunked local (as vLLM's "
-       "virtual batches), a mask_mod as its custom mask, soft-cap / ALiBi score_mods; FlashInfer's own plan",
-       E::kFull, E::kLowered, true, true, true},
+       "virtual batches), a mask_mod as its custom mask, soft-cap / ALiBi score_mods; an FP8 KV cache (bf16 queries) with "
+       "tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
+       E::kFull, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
       {"flashinfer.prefill_sm90",
        "FlashInfer Hopper paged prefill (prefill_sm90.cuh: wgmma, TMA, warp-specialised) planned by PrefillSM90Plan",
-       "bf16 / fp16 on sm_90, the head dims of fi_sm90_instances.def, paged KV, causal / window, soft-cap; FlashInfer's own plan",
-       E::kNone, E::kLowered, true, true, true},
+       "bf16 / fp16 on sm_90, the head dims of fi_sm90_instances.def, paged KV, causal / window, soft-cap; FP8 attention "
+       "(Q, K, V in e4m3, bf16 output) with tensor or per-head scales through its FP8 kernel "
+       "(BatchFP8PrefillWithPagedKVCacheDispatched); FlashInfer's own plan",
+       E::kNone, E::kLowered, true, true, true, Role::kNone,
+       fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), true},
       {"flashinfer.decode", "FlashInfer CUDA-core batch decode (BatchDecodeWithPagedKVCacheDispatched) planned by its DecodePlan",
-       "single-token queries, bf16 / fp16, the head dims of fi_instances.def, paged KV, window, soft-cap / ALiBi; FlashInfer's "
-       "own plan",
-       E::kNone, E::kLowered, true, true, true},
+       "single-token queries, bf16 / fp16, the head dims of fi_instances.def, paged KV, window, soft-cap / ALiBi; an FP8 KV "
+       "cache (bf16 queries) with tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
+       E::kNone, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
   };
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flashinfer = flashinfer_library_plan(c, units);

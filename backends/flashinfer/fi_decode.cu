@@ -3,6 +3,7 @@
 // Chunked local attention runs on vLLM's virtual batches (one per request when every q_len is 1).
 #include <chrono>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device_workload.h"
@@ -18,31 +19,37 @@ namespace {
 // max(16 / sizeof(dtype), head_dim / 32), bdy = the GQA group, bdz = max(128, bdx * bdy) / (bdx *
 // bdy); grid (padded_batch_size, num_kv_heads).
 std::string decode_kernel_name(const CaseSpec& c, const fi::DecodePlanInfo& info, FiVariant v) {
-  const unsigned vec = std::max(8, c.head_dim_qk / 32), bdx = c.head_dim_qk / vec, bdy = c.group_size();
+  // vec_size = max(16 / sizeof(DTypeKV), head_dim / 32): 16 one-byte FP8 elements per load
+  const unsigned vec = std::max(c.fp8_kv() ? 16 : 8, c.head_dim_qk / 32), bdx = c.head_dim_qk / vec, bdy = c.group_size();
   const unsigned bdz = std::max(128u, bdx * bdy) / (bdx * bdy);
+  const std::string kv = c.fp8_kv() ? std::string(" / KV ") + fp8_name(*c.kv_cache.fp8) : "";
   std::string s = "BatchDecodeWithPagedKVCacheKernel<head_dim " + std::to_string(c.head_dim_qk) + ", " + dtype_name(c.dtype) +
-                  ", group " + std::to_string(bdy) + ", variant " + fi_variant_name(v) + "> with " +
+                  kv + ", group " + std::to_string(bdy) + ", variant " + fi_variant_name(v) + "> with " +
                   grid_block(dim3(static_cast<unsigned>(info.padded_batch_size), c.num_kv_heads), dim3(bdx, bdy, bdz));
   if (info.split_kv) s += ", then VariableLengthMergeStates";
   return s;
 }
 
-template <class T>
+// KV = T: the dtype pools; an FP8 KV: the FP8 byte pools (k8 / v8) with FlashInfer's FP8 KV
+// convention (fi_runtime.h Fp8KvScales: k_scale in sm_scale, v_scale on the output after the kernel).
+template <class T, class KV>
 class Launch {
  public:
   Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
-         const fi::DecodePlanInfo& info, FiVariant v, uint32_t batch, const float* slopes)
-      : v_(v) {
+         const fi::DecodePlanInfo& info, FiVariant v, uint32_t batch, const float* slopes, Fp8KvScales sc)
+      : v_(v), o_elems_(static_cast<int64_t>(out.o.bytes() / dtype_bytes(c.dtype))), dtype_(c.dtype) {
     const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
-    p_.paged_kv =
-        fi::paged_kv_t<T, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_qk, batch, layout, w.k.as<T>(), w.v.as<T>(),
-                                du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
+    KV* k = std::is_same_v<T, KV> ? w.k.as<KV>() : w.k8.as<KV>();
+    KV* vp = std::is_same_v<T, KV> ? w.v.as<KV>() : w.v8.as<KV>();
+    p_.paged_kv = fi::paged_kv_t<KV, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_qk, batch, layout, k, vp,
+                                           du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
     p_.q = w.q.as<T>();  // [batch, hq, d]: one query per unit, units in token order
     p_.o = out.o.as<T>();
     p_.lse = out.lse.as<float>();
     p_.maybe_alibi_slopes = const_cast<float*>(slopes);
     p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
-    p_.sm_scale = c.sm_scale_or_default();
+    p_.sm_scale = c.sm_scale_or_default() * sc.k;  // decode.py: sm_scale *= k_scale (1 without FP8)
+    v_scale_ = sc.v;
     p_.num_qo_heads = c.num_qo_heads;
     p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;
     p_.q_stride_h = c.head_dim_qk;
@@ -59,33 +66,38 @@ class Launch {
       if (info.enable_cuda_graph) p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
     }
     p_.padded_batch_size = static_cast<uint32_t>(info.padded_batch_size);
-    kernels_ = find_kernels<T>(c.head_dim_qk);
+    kernels_ = kernels_for<T, KV>(c.head_dim_qk);
     name_ = decode_kernel_name(c, info, v);
   }
 
+  // The kernel (and its merge), then, with an FP8 cache whose v_scale is not 1, the wrapper's
+  // `out *= v_scale` (decode.py skips it for a float 1.0).
   void operator()(bool sync) {
     if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, nullptr), name_, sync);
+    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, nullptr), name_, false);
+    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), nullptr);
+    check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
   }
 
  private:
   FiVariant v_;
-  DecodeParams<T> p_;
+  int64_t o_elems_;
+  DType dtype_;
+  double v_scale_ = 1.0;
+  DecodeParams<T, KV> p_;
   T* tmp_v_ = nullptr;
   float* tmp_s_ = nullptr;
-  const FiKernels<T>* kernels_ = nullptr;
+  const FiKernels<T, KV>* kernels_ = nullptr;
   std::string name_;
 };
 
 // DecodePlan (or its workspace size) through the instance of the case's dtype.
 cudaError_t decode_plan(const CaseSpec& c, const DecodePlanArgs& a, FiVariant v, fi::DecodePlanInfo* info, size_t* fb,
                         size_t* ib) {
-  if (c.dtype == DType::kBf16) {
-    const auto* k = find_kernels<nv_bfloat16>(c.head_dim_qk);
+  return with_types(c, [&](auto t, auto kv) {
+    const auto* k = kernels_for<decltype(t), decltype(kv)>(c.head_dim_qk);
     return k ? k->decode_plan(a, v, info, fb, ib) : cudaErrorNotSupported;
-  }
-  const auto* k = find_kernels<half>(c.head_dim_qk);
-  return k ? k->decode_plan(a, v, info, fb, ib) : cudaErrorNotSupported;
+  });
 }
 
 class DecodeBackend final : public Backend {
@@ -109,9 +121,9 @@ class DecodeBackend final : public Backend {
       return "planner fixed: FlashInfer's CUDA-core decode has no fixed split size (its wrapper raises \"fixed_split_size "
              "is only supported by tensor core decode for now.\")";
     const FiVariant v = choose_variant(c);
-    if (!has_decode(c.head_dim_qk, c.dtype, v))
+    if (!has_decode(c.head_dim_qk, table_dtype(c), v))
       return std::string("decode variant ") + fi_variant_name(v) + " is not instantiated for head_dim " +
-             std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype) + " in this build (fi_instances.def)";
+             std::to_string(c.head_dim_qk) + " " + table_dtype(c) + " in this build (fi_instances.def)";
     // the decode kernel has no custom mask: the single query must see exactly the keys from the
     // window (or chunk) start to the end
     for (size_t r = 0; r < c.requests.size(); ++r) {
@@ -163,6 +175,7 @@ class DecodeBackend final : public Backend {
                                     16 * static_cast<int64_t>(u.kv_indices.size() + B),
                                 "flashinfer.decode (inputs, outputs, FlashInfer's workspaces)");
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const Fp8KvScales sc = fp8_kv_scales(c, w);
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     const std::vector<float> slopes = alibi_slopes(c);
@@ -189,18 +202,15 @@ class DecodeBackend final : public Backend {
     const int kv_chunk_tokens = *fi::GetPtrFromBaseOffset<FiId>(ws.host, info.kv_chunk_size_ptr_offset);
 
     // one launch checked synchronously, the outputs, then the timed launches (kernels only)
-    auto go = [&](auto dtype_tag) {
-      Launch<decltype(dtype_tag)> launch(c, w, du, out, ws, info, v, B, d_slopes.as<float>());
+    auto go = [&](auto t, auto kv) {
+      Launch<decltype(t), decltype(kv)> launch(c, w, du, out, ws, info, v, B, d_slopes.as<float>(), sc);
       launch(true);
       download_outputs(c, u, slopes, out, &res);
       const auto once = [&] { launch(false); };
       time_launches(opt, once, &res.timing);
     };
     try {
-      if (c.dtype == DType::kBf16)
-        go(nv_bfloat16{});
-      else
-        go(half{});
+      with_types(c, go);
     } catch (const fi::Error& e) {
       return refused(res, std::string("FlashInfer refuses the launch: ") + e.what());
     }
@@ -217,6 +227,7 @@ class DecodeBackend final : public Backend {
     if (!sa.note.empty()) msg += "; " + sa.note;
     if (info.split_kv && !partials_note(c).empty()) msg += "; " + partials_note(c);
     if (v == FiVariant::kAlibi && !c.attention.alibi) msg += "; window without ALiBi: the ALiBi variant with zero slopes";
+    if (c.fp8_kv()) msg += "; " + fp8_note(c, sc);
     res.message = msg;
     return res;
   }

@@ -42,23 +42,23 @@ struct VariantOf<FiVariant::kSoftcap, kCustom> {
 // SAME_KV_STRIDES = true: attnscope's K and V pools have the same shape (equal head dims are all
 // this table instantiates), as FlashInfer's runtime dispatch picks for identical strides.
 // USE_FP16_QK_REDUCTION = false, as FlashInfer's Python default.
-template <uint32_t D, class T, FiVariant V, fi::MaskMode M>
-cudaError_t prefill_mask(PrefillParams<T>& p, T* tmp_v, float* tmp_s, int cta_tile_q, cudaStream_t s) {
+template <uint32_t D, class T, class KV, FiVariant V, fi::MaskMode M>
+cudaError_t prefill_mask(PrefillParams<T, KV>& p, T* tmp_v, float* tmp_s, int cta_tile_q, cudaStream_t s) {
   using Var = typename VariantOf<V, M == fi::MaskMode::kCustom>::type;
   constexpr fi::PosEncodingMode kPos = VariantOf<V, M == fi::MaskMode::kCustom>::kPos;
   switch (cta_tile_q) {
     case 16:
-      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 16, D, D, kPos, false, M, Var, PrefillParams<T>>(p, tmp_v, tmp_s,
-                                                                                                               false, s);
+      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 16, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+          p, tmp_v, tmp_s, false, s);
     case 64:
-      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 64, D, D, kPos, false, M, Var, PrefillParams<T>>(p, tmp_v, tmp_s,
-                                                                                                               false, s);
+      return fi::BatchPrefillWithPagedKVCacheDispatched<true, 64, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+          p, tmp_v, tmp_s, false, s);
     case 128:
       // FA2DetermineCtaTileQ picks 128 only for head_dim_vo < 256 (utils.cuh): not instantiated
       // beyond, like FlashInfer's own kernel-instantiation lists
       if constexpr (D < 256)
-        return fi::BatchPrefillWithPagedKVCacheDispatched<true, 128, D, D, kPos, false, M, Var, PrefillParams<T>>(p, tmp_v, tmp_s,
-                                                                                                                  false, s);
+        return fi::BatchPrefillWithPagedKVCacheDispatched<true, 128, D, D, kPos, false, M, Var, PrefillParams<T, KV>>(
+            p, tmp_v, tmp_s, false, s);
       break;
     default:
       break;
@@ -66,32 +66,33 @@ cudaError_t prefill_mask(PrefillParams<T>& p, T* tmp_v, float* tmp_s, int cta_ti
   return cudaErrorInvalidConfiguration;  // a tile the planner never chooses for this head dim
 }
 
-template <uint32_t D, class T, FiVariant V>
-cudaError_t decode(DecodeParams<T>& p, T* tmp_v, float* tmp_s, cudaStream_t s) {
+template <uint32_t D, class T, class KV, FiVariant V>
+cudaError_t decode(DecodeParams<T, KV>& p, T* tmp_v, float* tmp_s, cudaStream_t s) {
   using Var = typename VariantOf<V, false>::type;
-  return fi::BatchDecodeWithPagedKVCacheDispatched<D, VariantOf<V, false>::kPos, Var, DecodeParams<T>>(p, tmp_v, tmp_s, false, s);
+  return fi::BatchDecodeWithPagedKVCacheDispatched<D, VariantOf<V, false>::kPos, Var, DecodeParams<T, KV>>(p, tmp_v, tmp_s, false,
+                                                                                                           s);
 }
 
 // DecodePlan with the work estimation of the decode kernel for the batch's GQA group size, as
 // batch_decode.cu's plan does through DISPATCH_GQA_GROUP_SIZE (group sizes 1, 2, 3, 4, 6, 8, 16).
 // The dispatch is spelled out here: FlashInfer's macros name flashinfer::Error, which inside this
 // namespace would resolve to attnscope::peers::flashinfer.
-template <uint32_t D, class T, FiVariant V>
+template <uint32_t D, class T, class KV, FiVariant V>
 cudaError_t decode_plan(const DecodePlanArgs& a, fi::DecodePlanInfo* info, size_t* float_bytes, size_t* int_bytes) {
   using Var = typename VariantOf<V, false>::type;
   constexpr fi::PosEncodingMode kPos = VariantOf<V, false>::kPos;
   cudaError_t st = cudaErrorInvalidValue;
   auto one = [&](auto group) {
     constexpr uint32_t kGroup = decltype(group)::value;
-    auto estimate = fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<kGroup, D, kPos, Var, DecodeParams<T>>;
+    auto estimate = fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<kGroup, D, kPos, Var, DecodeParams<T, KV>>;
     if (a.size_only) {
-      st = fi::DecodePlanWorkspaceSize<D, kPos, Var, DecodeParams<T>>(*float_bytes, *int_bytes, a.kv_indptr_h, a.batch_size,
-                                                                      a.num_qo_heads, a.page_size, a.enable_cuda_graph, a.stream,
-                                                                      estimate);
+      st = fi::DecodePlanWorkspaceSize<D, kPos, Var, DecodeParams<T, KV>>(*float_bytes, *int_bytes, a.kv_indptr_h, a.batch_size,
+                                                                          a.num_qo_heads, a.page_size, a.enable_cuda_graph,
+                                                                          a.stream, estimate);
     } else {
-      st = fi::DecodePlan<D, kPos, Var, DecodeParams<T>>(a.float_buffer, a.float_bytes, a.int_buffer, a.host_buffer, a.int_bytes,
-                                                         *info, a.kv_indptr_h, a.batch_size, a.num_qo_heads, a.page_size,
-                                                         a.enable_cuda_graph, a.stream, estimate);
+      st = fi::DecodePlan<D, kPos, Var, DecodeParams<T, KV>>(a.float_buffer, a.float_bytes, a.int_buffer, a.host_buffer,
+                                                             a.int_bytes, *info, a.kv_indptr_h, a.batch_size, a.num_qo_heads,
+                                                             a.page_size, a.enable_cuda_graph, a.stream, estimate);
     }
   };
   switch (a.num_qo_heads / a.num_kv_heads) {

@@ -9,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <flashinfer/page.cuh>
 #include <flashinfer/pos_enc.cuh>
 #include <string>
+#include <type_traits>
 
 #include "fi_conventions.h"
 
@@ -33,10 +35,12 @@ using FiId = int32_t;
 // maybe_alibi_slopes, logits_soft_cap, sm_scale, rope_rcp_scale, rope_rcp_theta). The optional
 // members the kernel probes with has_member (prefix lengths for multi-item scoring, NVFP4 scale
 // factors) are left out, so the kernel sees nullptr for them, as when Python passes None.
-template <class T>
+// KV: the pool's element type, T or an FP8 type (__nv_fp8_e4m3 / __nv_fp8_e5m2, FlashInfer's FP8 KV
+// instantiations: Q and O stay T).
+template <class T, class KV = T>
 struct PrefillParams {
   using DTypeQ = T;
-  using DTypeKV = T;
+  using DTypeKV = KV;
   using DTypeO = T;
   using IdType = FiId;
 
@@ -83,10 +87,10 @@ struct PrefillParams {
 
 // BatchDecodeWithPagedKVCacheDispatched's Params (FlashInfer's decode Params plus the decode
 // default variant's additional parameters: maybe_alibi_slopes, logits_soft_cap, sm_scale, rope).
-template <class T>
+template <class T, class KV = T>
 struct DecodeParams {
   using DTypeQ = T;
-  using DTypeKV = T;
+  using DTypeKV = KV;
   using DTypeO = T;
   using IdType = FiId;
 
@@ -157,11 +161,11 @@ struct DecodePlanArgs {
   cudaStream_t stream = nullptr;
 };
 
-template <class T>
+template <class T, class KV = T>
 struct FiKernels {
-  cudaError_t (*prefill)(PrefillParams<T>& p, T* tmp_v, float* tmp_s, int cta_tile_q, FiVariant v, FiMask m,
+  cudaError_t (*prefill)(PrefillParams<T, KV>& p, T* tmp_v, float* tmp_s, int cta_tile_q, FiVariant v, FiMask m,
                          cudaStream_t s) = nullptr;
-  cudaError_t (*decode)(DecodeParams<T>& p, T* tmp_v, float* tmp_s, FiVariant v, cudaStream_t s) = nullptr;
+  cudaError_t (*decode)(DecodeParams<T, KV>& p, T* tmp_v, float* tmp_s, FiVariant v, cudaStream_t s) = nullptr;
   cudaError_t (*decode_plan)(const DecodePlanArgs& a, FiVariant v, fi::DecodePlanInfo* info, size_t* float_bytes_out,
                              size_t* int_bytes_out) = nullptr;
 };
@@ -174,5 +178,34 @@ template <>
 const FiKernels<nv_bfloat16>* find_kernels<nv_bfloat16>(int head_dim);
 template <>
 const FiKernels<half>* find_kernels<half>(int head_dim);
+// The FP8-KV launchers (bf16 Q and O, KV in FP8 format KV) of head_dim; nullptr when not built.
+template <class KV>
+const FiKernels<nv_bfloat16, KV>* find_fp8_kernels(int head_dim);
+template <>
+const FiKernels<nv_bfloat16, __nv_fp8_e4m3>* find_fp8_kernels<__nv_fp8_e4m3>(int head_dim);
+template <>
+const FiKernels<nv_bfloat16, __nv_fp8_e5m2>* find_fp8_kernels<__nv_fp8_e5m2>(int head_dim);
+
+// The launchers of the case's (Q, KV) types for head_dim: find_kernels for a 16-bit cache,
+// find_fp8_kernels for an FP8 one.
+template <class T, class KV>
+const FiKernels<T, KV>* kernels_for(int head_dim) {
+  if constexpr (std::is_same_v<T, KV>)
+    return find_kernels<T>(head_dim);
+  else
+    return find_fp8_kernels<KV>(head_dim);
+}
+
+// Calls f(T{}, KV{}) with the case's Q / O type and KV pool type: (bf16, bf16), (fp16, fp16), or
+// bf16 with __nv_fp8_e4m3 / __nv_fp8_e5m2 for an FP8 cache (fp8_refusal refuses the rest first).
+template <class F>
+decltype(auto) with_types(const CaseSpec& c, F&& f) {
+  if (c.fp8_kv()) {
+    if (*c.kv_cache.fp8 == Fp8Format::kE4M3) return f(nv_bfloat16{}, __nv_fp8_e4m3{});
+    return f(nv_bfloat16{}, __nv_fp8_e5m2{});
+  }
+  if (c.dtype == DType::kBf16) return f(nv_bfloat16{}, nv_bfloat16{});
+  return f(half{}, half{});
+}
 
 }  // namespace attnscope::peers::flashinfer

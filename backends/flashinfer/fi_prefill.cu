@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device_workload.h"
@@ -23,28 +24,39 @@ namespace {
 std::string prefill_kernel_name(const CaseSpec& c, const fi::PrefillPlanInfo& info, FiVariant v, FiMask m) {
   const unsigned wq = info.cta_tile_q > 16 ? 4 : 1;
   const dim3 grid(static_cast<unsigned>(info.padded_batch_size), 1, static_cast<unsigned>(c.num_kv_heads));
+  const std::string kv = c.fp8_kv() ? std::string(" / KV ") + fp8_name(*c.kv_cache.fp8) : "";
   std::string s = "BatchPrefillWithPagedKVCacheKernel<cta_tile_q " + std::to_string(info.cta_tile_q) + ", head_dim " +
-                  std::to_string(c.head_dim_qk) + ", " + dtype_name(c.dtype) + ", mask " + fi_mask_name(m) + ", variant " +
+                  std::to_string(c.head_dim_qk) + ", " + dtype_name(c.dtype) + kv + ", mask " + fi_mask_name(m) + ", variant " +
                   fi_variant_name(v) + "> with " + grid_block(grid, dim3(32, wq, 4 / wq));
   if (info.split_kv) s += ", then VariableLengthMergeStates over " + std::to_string(info.total_num_rows) + " rows";
   return s;
 }
 
-template <class T>
+// KV = T: the dtype pools; an FP8 KV: the FP8 byte pools (k8 / v8) with FlashInfer's FP8 KV
+// convention (fi_runtime.h Fp8KvScales: k_scale in sm_scale, v_scale on the output after the kernel).
+template <class T, class KV>
 class Launch {
  public:
   // Fills FlashInfer's params from the plan (PrefillPlanInfo offsets into the workspaces) and the
   // device inputs; every field the kernel reads is set here.
   Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
-         const fi::PrefillPlanInfo& info, FiVariant v, FiMask m, const uint8_t* mask, const int* mask_indptr, const float* slopes)
-      : info_(info), v_(v), m_(m) {
+         const fi::PrefillPlanInfo& info, FiVariant v, FiMask m, const uint8_t* mask, const int* mask_indptr, const float* slopes,
+         Fp8KvScales sc)
+      : info_(info),
+        v_(v),
+        m_(m),
+        dtype_(c.dtype),
+        v_scale_(sc.v),
+        o_elems_(static_cast<int64_t>(out.o.bytes() / dtype_bytes(c.dtype))) {
     const int B = static_cast<int>(du.qo_indptr.bytes() / sizeof(int)) - 1;
     const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
     // K and V pools share one shape (equal head dims): the contiguous-pool constructor's strides,
     // NHD [pages, page_size, heads, dim] / HND [pages, heads, page_size, dim], are attnscope's
     // kv_offset() layouts
-    p_.paged_kv = fi::paged_kv_t<T, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_vo, B, layout, w.k.as<T>(), w.v.as<T>(),
-                                          du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
+    KV* k = std::is_same_v<T, KV> ? w.k.as<KV>() : w.k8.as<KV>();
+    KV* vp = std::is_same_v<T, KV> ? w.v.as<KV>() : w.v8.as<KV>();
+    p_.paged_kv = fi::paged_kv_t<KV, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_vo, B, layout, k, vp,
+                                           du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
     p_.q = w.q.as<T>();
     p_.q_indptr = du.qo_indptr.as<FiId>();
     p_.o = out.o.as<T>();
@@ -54,7 +66,7 @@ class Launch {
     p_.maybe_mask_indptr = const_cast<FiId*>(mask_indptr);
     p_.maybe_alibi_slopes = const_cast<float*>(slopes);
     p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
-    p_.sm_scale = c.sm_scale_or_default();  // double, as FlashInfer's Python passes it
+    p_.sm_scale = c.sm_scale_or_default() * sc.k;  // double, as prefill.py: sm_scale *= k_scale (1 without FP8)
     p_.num_qo_heads = c.num_qo_heads;
     p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;  // Q is [total_q, hq, dqk], contiguous
     p_.q_stride_h = c.head_dim_qk;
@@ -78,25 +90,30 @@ class Launch {
       p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
       p_.total_num_rows = fi::GetPtrFromBaseOffset<uint32_t>(iw, info.total_num_rows_offset);
     }
-    kernels_ = find_kernels<T>(c.head_dim_qk);
+    kernels_ = kernels_for<T, KV>(c.head_dim_qk);
     name_ = prefill_kernel_name(c, info, v, m);
   }
 
-  // One run: the kernel and, with split-KV, the merge. FlashInfer takes params by value, so they
-  // stay as filled for the next run.
+  // One run: the kernel and, with split-KV, the merge; then, with an FP8 cache whose v_scale is not
+  // 1, the wrapper's `out *= v_scale`. FlashInfer takes params by value, so they stay as filled.
   void operator()(bool sync) {
     if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, nullptr), name_, sync);
+    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, nullptr), name_, false);
+    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), nullptr);
+    check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
   }
 
  private:
   fi::PrefillPlanInfo info_;
   FiVariant v_;
   FiMask m_;
-  PrefillParams<T> p_;
+  DType dtype_;
+  double v_scale_ = 1.0;
+  int64_t o_elems_ = 0;
+  PrefillParams<T, KV> p_;
   T* tmp_v_ = nullptr;
   float* tmp_s_ = nullptr;
-  const FiKernels<T>* kernels_ = nullptr;
+  const FiKernels<T, KV>* kernels_ = nullptr;
   std::string name_;
 };
 
@@ -116,9 +133,10 @@ class PrefillBackend final : public Backend {
     // the mask mode depends on the plan (run() picks it); a native mode without its line falls
     // back to the custom mode, so the custom line alone is enough
     const FiMask native = c.attention.causal ? FiMask::kCausal : FiMask::kNone;
-    if (!has_prefill(c.head_dim_qk, c.dtype, v, native) && !has_prefill(c.head_dim_qk, c.dtype, v, FiMask::kCustom))
+    const std::string dt = table_dtype(c);
+    if (!has_prefill(c.head_dim_qk, dt, v, native) && !has_prefill(c.head_dim_qk, dt, v, FiMask::kCustom))
       return std::string("variant ") + fi_variant_name(v) + " (" + variant_text(c) + ") is not instantiated for head_dim " +
-             std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype) + " in this build (fi_instances.def)";
+             std::to_string(c.head_dim_qk) + " " + dt + " in this build (fi_instances.def)";
     // the case's own refusals come first, so they read the same with or without a device
     return device_refusal();
   }
@@ -128,37 +146,39 @@ class PrefillBackend final : public Backend {
     res.backend = id();
     const FiUnits u = fi_units(c, p);
     check_units_in_token_order(c, p, u);
+    const std::string dt = table_dtype(c);
     const FiVariant v = choose_variant(c);
     std::string why_custom;
     FiMask m = choose_mask(c, p, &why_custom);
     std::vector<std::string> notes;
-    if (m != FiMask::kCustom && !has_prefill(c.head_dim_qk, c.dtype, v, m)) {
+    if (m != FiMask::kCustom && !has_prefill(c.head_dim_qk, dt, v, m)) {
       notes.push_back(std::string("mask mode ") + fi_mask_name(m) + " is not instantiated with variant " + fi_variant_name(v) +
                       ": runs FlashInfer's custom-mask mode with the same mask as bits");
       m = FiMask::kCustom;
     } else if (m == FiMask::kCustom) {
       notes.push_back("custom mask: " + why_custom);
     }
-    if (!has_prefill(c.head_dim_qk, c.dtype, v, m))
+    if (!has_prefill(c.head_dim_qk, dt, v, m))
       return refused(res, std::string("mask mode ") + fi_mask_name(m) + " with variant " + fi_variant_name(v) +
-                              " is not instantiated for head_dim " + std::to_string(c.head_dim_qk) + " " + dtype_name(c.dtype));
+                              " is not instantiated for head_dim " + std::to_string(c.head_dim_qk) + " " + dt);
 
     // FlashInfer's plan inputs: int32 indptrs built on the host from attnscope's plan
     const SplitArgs sa = split_args(c);
     std::vector<int> qo_h = u.qo_indptr, kv_h = u.kv_indptr;
     const uint32_t B = static_cast<uint32_t>(p.units.size());
     const int wl = v == FiVariant::kPlain ? -1 : window_left(c);
+    // batch_prefill.cu passes kv_dtype_bytes = sizeof(DTypeKV): 1 for an FP8 cache
+    const uint32_t kv_bytes = c.fp8_kv() ? 1u : static_cast<uint32_t>(dtype_bytes(c.dtype));
     auto plan_call = [&](bool size_only, Workspaces* ws, fi::PrefillPlanInfo* info, size_t* fb, size_t* ib) {
       if (size_only)
         return fi::PrefillPlanWorkspaceSize<FiId>(*fb, *ib, qo_h.data(), kv_h.data(), static_cast<uint32_t>(u.total_q), B,
                                                   c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, u.page_size,
                                                   sa.enable_cuda_graph, dtype_bytes(c.dtype), wl, sa.fixed_split_size,
-                                                  sa.disable_split_kv, 0, 0, nullptr, dtype_bytes(c.dtype));
+                                                  sa.disable_split_kv, 0, 0, nullptr, kv_bytes);
       return fi::PrefillPlan<FiId>(ws->float_ws.as<void>(), ws->float_bytes, ws->int_ws.as<void>(), ws->host, ws->int_bytes,
                                    *info, qo_h.data(), kv_h.data(), static_cast<uint32_t>(u.total_q), B, c.num_qo_heads,
                                    c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, u.page_size, sa.enable_cuda_graph,
-                                   dtype_bytes(c.dtype), wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr,
-                                   dtype_bytes(c.dtype));
+                                   dtype_bytes(c.dtype), wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, kv_bytes);
     };
     size_t fbytes = 0, ibytes = 0;
     try {
@@ -174,6 +194,7 @@ class PrefillBackend final : public Backend {
                                     static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B),
                                 "flashinfer.prefill (inputs, outputs, FlashInfer's workspaces, custom mask)");
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const Fp8KvScales sc = fp8_kv_scales(c, w);
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     const std::vector<float> slopes = alibi_slopes(c);
@@ -199,18 +220,16 @@ class PrefillBackend final : public Backend {
     const uint8_t* mask_ptr = m == FiMask::kCustom ? d_mask.as<uint8_t>() : nullptr;
     const int* mask_indptr_ptr = m == FiMask::kCustom ? d_mask_indptr.as<int>() : nullptr;
     // one launch checked synchronously, the outputs, then the timed launches (kernels only)
-    auto go = [&](auto dtype_tag) {
-      Launch<decltype(dtype_tag)> launch(c, w, du, out, ws, info, v, m, mask_ptr, mask_indptr_ptr, d_slopes.as<float>());
+    auto go = [&](auto t, auto kv) {
+      Launch<decltype(t), decltype(kv)> launch(c, w, du, out, ws, info, v, m, mask_ptr, mask_indptr_ptr, d_slopes.as<float>(),
+                                               sc);
       launch(true);
       download_outputs(c, u, slopes, out, &res);
       const auto once = [&] { launch(false); };
       time_launches(opt, once, &res.timing);
     };
     try {
-      if (c.dtype == DType::kBf16)
-        go(nv_bfloat16{});
-      else
-        go(half{});
+      with_types(c, go);
     } catch (const fi::Error& e) {
       // FlashInfer refused at launch (shared memory of the tile, an invalid kernel configuration)
       return refused(res, std::string("FlashInfer refuses the launch: ") + e.what());
@@ -230,6 +249,7 @@ class PrefillBackend final : public Backend {
                       std::to_string(c.split.num_sms) + " is the input of attnscope's model of the planner)");
     if (info.split_kv && !partials_note(c).empty()) notes.push_back(partials_note(c));
     if (v == FiVariant::kAlibi && !c.attention.alibi) notes.push_back("window without ALiBi: the ALiBi variant with zero slopes");
+    if (c.fp8_kv()) notes.push_back(fp8_note(c, sc));
     for (const auto& n : notes) msg += "; " + n;
     res.message = msg;
     return res;

@@ -12,11 +12,18 @@
 // (the last tile's loads are predicated and zero-filled), so poisoned slots do not reach the
 // output. Q and O are [tokens, heads, dim] with the plan's qo_indptr; LSE is [tokens, heads], base 2.
 //
+// FP8 attention (/fp8_attention) runs FlashInfer's SM90 FP8 kernel on the same plan and pool:
+// Q converted to FP8 bytes, K and V from the device workload's FP8 pools, the scales as its fa3 FP8
+// module takes them (fp8_inputs below). An FP8 cache with 16-bit queries is refused, as FlashInfer
+// routes it to fa2.
+//
 // Without the sm_90a units (sm90.cmake says why) this file only reports "not compiled: <why>".
 #include "fi_backends.h"
 
 #ifndef ATTNSCOPE_FI_SM90_WHY
 
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +31,7 @@
 #include <cstdint>
 #include <flashinfer/attention/scheduler.cuh>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -54,17 +62,26 @@ const std::vector<Sm90Instance>& sm90_instances() {
   return table;
 }
 
-const Sm90Instance* find_sm90(int head_dim, DType dt, FiVariant v, FiMask m, bool window) {
+const Sm90Instance* find_sm90(int head_dim, DType dt, FiVariant v, FiMask m, bool window, std::optional<Fp8Format> fp8) {
   for (const Sm90Instance& i : sm90_instances())
-    if (i.head_dim == head_dim && i.dtype == dt && i.variant == v && i.mask == m && i.window == window) return &i;
+    if (i.head_dim == head_dim && i.dtype == dt && i.variant == v && i.mask == m && i.window == window && i.fp8 == fp8) return &i;
   return nullptr;
 }
+
+namespace {
+
+// "bf16" or "fp8_e4m3 Q/K/V, bf16 O" for messages.
+std::string types_text(DType dt, std::optional<Fp8Format> fp8) {
+  return fp8 ? std::string(fp8_name(*fp8)) + " Q/K/V, " + dtype_name(dt) + " O" : std::string(dtype_name(dt));
+}
+
+}  // namespace
 
 std::string sm90_instances_text() {
   std::string s;
   for (const Sm90Instance& i : sm90_instances())
-    s += (s.empty() ? "" : ", ") + std::to_string(i.head_dim) + " " + dtype_name(i.dtype) + " " + fi_variant_name(i.variant) +
-         " " + fi_mask_name(i.mask) + (i.window ? " window" : "");
+    s += (s.empty() ? "" : ", ") + std::to_string(i.head_dim) + " " + types_text(i.dtype, i.fp8) + " " +
+         fi_variant_name(i.variant) + " " + fi_mask_name(i.mask) + (i.window ? " window" : "");
   return s.empty() ? "none" : s;
 }
 
@@ -128,18 +145,20 @@ Choice choose(const CaseSpec& c) {
   const FiMask m = c.attention.causal ? FiMask::kCausal : FiMask::kNone;
   const bool w = c.attention.window.has_value();
   const int d = c.head_dim_qk;
-  if ((ch.inst = find_sm90(d, c.dtype, v, m, w))) {
+  // FP8 attention runs the FP8 kernel, in the cache's format
+  const std::optional<Fp8Format> f8 = c.fp8_attention ? c.kv_cache.fp8 : std::nullopt;
+  if ((ch.inst = find_sm90(d, c.dtype, v, m, w, f8))) {
     ch.window_left = w ? window_left(c) : -1;  // FlashInfer: use_sliding_window = window_left != -1
     return ch;
   }
-  if (!w && (ch.inst = find_sm90(d, c.dtype, v, m, true))) {
+  if (!w && (ch.inst = find_sm90(d, c.dtype, v, m, true, f8))) {
     ch.window_left = kUnboundedWindowLeft;
     ch.note = std::string("no window: runs the ") + fi_variant_name(v) +
               " sliding-window instantiation with window_left 2^30 (no key is left of it: the same arithmetic as FlashInfer's "
               "no-window kernel, which this build does not instantiate)";
     return ch;
   }
-  ch.refusal = "head_dim " + std::to_string(d) + " " + dtype_name(c.dtype) + ", variant " + fi_variant_name(v) + ", mask " +
+  ch.refusal = "head_dim " + std::to_string(d) + " " + types_text(c.dtype, f8) + ", variant " + fi_variant_name(v) + ", mask " +
                fi_mask_name(m) + (w ? ", sliding window" : "") +
                " is not instantiated in this build (fi_sm90_instances.def: " + sm90_instances_text() + ")";
   return ch;
@@ -183,10 +202,14 @@ size_t sm90_int_workspace_bytes(int64_t total_rows, int64_t units, int heads, in
 
 std::string kernel_name(const CaseSpec& c, const Sm90Instance& k, int window_left_used, int sms) {
   const dim3 grid(static_cast<unsigned>(sms)), block(static_cast<unsigned>(k.threads));
-  return "PrefillWithKVCacheKernel<SparseCollectiveMainloop, CTA_Q " + std::to_string(k.cta_q) + ", CTA_KV " +
-         std::to_string(k.cta_kv) + ", head_dim " + std::to_string(k.head_dim) + ", " + dtype_name(k.dtype) + ", mask " +
-         fi_mask_name(k.mask) + (k.window ? ", sliding window (window_left " + std::to_string(window_left_used) + ")" : "") +
-         ", " + (k.variant == FiVariant::kSoftcap ? "LogitsSoftCap" : "StandardAttention") +
+  return std::string(k.fp8 ? "FP8PrefillWithKVCacheKernel<FP8SparseCollectiveMainloop"
+                           : "PrefillWithKVCacheKernel<SparseCollectiveMainloop") +
+         ", CTA_Q " + std::to_string(k.cta_q) + ", CTA_KV " + std::to_string(k.cta_kv) + ", head_dim " +
+         std::to_string(k.head_dim) + ", " + types_text(k.dtype, k.fp8) + ", mask " + fi_mask_name(k.mask) +
+         (k.window ? ", sliding window (window_left " + std::to_string(window_left_used) + ")" : "") + ", " +
+         (k.fp8                              ? "DefaultFP8Attention"
+          : k.variant == FiVariant::kSoftcap ? "LogitsSoftCap"
+                                             : "StandardAttention") +
          ", BatchPrefillPersistentTileScheduler> (" + std::to_string(c.num_qo_heads) + " qo / " + std::to_string(c.num_kv_heads) +
          " kv heads) with " + cuda::shape(grid, block, k.smem_bytes);
 }
@@ -197,6 +220,82 @@ void check_sm90_launch(cudaError_t st, const std::string& what, bool sync) {
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e == cudaSuccess && sync) e = cudaDeviceSynchronize();
   if (e != cudaSuccess) throw cuda::CudaError("kernel " + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+// FP8 (docs/conventions.md section 10). FlashInfer's SM90 FP8 kernel takes Q, K and V in one FP8
+// type (batch_prefill_fp8_sm90.cu: static_assert(std::is_same_v<DTypeQ, DTypeKV>)) and a 16-bit
+// output; the registry has already refused token scales and FP8 attention elsewhere (descriptor).
+std::string fp8_refusal(const CaseSpec& c) {
+  if (!c.fp8_kv()) return "";
+  if (!c.fp8_attention)
+    return std::string("an ") + fp8_name(*c.kv_cache.fp8) +
+           " KV cache with 16-bit queries: FlashInfer's SM90 kernels take an FP8 cache only with FP8 queries (FP8 attention, "
+           "/fp8_attention: batch_prefill_fp8_sm90.cu static_assert(is_same_v<DTypeQ, DTypeKV>)); its Python runs this case "
+           "on fa2 (is_fa3_backend_supported: \"FA3 FP8 KV cache currently requires FP8 query\"), as flashinfer.prefill does";
+  if (c.dtype != DType::kBf16)
+    return std::string("FP8 attention with a ") + dtype_name(c.dtype) +
+           " output is not instantiated in this build (flashinfer.prefill_sm90's FP8 kernel writes bf16, fi_sm90_instances.def)";
+  if (c.attention.soft_cap)
+    return "soft-cap with FP8 attention: FlashInfer's FP8 kernel has one variant, DefaultFP8Attention (hopper/variants.cuh), "
+           "without a logits transform";
+  return "";
+}
+
+// Q bytes from the dtype copy: the values are FP8 values already (exact), so the conversion is exact.
+template <class T, class F8>
+__global__ void to_fp8_kernel(const T* in, F8* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = F8(static_cast<float>(in[i]));
+}
+
+// The FP8 kernel's inputs beside the pools: Q as FP8 bytes and the scales as FlashInfer's fa3 FP8
+// module takes them from its Python (prefill.py _split_scale_param): tensor granularity as floats
+// (scale_*_scalar), head granularity as per-head float tensors (maybe_scale_*; Q's one scale
+// repeated over the qo heads, FlashInfer's scale_q being per qo head).
+struct Fp8Inputs {
+  cuda::DeviceBuffer q, q_scale;
+  double qs = 1.0, ks = 1.0, vs = 1.0;
+  bool per_head = false;
+  std::string note;
+  // k / v: the device workload's per-head scales ([num_kv_heads] floats) when per_head
+  void set(Sm90Args* a, const cuda::DeviceWorkload& w) const {
+    a->q_scale_scalar = qs;
+    a->k_scale_scalar = ks;
+    a->v_scale_scalar = vs;
+    if (!per_head) return;
+    a->q_scale = q_scale.as<float>();
+    a->k_scale = w.k_scale.as<float>();
+    a->v_scale = w.v_scale.as<float>();
+  }
+};
+
+Fp8Inputs fp8_inputs(const CaseSpec& c, const cuda::DeviceWorkload& w, int64_t total_q) {
+  Fp8Inputs f;
+  if (!c.fp8_attention) return f;
+  const int64_t n = total_q * c.num_qo_heads * c.head_dim_qk;
+  f.q.alloc(std::max<int64_t>(n, 16));
+  const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 4096)));
+  if (*c.kv_cache.fp8 == Fp8Format::kE4M3)
+    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e4m3>(), n);
+  else
+    to_fp8_kernel<<<blocks, 256>>>(w.q.as<nv_bfloat16>(), f.q.as<__nv_fp8_e5m2>(), n);
+  cuda::check(cudaGetLastError(), "Q to FP8 bytes");
+  f.per_head = w.granularity == ScaleGranularity::kHead;
+  f.qs = w.q_scale;
+  if (!f.per_head) {
+    f.ks = w.k_scale.to_host<float>(1)[0];
+    f.vs = w.v_scale.to_host<float>(1)[0];
+  } else {
+    // FlashInfer's scale_q is per qo head: attnscope's one Q scale on every head
+    f.q_scale = cuda::DeviceBuffer::from(std::vector<float>(c.num_qo_heads, w.q_scale));
+  }
+  f.note = std::string("FP8 attention: Q, K, V ") + fp8_name(*c.kv_cache.fp8) +
+           " bytes through BatchFP8PrefillWithPagedKVCacheDispatched (DefaultFP8Attention: P scaled by the format's max and "
+           "quantised to FP8 for the P.V wgmma), scales " +
+           (f.per_head ? "per head as maybe_scale_q / _k / _v tensors" : "as scale_q / _k / _v scalars") +
+           " applied in the kernel";
+  return f;
 }
 
 class PrefillSm90Backend final : public Backend {
@@ -228,6 +327,7 @@ class PrefillSm90Backend final : public Backend {
       return "ALiBi: FlashInfer's SM90 variants (StandardAttention, LogitsSoftCap) have no positional bias; its Python does not "
              "pick fa3 for pos_encoding_mode ALiBi (is_fa3_backend_supported)";
     if (auto why = mask_feature_reason(c); !why.empty()) return why;
+    if (auto why = fp8_refusal(c); !why.empty()) return why;
     if (const Choice ch = choose(c); !ch.refusal.empty()) return ch.refusal;
     return sm90_device_refusal();
   }
@@ -294,15 +394,17 @@ class PrefillSm90Backend final : public Backend {
     const int works = work_indptr_h[sms];
 
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const Fp8Inputs f8 = fp8_inputs(c, w, u.total_q);
     const cuda::DeviceBuffer d_indices = cuda::DeviceBuffer::from(u.kv_indices.empty() ? std::vector<int>{0} : u.kv_indices);
     cuda::DeviceBuffer o(u.total_q * Hq * D * eb), lse(u.total_q * Hq * 4);
     // poison: an element the kernel does not write stays NaN (0xffff is NaN in fp16 and bf16)
     for (cuda::DeviceBuffer* b : {&o, &lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset (poison)");
 
     Sm90Args a;
-    a.q = w.q.as<void>();
-    a.k = w.k.as<void>();
-    a.v = w.v.as<void>();
+    a.q = c.fp8_attention ? f8.q.as<void>() : w.q.as<void>();
+    a.k = c.fp8_attention ? w.k8.as<void>() : w.k.as<void>();
+    a.v = c.fp8_attention ? w.v8.as<void>() : w.v.as<void>();
+    f8.set(&a, w);
     a.o = o.as<void>();
     a.lse = lse.as<float>();
     a.kv_indices = d_indices.as<int32_t>();
@@ -335,7 +437,8 @@ class PrefillSm90Backend final : public Backend {
     // The Q TMA descriptor is encoded on the host at launch; cute asserts (and, under NDEBUG, silently
     // builds a broken descriptor) unless Q is 16-byte aligned with 16-byte strides and has a row.
     const uintptr_t q_addr = reinterpret_cast<uintptr_t>(a.q);
-    if (a.nnz_qo < 1 || q_addr % 16 != 0 || (a.q_stride_n * eb) % 16 != 0 || (a.q_stride_h * eb) % 16 != 0)
+    const int64_t qb = c.fp8_attention ? 1 : eb;  // Q's element bytes
+    if (a.nnz_qo < 1 || q_addr % 16 != 0 || (a.q_stride_n * qb) % 16 != 0 || (a.q_stride_h * qb) % 16 != 0)
       return refused(res, "Q at " + std::to_string(q_addr) + " with strides " + std::to_string(a.q_stride_n) + " / " +
                               std::to_string(a.q_stride_h) + " elements does not meet TMA's 16-byte alignment");
 
@@ -358,6 +461,7 @@ class PrefillSm90Backend final : public Backend {
                       ", variant " + fi_variant_name(k.variant) +
                       (k.window ? ", window_left " + std::to_string(ch.window_left) : std::string()) + "; plan " +
                       std::to_string(static_cast<int>(plan_us)) + " us on the host";
+    if (c.fp8_attention) msg += "; " + f8.note;
     for (const std::string& n : notes(c, ch, sms)) msg += "; " + n;
     res.message = msg;
     return res;

@@ -1,6 +1,7 @@
 // The run-time pieces flashinfer.prefill and flashinfer.decode share (fi_runtime.h), and the lookup
 // over the generated instance files.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -18,26 +19,26 @@ namespace attnscope::peers::flashinfer {
 
 // ---- the built table ----------------------------------------------------------------------------
 
-#define FI_UNIT(D, N, T) const FiKernels<T>& fi_kernels_d##D##_##N();
+#define FI_UNIT(D, N, T, KV) const FiKernels<T, KV>& fi_kernels_d##D##_##N();
 #include "fi_units_built.def"
 #undef FI_UNIT
 
 namespace {
 
-// &k when the unit's dtype U is the asked-for T (the built list mixes both dtypes).
-template <class T, class U>
-const FiKernels<T>* if_dtype(const FiKernels<U>& k) {
-  if constexpr (std::is_same_v<T, U>)
+// &k when the unit's types (U, UKV) are the asked-for (T, KV) (the built list mixes dtypes).
+template <class T, class KV, class U, class UKV>
+const FiKernels<T, KV>* if_dtype(const FiKernels<U, UKV>& k) {
+  if constexpr (std::is_same_v<T, U> && std::is_same_v<KV, UKV>)
     return &k;
   else
     return nullptr;
 }
 
-template <class T>
-const FiKernels<T>* lookup(int head_dim) {
-#define FI_UNIT(D, N, T_) \
-  if (head_dim == D)      \
-    if (const FiKernels<T>* k = if_dtype<T>(fi_kernels_d##D##_##N())) return k;
+template <class T, class KV = T>
+const FiKernels<T, KV>* lookup(int head_dim) {
+#define FI_UNIT(D, N, T_, KV_) \
+  if (head_dim == D)           \
+    if (const FiKernels<T, KV>* k = if_dtype<T, KV>(fi_kernels_d##D##_##N())) return k;
 #include "fi_units_built.def"
 #undef FI_UNIT
   (void)head_dim;
@@ -45,6 +46,15 @@ const FiKernels<T>* lookup(int head_dim) {
 }
 
 }  // namespace
+
+template <>
+const FiKernels<nv_bfloat16, __nv_fp8_e4m3>* find_fp8_kernels<__nv_fp8_e4m3>(int head_dim) {
+  return lookup<nv_bfloat16, __nv_fp8_e4m3>(head_dim);
+}
+template <>
+const FiKernels<nv_bfloat16, __nv_fp8_e5m2>* find_fp8_kernels<__nv_fp8_e5m2>(int head_dim) {
+  return lookup<nv_bfloat16, __nv_fp8_e5m2>(head_dim);
+}
 
 template <>
 const FiKernels<nv_bfloat16>* find_kernels<nv_bfloat16>(int head_dim) {
@@ -60,7 +70,7 @@ namespace {
 struct Line {
   bool decode;
   int head_dim;
-  const char* dtype;    // "bf16" / "fp16"
+  const char* dtype;    // "bf16" / "fp16" / "bf16_e4m3" / "bf16_e5m2"
   const char* variant;  // "plain" / "alibi" / "softcap"
   const char* mask;     // prefill: "none" / "causal" / "custom"; decode: ""
 };
@@ -76,31 +86,34 @@ const std::vector<Line>& lines() {
   return l;
 }
 
-const char* dtype_key(DType dt) { return dt == DType::kBf16 ? "bf16" : dt == DType::kFp16 ? "fp16" : "fp32"; }
-
-bool matches(const Line& l, bool decode, int head_dim, DType dt, FiVariant v) {
-  return l.decode == decode && l.head_dim == head_dim && std::string(l.dtype) == dtype_key(dt) &&
-         std::string(l.variant) == fi_variant_name(v);
+bool matches(const Line& l, bool decode, int head_dim, const std::string& dtype, FiVariant v) {
+  return l.decode == decode && l.head_dim == head_dim && l.dtype == dtype && std::string(l.variant) == fi_variant_name(v);
 }
 
 }  // namespace
 
-bool has_prefill(int head_dim, DType dt, FiVariant v, FiMask m) {
+std::string table_dtype(const CaseSpec& c) {
+  std::string s = c.dtype == DType::kBf16 ? "bf16" : c.dtype == DType::kFp16 ? "fp16" : "fp32";
+  if (c.fp8_kv()) s += *c.kv_cache.fp8 == Fp8Format::kE4M3 ? "_e4m3" : "_e5m2";
+  return s;
+}
+
+bool has_prefill(int head_dim, const std::string& dtype, FiVariant v, FiMask m) {
   for (const Line& l : lines())
-    if (matches(l, false, head_dim, dt, v) && std::string(l.mask) == fi_mask_name(m)) return true;
+    if (matches(l, false, head_dim, dtype, v) && std::string(l.mask) == fi_mask_name(m)) return true;
   return false;
 }
 
-bool has_decode(int head_dim, DType dt, FiVariant v) {
+bool has_decode(int head_dim, const std::string& dtype, FiVariant v) {
   for (const Line& l : lines())
-    if (matches(l, true, head_dim, dt, v)) return true;
+    if (matches(l, true, head_dim, dtype, v)) return true;
   return false;
 }
 
-std::string compiled_head_dims(DType dt, bool decode) {
+std::string compiled_head_dims(const std::string& dtype, bool decode) {
   std::set<int> dims;
   for (const Line& l : lines())
-    if (l.decode == decode && std::string(l.dtype) == dtype_key(dt)) dims.insert(l.head_dim);
+    if (l.decode == decode && l.dtype == dtype) dims.insert(l.head_dim);
   std::string s;
   for (int d : dims) s += (s.empty() ? "" : ", ") + std::to_string(d);
   return s.empty() ? "none" : s;
@@ -169,11 +182,13 @@ std::string shape_refusal(const CaseSpec& c, bool decode) {
                         "cores template for different head dim\""
                   : "head_dim qk " + std::to_string(c.head_dim_qk) + " != vo " + std::to_string(c.head_dim_vo) +
                         ": not instantiated (fi_instances.def has equal head dims only)";
-  const bool have = c.dtype == DType::kBf16 ? find_kernels<nv_bfloat16>(c.head_dim_qk) != nullptr
-                                            : find_kernels<half>(c.head_dim_qk) != nullptr;
+  if (auto why = fp8_refusal(c, decode); !why.empty()) return why;
+  const bool have = c.fp8_kv()                ? true
+                    : c.dtype == DType::kBf16 ? find_kernels<nv_bfloat16>(c.head_dim_qk) != nullptr
+                                              : find_kernels<half>(c.head_dim_qk) != nullptr;
   if (!have)
     return "head_dim " + std::to_string(c.head_dim_qk) + " is not instantiated in this build (" + kind + " " +
-           dtype_name(c.dtype) + ": " + compiled_head_dims(c.dtype, decode) + ")";
+           dtype_name(c.dtype) + ": " + compiled_head_dims(table_dtype(c), decode) + ")";
   if (decode) {
     const int g = c.group_size();
     if (g != 1 && g != 2 && g != 3 && g != 4 && g != 6 && g != 8 && g != 16)
@@ -183,6 +198,64 @@ std::string shape_refusal(const CaseSpec& c, bool decode) {
              std::to_string(g) + "\")";
   }
   return "";
+}
+
+std::string fp8_refusal(const CaseSpec& c, bool decode) {
+  if (!c.fp8_kv()) return "";
+  const std::string kind = decode ? "flashinfer.decode" : "flashinfer.prefill";
+  const std::string kv = fp8_name(*c.kv_cache.fp8);
+  if (c.dtype != DType::kBf16)
+    return std::string("dtype ") + dtype_name(c.dtype) + " with an " + kv + " KV cache is not instantiated in this build (" +
+           kind + " instantiates FlashInfer's FP8 KV kernels with bf16 queries and output only, fi_instances.def)";
+  const bool have = *c.kv_cache.fp8 == Fp8Format::kE4M3 ? find_fp8_kernels<__nv_fp8_e4m3>(c.head_dim_qk) != nullptr
+                                                        : find_fp8_kernels<__nv_fp8_e5m2>(c.head_dim_qk) != nullptr;
+  bool line = false;  // a line of this kind (prefill or decode) for the head dim, not only the unit
+  for (const Line& l : lines()) line = line || (l.decode == decode && l.head_dim == c.head_dim_qk && l.dtype == table_dtype(c));
+  const std::string dims = compiled_head_dims(table_dtype(c), decode);
+  if (!have || !line)
+    return "head_dim " + std::to_string(c.head_dim_qk) + " with an " + kv + " KV cache is not instantiated in this build (" +
+           kind + " bf16 / " + kv + ": head dims " + dims + ", fi_instances.def)";
+  return "";
+}
+
+Fp8KvScales fp8_kv_scales(const CaseSpec& c, const cuda::DeviceWorkload& w) {
+  Fp8KvScales s;
+  if (!c.fp8_kv()) return s;
+  // tensor granularity (the registry refuses the others from the descriptor): one float each,
+  // handed to Python as a float and widened to double there
+  if (w.granularity != ScaleGranularity::kTensor || w.k_scale.bytes() < sizeof(float) || w.v_scale.bytes() < sizeof(float))
+    throw std::runtime_error("FlashInfer's FA2 FP8 path takes one K and one V scale (tensor granularity)");
+  s.k = static_cast<double>(w.k_scale.to_host<float>(1)[0]);
+  s.v = static_cast<double>(w.v_scale.to_host<float>(1)[0]);
+  return s;
+}
+
+std::string fp8_note(const CaseSpec& c, const Fp8KvScales& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "k_scale %.9g folded into sm_scale, out *= v_scale %.9g after the kernel", s.k, s.v);
+  return std::string("FP8 KV: DTypeKV __nv_fp8_") + (*c.kv_cache.fp8 == Fp8Format::kE4M3 ? "e4m3" : "e5m2") +
+         " (FlashInfer's wrapper convention: " + buf + ")";
+}
+
+namespace {
+
+template <class T>
+__global__ void scale_output_kernel(T* o, int64_t n, float s) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    o[i] = static_cast<T>(static_cast<float>(o[i]) * s);
+}
+
+}  // namespace
+
+void scale_output(void* out, int64_t elems, DType dt, float v_scale, cudaStream_t stream) {
+  if (elems <= 0) return;
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<int64_t>((elems + threads - 1) / threads, 4096));
+  if (dt == DType::kBf16)
+    scale_output_kernel<<<blocks, threads, 0, stream>>>(static_cast<nv_bfloat16*>(out), elems, v_scale);
+  else
+    scale_output_kernel<<<blocks, threads, 0, stream>>>(static_cast<half*>(out), elems, v_scale);
 }
 
 // ---- workspaces, timing, errors -----------------------------------------------------------------

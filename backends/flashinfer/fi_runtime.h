@@ -14,13 +14,36 @@
 #include "cuda_util.h"
 #include "fi_conventions.h"
 
+namespace attnscope::cuda {
+struct DeviceWorkload;
+}
+
 namespace attnscope::peers::flashinfer {
 
-// The built table (fi_instances.def as CMake filtered it).
-bool has_prefill(int head_dim, DType dt, FiVariant v, FiMask m);
-bool has_decode(int head_dim, DType dt, FiVariant v);
-// "64, 128, 256" for the prefill (or decode) lines of dtype dt, any variant.
-std::string compiled_head_dims(DType dt, bool decode);
+// The built table (fi_instances.def as CMake filtered it). The table's dtype column of a case:
+// "bf16" / "fp16", or "bf16_e4m3" / "bf16_e5m2" with an FP8 KV cache (FlashInfer's DTypeKV FP8
+// instantiations: Q and O in the case dtype, K and V in FP8).
+std::string table_dtype(const CaseSpec& c);
+bool has_prefill(int head_dim, const std::string& dtype, FiVariant v, FiMask m);
+bool has_decode(int head_dim, const std::string& dtype, FiVariant v);
+// "64, 128, 256" for the prefill (or decode) lines of that dtype column, any variant.
+std::string compiled_head_dims(const std::string& dtype, bool decode);
+
+// FlashInfer's FP8 KV convention for its FA2 kernels, as its Python wrappers apply it
+// (flashinfer/decode.py BatchDecodeWithPagedKVCacheWrapper.run and flashinfer/prefill.py
+// BatchPrefillWithPagedKVCacheWrapper.run, 0.7.2.post1): `sm_scale *= k_scale` in Python floats
+// (double) before the launch, and `out *= v_scale` on the dtype output after it (PyTorch's mul:
+// float(out) * float(v_scale), rounded to the dtype). LSE is not touched by v_scale.
+// The tensor scales of a case (1, 1 without an FP8 cache).
+struct Fp8KvScales {
+  double k = 1.0, v = 1.0;
+};
+// Read from the device workload (GPU backends get no host inputs), once, before any timed launch.
+Fp8KvScales fp8_kv_scales(const CaseSpec& c, const cuda::DeviceWorkload& w);
+// The result message's FP8 part: the DTypeKV instantiation and the scales as applied.
+std::string fp8_note(const CaseSpec& c, const Fp8KvScales& s);
+// out[i] = dtype(float(out[i]) * v_scale) on `stream`: the wrapper's `out *= v_scale`, bf16 or fp16.
+void scale_output(void* out, int64_t elems, DType dt, float v_scale, cudaStream_t stream);
 
 // Empty when device 0 can run this build's FlashInfer kernels, else why not: no device ("no CUDA
 // device: ..."), or an architecture ATTNSCOPE_FLASHINFER_ARCHS did not compile for.
@@ -29,6 +52,9 @@ std::string device_refusal();
 // The first problem of the case's shape for FlashInfer's FA2 kernels (dtype, head dims), with
 // FlashInfer's reason where it gives one; empty when none. decode: the CUDA-core decode kernel.
 std::string shape_refusal(const CaseSpec& c, bool decode);
+// An FP8 KV case's refusals beyond the registry's (fp8_for: granularity, FP8 attention): the query
+// dtype and the instantiated head dims; empty when fine or not FP8.
+std::string fp8_refusal(const CaseSpec& c, bool decode);
 
 // FlashInfer's workspaces as its Python wrappers allocate them: a float workspace (split-KV
 // partials), an int workspace (the plan's indices, copied from the page-locked host buffer by the

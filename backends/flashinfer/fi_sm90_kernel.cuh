@@ -49,11 +49,19 @@ struct Tile<256> {
   static constexpr int kQ = 128, kKV = 32;
 };
 
-template <class T>
+// The additional params of a (T, F8) instantiation: the 16-bit module's below for F8 = T; the FP8
+// module's are specialised in fi_sm90_fp8_kernel.cuh.
+template <class T, class F8, class Bf16>
+struct AdditionalParamsOf {
+  using type = Bf16;
+};
+
+// T: the output type (and Q / K / V's without FP8); F8: Q / K / V's FP8 type, or T.
+template <class T, class F8 = T>
 struct PagedParams {
-  using DTypeQ = fi::cutlass_dtype_t<T>;  // cutlass::bfloat16_t / half_t: the GMMA selectors need them
+  using DTypeQ = fi::cutlass_dtype_t<F8>;  // cutlass::bfloat16_t / half_t / float_e4m3_t: the GMMA selectors need them
   using DTypeKV = DTypeQ;
-  using DTypeO = DTypeQ;
+  using DTypeO = fi::cutlass_dtype_t<T>;
   using IdType = int32_t;
 
   DTypeQ* q_ptr = nullptr;
@@ -72,10 +80,12 @@ struct PagedParams {
   IdType* work_indptr = nullptr;
   IdType* batch_indices = nullptr;
 
-  struct AdditionalParams {
+  struct Bf16AdditionalParams {
     double logits_soft_cap = 0.0;  // LogitsSoftCap: pre-tanh scale sm_scale / cap, post-tanh cap * log2(e)
     double sm_scale = 1.0;         // StandardAttention: sm_scale * log2(e) in the online softmax
-  } additional_params;
+  };
+  using AdditionalParams = typename AdditionalParamsOf<T, F8, Bf16AdditionalParams>::type;
+  AdditionalParams additional_params;
 
   int64_t q_stride_n = 0, k_stride_n = 0, v_stride_n = 0, o_stride_n = 0;
   int64_t q_stride_h = 0, k_stride_h = 0, v_stride_h = 0, o_stride_h = 0;
@@ -107,10 +117,8 @@ constexpr fi::MaskMode mask_mode() {
 // picks by plan_info.same_schedule_for_all_heads, which PrefillSM90Plan sets only beyond 4096 work
 // tiles per head (over half a million queries); attnscope instantiates the one every smaller batch
 // uses, halving the compile, and the backend refuses a plan that wants the other.
-template <int D, class T, FiVariant V, FiMask M, bool W>
-cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
-  using P = PagedParams<T>;
-  P p;
+template <class P>
+void fill(const Sm90Args& a, P& p) {
   p.q_ptr = static_cast<typename P::DTypeQ*>(const_cast<void*>(a.q));
   p.k_ptr = static_cast<typename P::DTypeKV*>(const_cast<void*>(a.k));
   p.v_ptr = static_cast<typename P::DTypeKV*>(const_cast<void*>(a.v));
@@ -125,7 +133,6 @@ cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
   p.head_indices = a.head_indices;
   p.work_indptr = a.work_indptr;
   p.batch_indices = a.batch_indices;
-  p.additional_params.logits_soft_cap = a.logits_soft_cap;
   p.additional_params.sm_scale = a.sm_scale;
   p.q_stride_n = a.q_stride_n;
   p.q_stride_h = a.q_stride_h;
@@ -141,6 +148,13 @@ cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
   p.num_kv_heads = a.num_kv_heads;
   p.page_size = a.page_size;
   p.window_left = a.window_left;
+}
+
+template <int D, class T, FiVariant V, FiMask M, bool W>
+cudaError_t launch(const Sm90Args& a, cudaStream_t stream) {
+  PagedParams<T> p;
+  fill(a, p);
+  p.additional_params.logits_soft_cap = a.logits_soft_cap;
   return fi::BatchPrefillWithPagedKVCacheDispatched<D, D, mask_mode<M>(), W, /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false, Variant<V>>(
       p, /*enable_pdl=*/false, stream);
 }

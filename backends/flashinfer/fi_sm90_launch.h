@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,14 @@ struct Sm90Args {
   int window_left = -1;  // the window instantiations read it; -1 otherwise
   double sm_scale = 1.0;
   double logits_soft_cap = 0.0;  // soft-cap variant only (> 0)
+  // FP8 instances (DefaultFP8Attention, hopper/variants.cuh): Q, K and V are FP8 bytes; the kernel
+  // multiplies q_scale * k_scale into sm_scale and v_scale into the output, each from the per-head
+  // array when given ([num_qo_heads] for Q, [num_kv_heads] for K and V, FlashInfer's maybe_scale_*),
+  // else from the scalar (scale_*_scalar), as its Python's _split_scale_param hands them over.
+  const float* q_scale = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  double q_scale_scalar = 1.0, k_scale_scalar = 1.0, v_scale_scalar = 1.0;
 };
 
 // A launcher returns FlashInfer's status (cudaSuccess or the launch / attribute error).
@@ -54,8 +63,9 @@ using Sm90Launcher = cudaError_t (*)(const Sm90Args&, cudaStream_t);
 
 // One line of fi_sm90_instances.def as built, with the kernel's shape for messages.
 struct Sm90Instance {
-  int head_dim = 0;  // qk = vo
-  DType dtype = DType::kBf16;
+  int head_dim = 0;                       // qk = vo
+  DType dtype = DType::kBf16;             // Q, K, V and O; the output's with fp8
+  std::optional<Fp8Format> fp8;           // Q, K and V in FP8 (the FP8 kernel, DefaultFP8Attention); O in dtype
   FiVariant variant = FiVariant::kPlain;  // kPlain (StandardAttention) or kSoftcap (LogitsSoftCap)
   FiMask mask = FiMask::kCausal;          // kCausal or kNone
   bool window = false;                    // LEFT_SLIDING_WINDOW
@@ -69,7 +79,8 @@ struct Sm90Instance {
 const std::vector<Sm90Instance>& sm90_instances();
 
 // The built line for exactly these parameters, or nullptr.
-const Sm90Instance* find_sm90(int head_dim, DType dt, FiVariant v, FiMask m, bool window);
+const Sm90Instance* find_sm90(int head_dim, DType dt, FiVariant v, FiMask m, bool window,
+                              std::optional<Fp8Format> fp8 = std::nullopt);
 
 // "128 bf16 plain causal, 128 bf16 plain none, ..." for messages; "none" when empty.
 std::string sm90_instances_text();

@@ -121,8 +121,9 @@ TEST(CudnnSdpa, FamilyIsRegistered) {
   const BackendFamily* f = family_of(kId);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->name, "cudnn");
-  ASSERT_EQ(f->backends.size(), 1u);
+  ASSERT_EQ(f->backends.size(), 2u);
   EXPECT_EQ(f->backends[0].id, kId);
+  EXPECT_EQ(f->backends[1].id, "cudnn.sdpa_fp8");
   auto b = make_backend(kId);
   ASSERT_NE(b, nullptr);
   if (f->compiled) {
