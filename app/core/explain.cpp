@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attnscope/registry.h"
 #include "attnscope/workload.h"
 
 namespace attnscope {
@@ -29,6 +30,15 @@ nlohmann::json nums(const std::vector<float>& v) {
 }  // namespace
 
 SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head) {
+  // the trace is the plan twin's arithmetic: a case it refuses (an FP8 cache with per-token scales,
+  // FP8 attention) has no trace, and saying why beats printing the stored FP8 values as outputs
+  const std::string twin = backend_for_role(Role::kPlanTwin);
+  if (const BackendInfo* info = backend_info(twin)) {
+    std::string why = fp8_for(*info, c);
+    if (why.empty()) why = make_backend(twin)->check(c);
+    if (!why.empty())
+      throw std::invalid_argument("explain steps through " + twin + "'s arithmetic, which refuses this case: " + why);
+  }
   const Plan p = make_plan(c);
   const int64_t bytes = workload_bytes(c, p.pages);
   if (bytes > kMaxExplainBytes)

@@ -386,6 +386,13 @@ TEST(Cli, ExplainStepsThroughOneRowOnEveryExample) {
   for (const auto& e : examples()) {
     SCOPED_TRACE(e);
     const Out o = cli("explain " + e + " --request 0 --row 0 --head 0");
+    // cpu.tiled (whose arithmetic the trace is) takes no per-token FP8 scales and no FP8 attention:
+    // those examples have no trace and say why, instead of printing stored FP8 values as an output
+    if (e.find("fp8-kv-per-token") != std::string::npos || e.find("fp8-attention") != std::string::npos) {
+      EXPECT_EQ(o.code, 2) << o.out;
+      EXPECT_NE(o.err.find("cpu.tiled's arithmetic, which refuses this case"), std::string::npos) << o.err;
+      continue;
+    }
     EXPECT_EQ(o.code, 0) << o.err;
     EXPECT_NE(o.out.find("cpu.tiled's bits"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("cpu.reference (fp64)"), std::string::npos) << o.out;
