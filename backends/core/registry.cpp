@@ -144,6 +144,19 @@ std::string fp8_for(const BackendInfo& b, const CaseSpec& c) {
   return "";
 }
 
+std::string refusal(const std::string& id, const CaseSpec& c) {
+  const BackendInfo* info = backend_info(id);
+  if (!info) return "unknown backend " + id;
+  const BackendFamily* f = family_of(id);
+  CaseSpec run_as = c;
+  std::string why;
+  if (!f || f->compiled) {  // as run_backend: a family absent from this build says "not compiled"
+    why = expressions_for(*info, c, &run_as);
+    if (why.empty()) why = fp8_for(*info, c);
+  }
+  return why.empty() ? make_backend(id)->check(run_as) : why;
+}
+
 Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Workload& w, const RunOptions& opt,
                    const BackendInfo* info) {
   Result r;

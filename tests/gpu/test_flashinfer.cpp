@@ -343,7 +343,7 @@ TEST(FlashInferPrefill, EveryExampleItRunsPassesTheTwiceLowpRule) {
     if (e.path().extension() != ".json") continue;
     SCOPED_TRACE(e.path().string());
     const CaseSpec c = read_case_file(e.path().string()).spec;
-    const std::string why = make_backend(kPrefill)->check(c);
+    const std::string why = refusal(kPrefill, c);
     if (!why.empty()) {
       std::cout << "[ refused  ] " << e.path().filename() << ": " << why << "\n";
       continue;
@@ -360,7 +360,7 @@ TEST(FlashInferDecode, EveryExampleItRunsPassesTheTwiceLowpRule) {
     if (e.path().extension() != ".json") continue;
     SCOPED_TRACE(e.path().string());
     const CaseSpec c = read_case_file(e.path().string()).spec;
-    const std::string why = make_backend(kDecode)->check(c);
+    const std::string why = refusal(kDecode, c);
     if (!why.empty()) {
       std::cout << "[ refused  ] " << e.path().filename() << ": " << why << "\n";
       continue;

@@ -296,8 +296,9 @@ TEST(FlashInferFp8, RandomCasesAreValidFp8Cases) {
       const CaseSpec c = fp8_case(seed + 7000, 128, seed % 2 ? Fp8Format::kE4M3 : Fp8Format::kE5M2, id);
       ASSERT_TRUE(c.fp8_kv()) << c.name;
       ASSERT_EQ(c.fp8_attention.has_value(), id == std::string(kSm90)) << c.name;
-      if (id == std::string(kDecode))
+      if (id == std::string(kDecode)) {
         for (const auto& r : c.requests) ASSERT_EQ(r.q_len, 1);
+      }
       poisoned += c.kv_cache.poison_unused;
       given += !c.kv_cache.scales.k.empty();
       head += c.kv_cache.scales.granularity == ScaleGranularity::kHead;

@@ -228,7 +228,11 @@ TEST(FlashInferSm90, EveryExampleItRunsPassesTheTwiceLowpRule) {
     if (e.path().extension() != ".json") continue;
     SCOPED_TRACE(e.path().string());
     const CaseSpec c = read_case_file(e.path().string()).spec;
-    const std::string why = make_backend(kSm90)->check(c);
+    if (c.fp8_attention) {  // P in FP8: its bound is FlashInferFp8's (test_flashinfer_fp8.cpp), not the 2x rule
+      std::cout << "[ fp8 attn ] " << e.path().filename() << ": checked by FlashInferFp8.* under P's FP8 rounding bound\n";
+      continue;
+    }
+    const std::string why = refusal(kSm90, c);
     if (!why.empty()) {
       std::cout << "[ refused  ] " << e.path().filename() << ": " << why << "\n";
       EXPECT_TRUE(!runnable.count(c.name) || why.find("not instantiated") != std::string::npos) << c.name << ": " << why;

@@ -43,6 +43,9 @@ std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* o
 // "" when b takes the case's FP8 settings (from its descriptor), else the refusal naming what b takes
 // and which backends take the case's settings.
 std::string fp8_for(const BackendInfo& b, const CaseSpec& c);
+// Why backend `id` would refuse the case ("" = it runs it): expressions_for, fp8_for, then check(),
+// as run_backend asks before running (the "every example" tests skip on it).
+std::string refusal(const std::string& id, const CaseSpec& c);
 // expressions_for, fp8_for, check(), then run() with every exception turned into a status (never throws).
 // `info` defaults to the registry's entry for b.id(); a backend the registry does not know (a test's)
 // is taken to run no expression.
