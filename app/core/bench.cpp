@@ -15,8 +15,12 @@ WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
   const int eb = dtype_bytes(c.dtype);
   w.allowed_pairs = allowed_pairs(c, p);
   w.flops = 2.0 * static_cast<double>(w.allowed_pairs) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo);
-  w.kv_bytes = static_cast<double>(c.total_kv()) * c.num_kv_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
-  w.bytes = w.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk + c.head_dim_vo) * eb;
+  // an FP8 cache moves one byte per element (plus its per-token scales, K and V); FP8 attention's Q too
+  const double kv_eb = c.fp8_kv() ? 1.0 : eb, q_eb = c.fp8_attention ? 1.0 : eb;
+  const double rows = static_cast<double>(c.total_kv()) * c.num_kv_heads;
+  const bool token_scales = c.fp8_kv() && c.kv_cache.scales.granularity == ScaleGranularity::kToken;
+  w.kv_bytes = rows * (c.head_dim_qk + c.head_dim_vo) * kv_eb + (token_scales ? rows * 2 * 4 : 0.0);
+  w.bytes = w.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk * q_eb + c.head_dim_vo * eb);
   return w;
 }
 

@@ -13,6 +13,8 @@
 
 #include "attnscope/backend.h"
 #include "attnscope/device.h"
+#include "attnscope/plan.h"
+#include "bench.h"
 #include "cli_run.h"
 #include "environment.h"
 #include "sweep.h"
@@ -321,4 +323,24 @@ TEST(CliCalls, SweepValueMayHoldCommasInsideBracketsOrQuotes) {
       cli("sweep " + d.file("small2.json", kSmallCase) + " --set '/attention/mask_mod=min(kv_idx, q_idx >= 0'");
   EXPECT_EQ(unbalanced.code, 2);
   EXPECT_NE(unbalanced.err.find("an unclosed ("), std::string::npos) << unbalanced.err;
+}
+
+// An FP8 cache moves one byte per K/V element: the bench's GB/s must not count the dtype's two.
+TEST(BenchCounts, AnFp8CacheCountsOneBytePerElement) {
+  using namespace attnscope;
+  CaseSpec c;
+  c.requests = {{1, 1000}, {1, 300}};
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  const Plan p = make_plan(c);
+  const WorkCounts b = work_counts(c, p);
+  c.kv_cache.fp8 = Fp8Format::kE4M3;
+  const WorkCounts f = work_counts(c, make_plan(c));
+  EXPECT_DOUBLE_EQ(f.kv_bytes * 2, b.kv_bytes);
+  EXPECT_DOUBLE_EQ(f.flops, b.flops);
+  c.kv_cache.scales.granularity = ScaleGranularity::kToken;  // plus 4 bytes per token, KV head and tensor
+  EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).kv_bytes, f.kv_bytes + 1300.0 * 2 * 2 * 4);
+  c.fp8_attention = Fp8AttentionSpec{};
+  EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).bytes - work_counts(c, make_plan(c)).kv_bytes, 2.0 * 8 * (128 + 128 * 2));
 }
