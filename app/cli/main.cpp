@@ -65,7 +65,8 @@ commands:
                            must be bit-identical (exit 1 if not); another backend's difference is
                            reported (exit 0)
       --last N             tokens per request, 1 <= N <= the smallest kv_len (required)
-      --backends a,b,...   check these backends instead of the case's list
+      --backends a,b,...   check these backends instead of the case's list; an entry P>D runs
+                           the prefill on P and the decode steps on D (flashinfer.prefill>flashinfer.decode)
       --json               the verdicts and the per-position series as JSON
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default {BENCH})
@@ -278,9 +279,11 @@ int cmd_consistency(const Args& a) {
   ConsistencyOptions opt;
   if (a.value("backends")) {
     opt.backends = a.list_value("backends");
-    for (const auto& id : opt.backends)
-      if (!is_known_backend(id))
-        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+    for (const auto& e : opt.backends)
+      for (const auto& id : {consistency_pair(e).first, consistency_pair(e).second})
+        if (!is_known_backend(id))
+          throw UsageError("--backends: \"" + id + "\" is not a backend (an entry is an id, or PREFILL>DECODE), must be one of " +
+                           known_backends_text());
   }
   opt.run = consistency_fault();
   const bool tty = isatty(2) && !a.flag("json");

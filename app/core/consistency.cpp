@@ -378,9 +378,21 @@ std::string kv_note(const CaseSpec& p) {
 
 }  // namespace
 
+std::pair<std::string, std::string> consistency_pair(const std::string& entry) {
+  const size_t k = entry.find('>');
+  if (k == std::string::npos) return {entry, entry};
+  return {entry.substr(0, k), entry.substr(k + 1)};
+}
+
 ConsistencyReport check_consistency(const CaseSpec& c, int n, const ConsistencyOptions& opt) {
   const ConsistencyCases dc = consistency_cases(c, n);
   const std::vector<std::string> ids = opt.backends.empty() ? c.backends : opt.backends;
+  // an entry "P>D" runs the prefill on P and the decode steps on D (an engine's two kernels)
+  std::vector<std::string> pre_ids, dec_ids;
+  for (const auto& e : ids) {
+    pre_ids.push_back(consistency_pair(e).first);
+    dec_ids.push_back(consistency_pair(e).second);
+  }
   ConsistencyReport rep;
   rep.case_name = c.name;
   rep.n = n;
@@ -392,9 +404,10 @@ ConsistencyReport check_consistency(const CaseSpec& c, int n, const ConsistencyO
   for (const auto& id : ids) {
     BackendConsistency b;
     b.backend = id;
-    const BackendInfo* info = backend_info(id);
+    const auto [pre_id, dec_id] = consistency_pair(id);
+    const BackendInfo* info = backend_info(pre_id);
     // the CPU reference and low-precision baseline compute each row on its own, whatever the batch
-    b.promises_bits = info && !info->gpu && (info->role == Role::kReference || info->role == Role::kLowp);
+    b.promises_bits = pre_id == dec_id && info && !info->gpu && (info->role == Role::kReference || info->role == Role::kLowp);
     b.verdict = ConsistencyVerdict::kBitIdentical;  // until a run says otherwise
     b.max_abs.assign(n, 0.0);
     b.nonfinite.assign(n, 0);
@@ -404,14 +417,14 @@ ConsistencyReport check_consistency(const CaseSpec& c, int n, const ConsistencyO
     rep.backends.push_back(std::move(b));
   }
   const double total = n + 1;
-  const std::vector<Result> pre = run_case(dc.prefill, -1, ids, opt, "prefill", 0, 1 / total);
+  const std::vector<Result> pre = run_case(dc.prefill, -1, pre_ids, opt, "prefill", 0, 1 / total);
   for (size_t k = 0; k < ids.size(); ++k)
     if (!pre[k].ok() || pre[k].o.empty()) mark_not_run(&rep.backends[k], pre[k], "prefill");
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> live;  // backends still running: one not ok is not run again
     std::vector<size_t> at;
     for (size_t k = 0; k < ids.size(); ++k)
-      if (rep.backends[k].verdict != ConsistencyVerdict::kNotRun) live.push_back(ids[k]), at.push_back(k);
+      if (rep.backends[k].verdict != ConsistencyVerdict::kNotRun) live.push_back(dec_ids[k]), at.push_back(k);
     if (live.empty()) break;
     const std::string stage = "decode step " + std::to_string(i + 1) + " of " + std::to_string(n);
     const std::vector<Result> res = run_case(dc.steps[i], i, live, opt, stage, (i + 1) / total, (i + 2) / total);

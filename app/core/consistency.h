@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnscope/backend.h"
@@ -88,6 +89,10 @@ struct ConsistencyOptions {
   std::function<void(const std::string& stage, double fraction)> progress;
   ConsistencyRunFn run;  // empty: run_one
 };
+
+// A backend entry "P>D" (e.g. "flashinfer.prefill>flashinfer.decode") runs the prefill on P and the
+// decode steps on D, as an engine does; a plain id runs both. {prefill id, decode id}.
+std::pair<std::string, std::string> consistency_pair(const std::string& entry);
 
 // Throws CaseError as consistency_cases. Backend failures are results, never exceptions.
 ConsistencyReport check_consistency(const CaseSpec& c, int n, const ConsistencyOptions& opt = {});

@@ -74,7 +74,8 @@ TEST(ConsistencyCli, ExitCodes) {
     EXPECT_NE(o.out.find("first differing key per request: 88, 112; "), std::string::npos) << o.out;
     EXPECT_EQ(lines(o.out).back(), "ok: 2 bit-identical, 1 differ") << o.out;
   }
-  for (const std::string bad : {"--last 0", "--last 131", "--last -2", "--last x", "", "--last 4 --backends cpu.nope"}) {
+  for (const std::string bad : {"--last 0", "--last 131", "--last -2", "--last x", "", "--last 4 --backends cpu.nope",
+                                "--last 4 --backends 'cpu.reference>cpu.nope'"}) {
     SCOPED_TRACE(bad);
     const auto o = cli("consistency " + kFp8 + " " + bad);
     EXPECT_EQ(o.code, 2);

@@ -300,6 +300,44 @@ TEST(Consistency, CpuTiledDiffersWhereThePlannerSplitsDifferently) {
   EXPECT_EQ(r.exit_code(), 0);
 }
 
+// "P>D": the prefill on one backend, the decode steps on another (an engine's prefill and decode
+// kernels). Two that round differently differ, and the pair promises nothing even when both do.
+TEST(Consistency, APairRunsThePrefillOnOneBackendAndTheStepsOnAnother) {
+  CaseSpec c;
+  c.name = "pair";
+  c.requests = {{1, 90}, {1, 120}};
+  c.num_qo_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 64;
+  c.dtype = DType::kBf16;
+  ConsistencyOptions opt;
+  opt.backends = {"cpu.reference>cpu.lowp", "cpu.reference>cpu.reference"};
+  std::vector<std::pair<int, std::string>> ran;  // (step, backend) as the report asked for them
+  opt.run = [&](const std::string& id, int step, const CaseSpec& cs, const Plan& p, const Workload& w, const RunOptions& ro) {
+    ran.emplace_back(step, id);
+    return run_one(id, cs, p, w, ro);
+  };
+  const ConsistencyReport r = check_consistency(c, 6, opt);
+  ASSERT_EQ(r.backends.size(), 2u);
+  EXPECT_EQ(r.backends[0].backend, "cpu.reference>cpu.lowp");
+  EXPECT_FALSE(r.backends[0].promises_bits);
+  EXPECT_EQ(r.backends[0].verdict, ConsistencyVerdict::kDiffers) << r.backends[0].verdict_text();
+  EXPECT_GT(r.backends[0].max_diff, 0);
+  EXPECT_EQ(r.backends[1].verdict, ConsistencyVerdict::kBitIdentical) << r.backends[1].verdict_text();
+  EXPECT_TRUE(r.backends[1].promises_bits);
+  int pre_ref = 0, step_lowp = 0, pre_lowp = 0;
+  for (const auto& [step, id] : ran) {
+    pre_ref += step < 0 && id == "cpu.reference";
+    pre_lowp += step < 0 && id == "cpu.lowp";
+    step_lowp += step >= 0 && id == "cpu.lowp";
+  }
+  EXPECT_EQ(pre_ref, 2);
+  EXPECT_EQ(pre_lowp, 0);
+  EXPECT_EQ(step_lowp, 6);
+  EXPECT_EQ(consistency_pair("a>b"), (std::pair<std::string, std::string>{"a", "b"}));
+  EXPECT_EQ(consistency_pair("a"), (std::pair<std::string, std::string>{"a", "a"}));
+}
+
 TEST(Consistency, NanIsAMismatchNeverANumber) {
   const CaseSpec c = small_case();
   ConsistencyOptions opt;
