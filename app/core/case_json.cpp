@@ -127,7 +127,8 @@ std::vector<double> read_scale_values(const Obj& o, const char* key) {
   const std::string path = o.at(key);
   if (v.is_string()) {
     if (v.get<std::string>() != "amax")
-      throw CaseError(path, "\"" + printable(v.get<std::string>()) + "\" is not allowed, write \"amax\", a number or an array of numbers");
+      throw CaseError(
+          path, "\"" + printable(v.get<std::string>()) + "\" is not allowed, write \"amax\", a number or an array of numbers");
     return {};
   }
   if (v.is_number()) return {v.get<double>()};
@@ -147,17 +148,21 @@ void read_kv_dtype(const Obj& k, CaseSpec& c) {
   auto& kc = c.kv_cache;
   if (k.has("dtype")) {
     const std::string d = k.get_str("dtype", "");
-    if (d == "fp8_e4m3") kc.fp8 = Fp8Format::kE4M3;
-    else if (d == "fp8_e5m2") kc.fp8 = Fp8Format::kE5M2;
+    if (d == "fp8_e4m3")
+      kc.fp8 = Fp8Format::kE4M3;
+    else if (d == "fp8_e5m2")
+      kc.fp8 = Fp8Format::kE5M2;
     else if (d != dtype_name(c.dtype))
-      throw CaseError(k.at("dtype"), "\"" + printable(d) + "\" is not allowed, must be \"fp8_e4m3\", \"fp8_e5m2\" or the case's /dtype \"" +
+      throw CaseError(k.at("dtype"), "\"" + printable(d) +
+                                         "\" is not allowed, must be \"fp8_e4m3\", \"fp8_e5m2\" or the case's /dtype \"" +
                                          dtype_name(c.dtype) + "\"");
   }
   if (!k.has("scales")) return;
   Obj sc(k.raw("scales"), "/kv_cache/scales", {"granularity", "k", "v"});
   if (!kc.fp8) throw CaseError("/kv_cache/scales", "set without an FP8 /kv_cache/dtype (fp8_e4m3 or fp8_e5m2)");
-  kc.scales.granularity = sc.get_enum("granularity", ScaleGranularity::kTensor,
-                                      {{"tensor", ScaleGranularity::kTensor}, {"head", ScaleGranularity::kHead}, {"token", ScaleGranularity::kToken}});
+  kc.scales.granularity = sc.get_enum(
+      "granularity", ScaleGranularity::kTensor,
+      {{"tensor", ScaleGranularity::kTensor}, {"head", ScaleGranularity::kHead}, {"token", ScaleGranularity::kToken}});
   kc.scales.k = read_scale_values(sc, "k");
   kc.scales.v = read_scale_values(sc, "v");
 }
@@ -188,8 +193,7 @@ RequestSpec parse_request(const json& j, const std::string& path) {
 CaseFile parse_case(const json& j) {
   Obj top(j, "",
           {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention", "split", "data",
-           "fp8_attention",
-           "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
+           "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -439,9 +443,8 @@ ordered_json case_to_json(const CaseSpec& c) {
       return v;
     };
     j["kv_cache"]["dtype"] = fp8_name(*k.fp8);
-    j["kv_cache"]["scales"] = {{"granularity", granularity_name(k.scales.granularity)},
-                               {"k", values(k.scales.k)},
-                               {"v", values(k.scales.v)}};
+    j["kv_cache"]["scales"] = {
+        {"granularity", granularity_name(k.scales.granularity)}, {"k", values(k.scales.k)}, {"v", values(k.scales.v)}};
   }
   const auto& a = c.attention;
   j["attention"] = {{"causal", a.causal},       {"window", opt(a.window)},     {"local_chunk", opt(a.local_chunk)},

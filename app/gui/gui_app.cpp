@@ -620,8 +620,7 @@ int App::run() {
       // the results are in, and the panel shown has nothing of its own still computing
       const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
       const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy()) &&
-                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) &&
-                        !(ui_.tab == Tab::kPages && pages_.busy());
+                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) && !(ui_.tab == Tab::kPages && pages_.busy());
       if (edits_done_ < 2 * opt_.edit_latency) {
         const int before = edits_done_;
         edit_latency_step(results && !scripted_edit_);

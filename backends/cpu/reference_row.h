@@ -1,6 +1,7 @@
 // cpu.reference's arithmetic for one (token, head) row, in one place: fp64 softmax on the inputs as
 // rounded to the case dtype (FP8: stored values times their scales, exact in fp64), over exactly the
-// keys the mask allows. cpu.reference runs it for every row; the softmax step-through runs it for the row it explains, with the per-key probabilities.
+// keys the mask allows. cpu.reference runs it for every row; the softmax step-through runs it for the row it explains, with the
+// per-key probabilities.
 #pragma once
 
 #include <cmath>

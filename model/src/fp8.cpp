@@ -32,7 +32,8 @@ std::string num(double v) {
 // A scale the kernels can hold as a normal float, far from overflow in x / scale and fp8 * scale.
 void check_scale(double s, const std::string& path) {
   if (!(std::isfinite(s) && s >= 1e-30 && s <= 1e30))
-    throw CaseError(path, num(s) + " is not a scale, must be finite and in [1e-30, 1e30] (a scale multiplies the stored FP8 value)");
+    throw CaseError(path,
+                    num(s) + " is not a scale, must be finite and in [1e-30, 1e30] (a scale multiplies the stored FP8 value)");
 }
 
 void check_given(const std::vector<double>& v, const CaseSpec& c, const char* which) {
@@ -40,8 +41,9 @@ void check_given(const std::vector<double>& v, const CaseSpec& c, const char* wh
   if (v.empty()) return;  // "amax"
   const auto g = c.kv_cache.scales.granularity;
   if (g == ScaleGranularity::kToken)
-    throw CaseError(path, "per-token scales come from the data, write \"amax\" (numbers are taken for granularity tensor "
-                          "or head)");
+    throw CaseError(path,
+                    "per-token scales come from the data, write \"amax\" (numbers are taken for granularity tensor "
+                    "or head)");
   if (g == ScaleGranularity::kTensor && v.size() != 1)
     throw CaseError(path, std::to_string(v.size()) + " values with granularity tensor, give one number");
   if (g == ScaleGranularity::kHead && v.size() != static_cast<size_t>(c.num_kv_heads))

@@ -130,7 +130,7 @@ AS_HD inline uint8_t f32_to_fp8_bits(Fp8Format f, float x) {
   const uint32_t mant = (a & 0x7fffffu) | 0x800000u;      // 24 significant bits
   // The FP8 quantum at this magnitude is 2^(max(e, 1 - bias) - mbits); count = |x| / quantum.
   const int qexp = (e < 1 - bias ? 1 - bias : e) - mbits;
-  const int shift = 23 - (e - qexp);  // count = mant >> shift, plus rounding
+  const int shift = 23 - (e - qexp);                  // count = mant >> shift, plus rounding
   if (shift > 25) return static_cast<uint8_t>(sign);  // below half the smallest subnormal
   uint32_t count = mant >> shift;
   const uint32_t rem = mant & ((1u << shift) - 1u);
