@@ -46,14 +46,16 @@ FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt) {
 
 // Two K/V stages of flash_smem_stride rows (Q is staged in the second); with split warps, the merge
 // buffer reuses them. Head dim 256 (the kernel's lean form): one K/V stage and Q's own region. Plus
-// kTileAlign: the kernel aligns its region itself. FP8 (no lean form): one dtype K/V stage, then the
-// ring of FP8 staging buffers (kFlashFp8Stages x 2 x 64 x D bytes; Q is staged there), then Q's region.
+// kTileAlign: the kernel aligns its region itself. FP8 (no lean form): the ring of FP8 staging buffers
+// (flash_fp8_stages x 2 x 64 x D bytes), after one dtype K/V stage where the CTA converts in shared
+// memory (flash_fp8_in_registers), then Q's region; Q is staged in the ring.
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb, bool fp8) {
   const bool lean = head_dim >= 256 && !fp8;
   const size_t row = static_cast<size_t>(flash_smem_stride(head_dim)) * 2;
   const size_t q = flash_q_in_smem(head_dim, warps_m, warps_n, rb) ? static_cast<size_t>(warps_m * 16 * rb) * row : 0;
-  const size_t ring = static_cast<size_t>(kFlashFp8Stages) * 2 * kKvTile * head_dim;
-  const size_t stages = fp8 ? 2 * kKvTile * row + ring + q : static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * row + q;
+  const size_t ring = static_cast<size_t>(flash_fp8_stages(head_dim, warps_n)) * 2 * kKvTile * head_dim;
+  const size_t dtype_tile = flash_fp8_in_registers(warps_n) ? 0 : 2 * kKvTile * row;
+  const size_t stages = fp8 ? dtype_tile + ring + q : static_cast<size_t>((lean ? 1 : 2) * 2 * kKvTile) * row + q;
   const size_t merge = warps_n > 1 ? static_cast<size_t>(warps_n) * warps_m * 16 * (head_dim + 2) * 4 : 0;
   return std::max(stages, merge) + kTileAlign;
 }

@@ -233,8 +233,9 @@ struct FlashCta {
   // The output of block `blk`'s rows: O / den and LSE, final (dtype, natural log) or a split-KV
   // partial (fp32, base 2) for the merge kernel. kScaleV (an FP8 cache): O / den is multiplied by the
   // V scale v_scale here, before the final rounding to the dtype or before the partial is written (and
-  // rounded, with dtype partials); cpu.tiled does the same (tiled_row.cpp).
-  template <int D, class T, bool kScaleV = false>
+  // rounded, with dtype partials); cpu.tiled does the same (tiled_row.cpp). kQuadCols: O's head dims in
+  // fp8_pv's order (o[2 m] / o[2 m + 1]: dims 16 m + 4 t4 + {0, 2} / {1, 3}), else mma.sync's (o[j]: 8 j + 2 t4 + {0, 1}).
+  template <int D, class T, bool kScaleV = false, bool kQuadCols = false>
   __device__ __forceinline__ void store(int blk, const float (&o)[D / 8][4], const float (&mx)[2], const float (&den)[2],
                                         float v_scale = 1.f) const {
 #pragma unroll
@@ -246,18 +247,31 @@ struct FlashCta {
       const bool empty = den[i] == 0.f;
       const float inv = empty ? 0.f : 1.f / den[i];
       const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
+      // pair j of this thread's row: its first head dim and its two values, O / den (x the V scale)
+      auto pair = [&](int j, int* col, float* a, float* b) {
+        if constexpr (kQuadCols) {
+          const int m = j / 2, h = j % 2;
+          *col = 16 * m + 4 * t4 + 2 * h;
+          *a = o[2 * m][2 * i + h] * inv, *b = o[2 * m + 1][2 * i + h] * inv;
+        } else {
+          *col = 8 * j + 2 * t4;
+          *a = o[j][2 * i] * inv, *b = o[j][2 * i + 1] * inv;
+        }
+        if constexpr (kScaleV) *a *= v_scale, *b *= v_scale;
+      };
       if (p.split) {
         const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
         float* dst = p.part_o + (pr * p.hq + hd) * D;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
-          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
-          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
+          int col;
+          float a, b;
+          pair(j, &col, &a, &b);
           if (p.round_partials) {
             a = round_to(Mma<T>::kDType, a);
             b = round_to(Mma<T>::kDType, b);
           }
-          *reinterpret_cast<float2*>(dst + 8 * j + 2 * t4) = make_float2(a, b);
+          *reinterpret_cast<float2*>(dst + col) = make_float2(a, b);
         }
         if (t4 == 0) p.part_lse[pr * p.hq + hd] = lse2;
       } else {
@@ -265,9 +279,10 @@ struct FlashCta {
         T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * D;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
-          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
-          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
-          *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * t4) = Mma<T>::pack(a, b);
+          int col;
+          float a, b;
+          pair(j, &col, &a, &b);
+          *reinterpret_cast<uint32_t*>(dst + col) = Mma<T>::pack(a, b);
         }
         if (t4 == 0) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
       }
@@ -498,33 +513,46 @@ __device__ __forceinline__ void kv_tile_loop(int n_tiles, Copy&& copy, Fetch&& f
 
 // The KV tile loop of the FP8 kernels (FlashMode::kPlainFp8): copy(i) lands tile i's K and V bytes in
 // FP8 staging buffer i % kStages (cp.async, one group per tile: an empty group past the last tile keeps
-// the count), convert(i) turns them into the one dtype K / V tile that qk and pv read. Per tile: the
-// wait for tile i and a barrier (tile i's bytes are published; every warp is past tile i - 1's math,
-// so the dtype tile is free, and past its conversion, so tile i - 1's staging buffer takes tile
-// i + kStages - 1, whose copies overlap the conversion and the math); a second barrier publishes the
-// dtype tile. The pages of tile i + kStages are loaded before the conversion and stored after it, in
-// slot (i + kStages) % (kStages + 1): tile i - 1's, which every warp is past.
-template <int kStages, class Copy, class Convert, class Fetch, class Put, class QK, class PV>
+// the count). Per tile: the wait for tile i and a barrier (tile i's bytes are published; everyone is
+// past tile i - 1's math, so tile i - 1's staging buffer takes tile i + kStages - 1, whose copies overlap
+// the math). kConvert: convert(i) then turns the bytes into the one dtype K / V tile that qk and pv read
+// (every warp past tile i - 1 has left it free), and a second barrier publishes it. Else each warp
+// copies, fetches the pages of and reads only its own keys, so the barrier is the warp's: warps run
+// apart. The pages of tile i + kStages are loaded before the conversion or the math and stored after
+// it, in slot (i + kStages) % (kStages + 1): tile i - 1's, which everyone is past.
+template <int kStages, bool kConvert, class Copy, class Convert, class Fetch, class Put, class QK, class PV>
 __device__ __forceinline__ void kv_tile_loop_fp8(int n_tiles, Copy&& copy, Convert&& convert, Fetch&& fetch, Put&& put, QK&& qk,
                                                  PV&& pv) {
   static_assert(kStages >= 2, "a tile in flight while one is computed");
+  auto sync = [] {
+    if constexpr (kConvert)
+      __syncthreads();
+    else
+      __syncwarp();
+  };
   for (int i = 0; i < kStages; ++i) put(i, fetch(i));
-  __syncthreads();  // tiles 0 .. kStages - 1's pages
+  sync();  // tiles 0 .. kStages - 1's pages
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < n_tiles) copy(i);
     cp_async_commit();
   }
   for (int ti = 0; ti < n_tiles; ++ti) {
     cp_async_wait<kStages - 2>();
-    __syncthreads();
+    sync();
     if (ti + kStages - 1 < n_tiles) copy(ti + kStages - 1);
     cp_async_commit();
     const TilePage next = fetch(ti + kStages);
-    convert(ti);
-    put(ti + kStages, next);
-    __syncthreads();
-    qk(ti);
-    pv(ti);
+    if constexpr (kConvert) {
+      convert(ti);
+      put(ti + kStages, next);
+      __syncthreads();
+      qk(ti);
+      pv(ti);
+    } else {
+      qk(ti);
+      pv(ti);
+      put(ti + kStages, next);
+    }
   }
 }
 

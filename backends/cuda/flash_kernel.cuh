@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "flash_device.cuh"
+#include "flash_fp8.cuh"
 
 namespace attnscope::cuda {
 
@@ -74,10 +75,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   static_assert(RB == 1 || RB == 2, "one or two row blocks per warp");
   static_assert(WN == 1 || RB == 1, "key-split warps own one row block");
   static_assert(RB == 2 || kRows <= 2 * kKvTile, "Q staging reuses one K/V stage");
-  // An FP8 cache (kPlainFp8): one dtype K / V tile (stage 0) that the FP8 bytes are converted into, a
-  // ring of kStages8 FP8 staging buffers from stage 1 on (Q's region after it); no lean form
+  // An FP8 cache (kPlainFp8): a ring of kStages8 FP8 staging buffers (Q's region after it), from stage
+  // 1 on after one dtype K / V tile (stage 0) that the CTA converts the bytes into, or from stage 0 where
+  // the warps convert their keys in registers (kFp8Reg, flash_fp8.cuh); no lean form
   constexpr bool kFp8 = kMode == FlashMode::kPlainFp8;
-  constexpr int kStages8 = kFlashFp8Stages;
+  constexpr bool kFp8Reg = kFp8 && flash_fp8_in_registers(WN);
+  constexpr int kStages8 = flash_fp8_stages(D, WN);
   static_assert(!kFp8 || RB == 1, "the FP8 kernels have one row block");
   constexpr bool kLean = D >= 256 && !kFp8;
   static_assert(!kLean || RB == 1, "the lean form has one row block");
@@ -94,7 +97,8 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   // Q read from shared memory: Q has its own region (lean: where the second stage would be); else
   // Q is staged in stage 1 and moved to registers
   constexpr bool kQSmem = flash_q_in_smem(D, WM, WN, RB);
-  T* qs = kLean ? stage1 : kQSmem ? stage1 + (kFp8 ? kStages8 * kKvTile * D : 2 * kKvTile * S) : stage1;
+  T* const ring = kFp8Reg ? stage0 : stage1;  // FP8: the staging ring (2 x kKvTile x D bytes per stage)
+  T* qs = kLean ? stage1 : kQSmem ? ring + (kFp8 ? kStages8 * kKvTile * D : 2 * kKvTile * S) : ring;
   __shared__ int s_lo, s_hi;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -117,7 +121,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   uint32_t qf[kQf][4];
   if constexpr (kQRegs) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], qs + tile_at<D>(wm * 16 + (lane % 16), kk * 16 + (lane / 16) * 8));
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if constexpr (kFp8Reg)
+        fp8_q_fragment<D>(qs, tile_at<D>, wm * 16, g, t4, kk, qf[kk]);
+      else
+        ldmatrix_x4(qf[kk], qs + tile_at<D>(wm * 16 + (lane % 16), kk * 16 + (lane / 16) * 8));
+    }
   }
 
   // The rows' visible key ranges live in shared memory, not registers (8 registers at RB = 2, where
@@ -166,9 +175,12 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   constexpr int kSlots = kFp8 ? kStages8 + 1 : 3;
   __shared__ int64_t s_row[kSlots][kKvTile];
   __shared__ bool s_full[kSlots];
-  auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
+  // the thread that fetches a key's page: key tid of the tile, or (kFp8Reg) lane l of warp wn its key
+  // wn x kKeys + l, each warp copying and reading only its own keys (kv_tile_loop_fp8 syncs the warp)
+  const int key_thread = kFp8Reg ? (lane < kKeys ? wn * kKeys + lane : kKvTile) : tid;
+  auto fetch_pages = [&](int i) { return load_tile_page(c, key_thread, tiles, i, kv_hi); };
   auto put_pages = [&](int i, const TilePage& t) {
-    store_tile_slot(c, t, s_row[i % kSlots], &s_full[i % kSlots], tid, D, kFp8 ? 1 : 2);
+    store_tile_slot(c, t, s_row[i % kSlots], &s_full[i % kSlots], key_thread, D, kFp8 ? 1 : 2);
   };
   // Copy l of a thread is row tid / kVec + l * kRowStep; where kRowStep is a multiple of 8 the rows keep
   // their swizzle, so the destination is the first row's plus a constant
@@ -190,20 +202,25 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       if (want_v) cp_async16(vs + dst, pool_at(p.v, off), ok);
     }
   };
-  // FP8: tile i's K and V bytes into staging buffer i % kStages8 (rows of D bytes, K's 64 then V's 64)
-  unsigned char* stage8 = reinterpret_cast<unsigned char*>(stage1);
+  // FP8: tile i's K and V bytes into staging buffer i % kStages8 (rows of D bytes, K's 64 then V's 64;
+  // swizzled for the registers' ldmatrix, in order for the shared-memory conversion)
+  unsigned char* stage8 = reinterpret_cast<unsigned char*>(ring);
   auto copy8 = [&](int i) {
     constexpr int kVec8 = D / 16;
-    static_assert(!kFp8 || kKvTile * kVec8 % kThreads == 0, "whole FP8 copies per thread");
+    // the CTA's threads copy the whole tile, or (kFp8Reg) a warp's lanes its keys
+    constexpr int kCopiers = kFp8Reg ? 32 : kThreads, kRows8 = kFp8Reg ? kKeys : kKvTile;
+    static_assert(!kFp8 || kRows8 * kVec8 % kCopiers == 0, "whole FP8 copies per thread");
     unsigned char* k8 = stage8 + (i % kStages8) * 2 * kKvTile * D;
 #pragma unroll
-    for (int l = 0; l < kKvTile * kVec8 / kThreads; ++l) {
-      const int idx = tid + l * kThreads;
-      const int r = idx / kVec8, cv = idx % kVec8;
+    for (int l = 0; l < kRows8 * kVec8 / kCopiers; ++l) {
+      const int idx = (kFp8Reg ? lane : tid) + l * kCopiers;
+      const int r = (kFp8Reg ? wn * kKeys : 0) + idx / kVec8, cv = idx % kVec8;
       bool ok = false;
       const int64_t off = kv_source(s_row[i % kSlots][r], cv, &ok);
-      cp_async16(k8 + idx * 16, pool_at(p.k, off), ok);
-      cp_async16(k8 + kKvTile * D + idx * 16, pool_at(p.v, off), ok);
+      int dst = r * D + cv * 16;
+      if constexpr (kFp8Reg) dst = fp8_at<D>(r, cv);
+      cp_async16(k8 + dst, pool_at(p.k, off), ok);
+      cp_async16(k8 + kKvTile * D + dst, pool_at(p.v, off), ok);
     }
   };
   // FP8: staging buffer i % kStages8 into the dtype tile, 8 bytes per step (8 threads of a row write its 8
@@ -226,7 +243,29 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
   };
   // S = Q K^T of a tile: this warp's RB x 16 rows x kKeys keys (registers shared by the two steps)
   float s[RB][NT][4];
-  auto qk = [&](int ti) {
+  // kFp8Reg: this lane's ldmatrix address in staging buffer 0's K (buffer i is 2 x kKvTile x D bytes on)
+  uint32_t lane8 = 0;
+  if constexpr (kFp8Reg) lane8 = fp8_lane_addr<D>(static_cast<uint32_t>(__cvta_generic_to_shared(stage8)), wn * kKeys, lane);
+  auto buf8 = [&](int ti) { return lane8 + static_cast<uint32_t>((ti % kStages8) * 2 * kKvTile * D); };
+  auto qk8 = [&](int ti) {  // kFp8Reg: K converted in registers, Q's fragments in fp8_qk's order
+    {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.f;
+      auto qfrag = [&](int kk, uint32_t(&a)[4]) {
+        if constexpr (kQRegs) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) a[x] = qf[kk][x];
+        } else {
+          fp8_q_fragment<D>(qs, tile_at<D>, wm * 16, g, t4, kk, a);
+        }
+      };
+      if (p.fp8 == 2)
+        fp8_qk<D, T, true, NT>(s[0], qfrag, buf8(ti));
+      else
+        fp8_qk<D, T, false, NT>(s[0], qfrag, buf8(ti));
+    }
+  };
+  auto qk_dtype = [&](int ti) {
     const T* ks = (!kLean && !kFp8 && (ti & 1)) ? stage1 : stage0;
     const int mi = lane / 8;
     // this lane's ldmatrix rows at column 0 / 8 (col_step moves them along the k-steps)
@@ -258,22 +297,17 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       }
     }
   };
-  // the logits, the online softmax and O += P V of a tile
-  auto pv = [&](int ti) {
+  auto qk = [&](int ti) {
+    if constexpr (kFp8Reg)
+      qk8(ti);
+    else
+      qk_dtype(ti);
+  };
+  // O += P V from the dtype V tile: P (rounded to the dtype) from the S accumulators, V through ldmatrix.trans
+  auto pv_dtype = [&](int ti) {
     const T* vs = ((!kLean && !kFp8 && (ti & 1)) ? stage1 : stage0) + kKvTile * S;
     const int mi = lane / 8;
     const uint32_t v0 = tile_addr<D>(vs, wn * kKeys + (mi % 2) * 8 + lane % 8, (mi / 2) * 8);
-    const int k0 = tiles.key(ti) + wn * kKeys;  // this warp's first key
-#pragma unroll
-    for (int rb = 0; rb < RB; ++rb) {
-      float tile_max[2];
-      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % kSlots], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
-      float corr[2];
-      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, exp_scale);
-      rescale_o<D>(o[rb], corr);
-    }
-
-    // O += P V: P (rounded to the dtype) from the S accumulators, V through ldmatrix.trans
 #pragma unroll
     for (int kk = 0; kk < NT / 2; ++kk) {
       uint32_t a[RB][4];
@@ -296,8 +330,31 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
       }
     }
   };
+  // the logits, the online softmax and O += P V of a tile
+  auto pv = [&](int ti) {
+    const int k0 = tiles.key(ti) + wn * kKeys;  // this warp's first key
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+      float tile_max[2];
+      c.logits<kMode, NT>(s[rb], tile_max, rows[rb], wm * RB + rb, k0, s_full[ti % kSlots], s_rlo, s_rhi, s_wlo, s_whi, inv_cap);
+      float corr[2];
+      softmax_step<NT>(s[rb], tile_max, mx[rb], den[rb], corr, exp_scale);
+      rescale_o<D>(o[rb], corr);
+    }
+
+    if constexpr (kFp8Reg) {  // V converted in registers; O's head dims in fp8_pv's order
+      uint32_t pa[NT / 2][4];
+      pack_p<T, NT>(s[0], pa);
+      if (p.fp8 == 2)
+        fp8_pv<D, T, true, NT>(o[0], pa, buf8(ti) + kKvTile * D);
+      else
+        fp8_pv<D, T, false, NT>(o[0], pa, buf8(ti) + kKvTile * D);
+    } else {
+      pv_dtype(ti);
+    }
+  };
   if constexpr (kFp8)
-    kv_tile_loop_fp8<kStages8>(n_tiles, copy8, convert8, fetch_pages, put_pages, qk, pv);
+    kv_tile_loop_fp8<kStages8, !kFp8Reg>(n_tiles, copy8, convert8, fetch_pages, put_pages, qk, pv);
   else
     kv_tile_loop<kLean, false, false>(n_tiles, copy, fetch_pages, put_pages, qk, pv);
 
@@ -359,7 +416,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
 #pragma unroll
   for (int rb = 0; rb < RB; ++rb) {
     if constexpr (kFp8)
-      c.store<D, T, true>(wm * RB + rb, o[rb], mx[rb], den[rb], p.v_scale[c.kvh * p.scale_stride]);
+      c.store<D, T, true, kFp8Reg>(wm * RB + rb, o[rb], mx[rb], den[rb], p.v_scale[c.kvh * p.scale_stride]);
     else
       c.store<D, T>(wm * RB + rb, o[rb], mx[rb], den[rb]);
   }

@@ -202,9 +202,14 @@ size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks, 
 // The head dims cuda.flash's FP8 kernels (FlashMode::kPlainFp8) are compiled for, where the table
 // (instances/flash_instances.def) builds that head dim.
 constexpr bool flash_fp8_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+// How an FP8 kernel turns its tile's bytes into MMA operands: where warps split the tile's keys (the
+// decode layout, warps_n > 1), each warp converts its own keys' K and V in registers after ldmatrix of
+// the bytes (every element once, no second pass); where warps split the rows, every warp reads the whole
+// tile, so the CTA converts it once into a dtype tile in shared memory (docs/architecture.md, FP8).
+constexpr bool flash_fp8_in_registers(int warps_n) { return warps_n > 1; }
 // The FP8 kernels' ring of staging buffers (each a tile's K and V bytes): tile i + stages - 1 is copied
-// while tile i is converted and computed. Two: four measured no faster on the decode benchmark
-// (docs/perf-notes.md, FP8 KV decode), and two keep the dtype kernel's shared memory.
-constexpr int kFlashFp8Stages = 2;
+// while tile i is computed. Registers: four up to head dim 128 (a tile is half a dtype tile's bytes, so
+// twice the tiles keep the dtype kernel's bytes in flight), two at 256; shared-memory conversion: two.
+constexpr int flash_fp8_stages(int head_dim, int warps_n) { return flash_fp8_in_registers(warps_n) && head_dim <= 128 ? 4 : 2; }
 
 }  // namespace attnscope::cuda

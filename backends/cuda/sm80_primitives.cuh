@@ -115,4 +115,49 @@ __device__ __forceinline__ uint4 fp8x8_to(uint2 b) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
+// Four FP8 bytes b0..b3 of a register as two pairs of the dtype: lo = (b0, b2), hi = (b1, b3), low half
+// first (the pairs ldmatrix of FP8 bytes as b16 units hands the FP8 kernels' fragments, flash_fp8.cuh).
+// Exact for every finite code (the quantisation writes no NaN / inf; they would come out finite here).
+// A byte moved into the dtype's sign / exponent / mantissa fields reads as its value times 2^-k (the
+// exponent-bias difference), the format's subnormals included, and one multiply by 2^k (exact) restores
+// it: a shift and two logic operations per pair and a multiply where bf16 has no conversion instruction.
+// fp16: e5m2 is fp16's top byte (no arithmetic); e4m3 is one cvt on sm_89 and later.
+template <class T, bool kE5m2>
+__device__ __forceinline__ void fp8x4_split(uint32_t r, uint32_t& lo, uint32_t& hi) {
+  constexpr bool kBf16 = Mma<T>::kDType == DType::kBf16;
+  if constexpr (!kBf16 && kE5m2) {
+    hi = r & 0xff00ff00u;
+    lo = (r << 8) & 0xff00ff00u;
+    return;
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (!kBf16 && !kE5m2) {
+    const uint32_t p0 = __byte_perm(r, 0u, 0x4420), p1 = __byte_perm(r, 0u, 0x4431);
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(lo) : "h"(static_cast<unsigned short>(p0)));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(hi) : "h"(static_cast<unsigned short>(p1)));
+    return;
+  }
+#endif
+  // the fields' shift and the power of two: bf16 (8 exponent bits, 7 mantissa bits) from e4m3 >> 4 and
+  // 2^120, from e5m2 >> 3 and 2^112; fp16 (5, 10) from e4m3 >> 1 and 2^8
+  constexpr int kShift = kBf16 ? (kE5m2 ? 3 : 4) : 1;
+  constexpr float kPow = kBf16 ? (kE5m2 ? 0x1p112f : 0x1p120f) : 0x1p8f;
+  const uint32_t h = ((r & 0x7f007f00u) >> kShift) | (r & 0x80008000u);
+  const uint32_t r8 = r << 8;
+  const uint32_t l = ((r8 & 0x7f007f00u) >> kShift) | (r8 & 0x80008000u);
+  if constexpr (kBf16) {
+    const __nv_bfloat162 f = __float2bfloat162_rn(kPow);
+    const __nv_bfloat162 a = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&l), f);
+    const __nv_bfloat162 b = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&h), f);
+    lo = *reinterpret_cast<const uint32_t*>(&a);
+    hi = *reinterpret_cast<const uint32_t*>(&b);
+  } else {
+    const __half2 f = __float2half2_rn(kPow);
+    const __half2 a = __hmul2(*reinterpret_cast<const __half2*>(&l), f);
+    const __half2 b = __hmul2(*reinterpret_cast<const __half2*>(&h), f);
+    lo = *reinterpret_cast<const uint32_t*>(&a);
+    hi = *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
+
 }  // namespace attnscope::cuda
