@@ -118,3 +118,25 @@ TEST(GpuFp8, WorkloadBytesCountTheFp8Buffers) {
   EXPECT_EQ(cuda::device_workload_bytes(c, p) - cuda::device_workload_bytes(plain, make_plan(plain)),
             slots * (c.head_dim_qk + c.head_dim_vo) + 8 * slots);
 }
+
+// cuda.flash's FP8 register path converts K / V bytes with shifts, masks and a power-of-two multiply
+// (fp8x4_split), not the library conversion: every finite code of both formats must come out as the
+// format defines it, in fp16 and in bf16, signed zeros and subnormals included. NaN / inf codes are left
+// out: the quantisation never writes them (it saturates), and the conversion does not keep them.
+TEST(GpuFp8, RegisterConversionIsExactForEveryFiniteCode) {
+  REQUIRE_DEVICE();
+  int subnormals = 0;
+  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2})
+    for (DType dt : {DType::kFp16, DType::kBf16}) {
+      const std::vector<uint16_t> got = cuda::fp8_register_conversion_of_every_code(f, dt);
+      ASSERT_EQ(got.size(), 256u);
+      for (int code = 0; code < 256; ++code) {
+        const float want = fp8_bits_to_f32(f, static_cast<uint8_t>(code));
+        if (!std::isfinite(want)) continue;
+        if (want != 0.f && std::fabs(want) < (f == Fp8Format::kE4M3 ? 0x1p-6f : 0x1p-14f)) ++subnormals;
+        const float v = dt == DType::kBf16 ? bf16_bits_to_f32(got[code]) : f16_bits_to_f32(got[code]);
+        EXPECT_EQ(f32_bits(v), f32_bits(want)) << fp8_name(f) << " code " << code << " as " << dtype_name(dt);
+      }
+    }
+  EXPECT_EQ(subnormals, 2 * (14 + 6));  // e4m3 has 7 subnormal magnitudes, e5m2 3, each signed, in two dtypes
+}
