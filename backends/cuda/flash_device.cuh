@@ -234,7 +234,7 @@ struct FlashCta {
   // partial (fp32, base 2) for the merge kernel. kScaleV (an FP8 cache): O / den is multiplied by the
   // V scale v_scale here, before the final rounding to the dtype or before the partial is written (and
   // rounded, with dtype partials); cpu.tiled does the same (tiled_row.cpp). kQuadCols: O's head dims in
-  // fp8_pv's order (o[2 m] / o[2 m + 1]: dims 16 m + 4 t4 + {0, 2} / {1, 3}), else mma.sync's (o[j]: 8 j + 2 t4 + {0, 1}).
+  // fp8_pv's order, o[2 m] / o[2 m + 1] holding dims 16 m + 4 t4 + {0, 2} / {1, 3} (else o[j]: 8 j + 2 t4 + {0, 1}).
   template <int D, class T, bool kScaleV = false, bool kQuadCols = false>
   __device__ __forceinline__ void store(int blk, const float (&o)[D / 8][4], const float (&mx)[2], const float (&den)[2],
                                         float v_scale = 1.f) const {
@@ -247,31 +247,20 @@ struct FlashCta {
       const bool empty = den[i] == 0.f;
       const float inv = empty ? 0.f : 1.f / den[i];
       const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
-      // pair j of this thread's row: its first head dim and its two values, O / den (x the V scale)
-      auto pair = [&](int j, int* col, float* a, float* b) {
-        if constexpr (kQuadCols) {
-          const int m = j / 2, h = j % 2;
-          *col = 16 * m + 4 * t4 + 2 * h;
-          *a = o[2 * m][2 * i + h] * inv, *b = o[2 * m + 1][2 * i + h] * inv;
-        } else {
-          *col = 8 * j + 2 * t4;
-          *a = o[j][2 * i] * inv, *b = o[j][2 * i + 1] * inv;
-        }
-        if constexpr (kScaleV) *a *= v_scale, *b *= v_scale;
-      };
       if (p.split) {
         const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
         float* dst = p.part_o + (pr * p.hq + hd) * D;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
-          int col;
-          float a, b;
-          pair(j, &col, &a, &b);
+          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+          if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
+          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
           if (p.round_partials) {
             a = round_to(Mma<T>::kDType, a);
             b = round_to(Mma<T>::kDType, b);
           }
-          *reinterpret_cast<float2*>(dst + col) = make_float2(a, b);
+          *reinterpret_cast<float2*>(dst + (kQuadCols ? 16 * (j / 2) + 4 * t4 + 2 * (j % 2) : 8 * j + 2 * t4)) =
+              make_float2(a, b);
         }
         if (t4 == 0) p.part_lse[pr * p.hq + hd] = lse2;
       } else {
@@ -279,10 +268,11 @@ struct FlashCta {
         T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * D;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
-          int col;
-          float a, b;
-          pair(j, &col, &a, &b);
-          *reinterpret_cast<uint32_t*>(dst + col) = Mma<T>::pack(a, b);
+          float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+          if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
+          if constexpr (kScaleV) a *= v_scale, b *= v_scale;
+          *reinterpret_cast<uint32_t*>(dst + (kQuadCols ? 16 * (j / 2) + 4 * t4 + 2 * (j % 2) : 8 * j + 2 * t4)) =
+              Mma<T>::pack(a, b);
         }
         if (t4 == 0) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
       }
