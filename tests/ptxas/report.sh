@@ -6,6 +6,10 @@
 # the object (a build made before the build kept reports, or an object the launcher did not compile)
 ptxas_report() {
   local obj=$1 report=$1.ptxas.txt
+  if [ -z "$obj" ]; then
+    echo "no object given: tests/CMakeLists.txt found no object of this unit in the build" >&2
+    return 1
+  fi
   if [ ! -f "$report" ]; then
     echo "$(basename "$obj"): no ptxas report $report (the build keeps one per kernel instance:" \
       "build the CUDA backends with this tree's CMake, e.g. cmake --build build, then run the test again)" >&2
