@@ -7,7 +7,8 @@
 #                                                           OBJECT.ptxas.txt (tests/ptxas/report.sh); the ctest way
 #        check_spills.sh LIST NVCC FLAG... -- UNIT.cu...   compiles each unit at -Xptxas -v and checks it
 #        check_spills.sh LIST --output UNIT < ptxas-output  checks one unit's -Xptxas -v output (check_wgmma.sh)
-# SPILLS_RECORD=1 prints the list's lines (unit, arch, kernel, spill stores, spill loads) instead.
+# SPILLS_RECORD=1 prints the list's lines (unit, arch, kernel, spill stores, spill loads) instead (with --reports:
+# from the build's reports, no compile).
 set -uo pipefail
 list=$1
 shift
