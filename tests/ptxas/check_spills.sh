@@ -3,12 +3,16 @@
 # docs/perf-notes.md "Spills"): fails on a kernel that spills and is not listed, or whose bytes moved, or a
 # listed one that no longer spills (update the list). The build compiles these units without -warn-spills,
 # so this is where a new spill shows. The numbers are ptxas', so another nvcc than the list's skips (77).
-# Usage: check_spills.sh LIST NVCC FLAG... -- UNIT.cu...   compiles each unit at -Xptxas -v and checks it
+# Usage: check_spills.sh LIST NVCC --reports OBJECT...     checks each unit's report that the build kept,
+#                                                           OBJECT.ptxas.txt (tests/ptxas/report.sh); the ctest way
+#        check_spills.sh LIST NVCC FLAG... -- UNIT.cu...   compiles each unit at -Xptxas -v and checks it
 #        check_spills.sh LIST --output UNIT < ptxas-output  checks one unit's -Xptxas -v output (check_wgmma.sh)
-# SPILLS_RECORD=1 prints the list's lines (unit, arch, kernel, spill stores, spill loads) instead.
+# SPILLS_RECORD=1 prints the list's lines (unit, arch, kernel, spill stores, spill loads) instead (with --reports:
+# from the build's reports, no compile).
 set -uo pipefail
 list=$1
 shift
+source "$(dirname "$0")/report.sh"
 
 # "arch function stores loads" for every function of a ptxas -v output that spills
 spills_of() {
@@ -56,14 +60,25 @@ check_unit() {
 nvcc_version() { "$1" --version | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\).*/\2/p'; }
 
 if [ "${1:-}" == --output ]; then
-  check_unit "$(basename "$2" .cu)"
+  unit=$(basename "$2")
+  unit=${unit%.o}
+  check_unit "${unit%.cu}"
   exit $?
 fi
 nvcc=$1
 shift
+reports=
 given=()
-while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
+if [ "${1:-}" == --reports ]; then
+  reports=1
+else
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
+fi
 shift
+if [ $# == 0 ]; then
+  echo "no unit or object to check (tests/CMakeLists.txt found none of the build's kernel instances)"
+  exit 1
+fi
 recorded=$(sed -n 's/^# nvcc \([0-9.]*\).*/\1/p' "$list")
 have=$(nvcc_version "$nvcc")
 if [ "$recorded" != "$have" ] && [ -z "${SPILLS_RECORD:-}" ]; then
@@ -73,9 +88,15 @@ fi
 fail=0
 skip=0
 for f in "$@"; do
-  out=$("$nvcc" -fatbin -o /dev/null -std=c++20 -O3 -DNDEBUG -Xptxas -v "${given[@]}" "$f" 2>&1) ||
-    { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
-  check_unit "$(basename "$f" .cu)" <<<"$out"
+  if [ -n "$reports" ]; then
+    out=$(ptxas_report "$f" 2>&1) || { echo "$out"; fail=1; continue; }
+    unit=$(basename "$f" .cu.o)
+  else
+    out=$("$nvcc" -fatbin -o /dev/null -std=c++20 -O3 -DNDEBUG -Xptxas -v "${given[@]}" "$f" 2>&1) ||
+      { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
+    unit=$(basename "$f" .cu)
+  fi
+  check_unit "$unit" <<<"$out"
   case $? in 0) ;; 77) skip=1 ;; *) fail=1 ;; esac
 done
 [ $fail == 0 ] && [ $skip == 1 ] && exit 77

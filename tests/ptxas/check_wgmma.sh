@@ -4,18 +4,21 @@
 # (C7519). ptxas says so only at -v and the kernel still computes the same bits, just without its
 # overlap, so neither the build nor a GPU test would notice (docs/perf-notes.md v37: a chain whose
 # length a branch decided, or a 64-register S accumulator, serialised every wgmma of the kernel).
-# A probe with a known trap comes first, so a silent ptxas (another version's wording) fails rather
-# than passes.
+# The instances' ptxas output is the build's own: it compiles them at -Xptxas=-v and keeps each report as
+# OBJECT.ptxas.txt (tests/ptxas/report.sh). A probe with a known trap, compiled here with the same flags,
+# comes first, so a silent ptxas (another version's wording) fails rather than passes.
 # With --spills LIST, each instance's spills are also checked against the recorded list (check_spills.sh;
-# the build compiles these without -warn-spills), from the same ptxas output.
-# Usage: check_wgmma.sh [--spills LIST] NVCC PROBE.cu FLAG... -- INSTANCE.cu... (FLAG: the build's sm_90a
-# flags and -I dirs, tests/CMakeLists.txt passes ATTNSCOPE_SM90_CUDA_FLAGS)
+# the build compiles these without -warn-spills), from the same report.
+# Usage: check_wgmma.sh [--spills LIST] NVCC PROBE.cu FLAG... -- OBJECT... (FLAG: the build's sm_90a
+# flags and -I dirs for the probe, tests/CMakeLists.txt passes ATTNSCOPE_SM90_CUDA_FLAGS; OBJECT: the
+# objects of the Hopper instances)
 set -uo pipefail
 spills=
 if [ "$1" == --spills ]; then spills=$2; shift 2; fi
 nvcc=$1 probe=$2
 shift 2
 here=$(dirname "$0")
+source "$here/report.sh"
 if [ -n "$spills" ]; then
   recorded=$(sed -n 's/^# nvcc \([0-9.]*\).*/\1/p' "$spills")
   have=$("$nvcc" --version | sed -n 's/.*release [0-9.]*, V\([0-9.]*\).*/\1/p')
@@ -27,6 +30,10 @@ fi
 given=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do given+=("$1"); shift; done
 shift
+if [ $# == 0 ]; then
+  echo "no object to check (tests/CMakeLists.txt found none of the Hopper instances)"
+  exit 1
+fi
 flags=(-cubin -o /dev/null -std=c++20 -O3 -Xptxas -v "${given[@]}")
 pat='wgmma.mma_async instructions are serialized|warpgroup.arrive is injected'
 out=$("$nvcc" "${flags[@]}" "$probe" 2>&1) || { echo "the probe did not compile:"; echo "$out" | tail -20; exit 1; }
@@ -38,12 +45,16 @@ fi
 echo "probe: ptxas reports its wgmma trap, as it should"
 fail=0
 for f in "$@"; do
-  out=$("$nvcc" "${flags[@]}" "$f" 2>&1) || { echo "$f: did not compile"; echo "$out" | tail -20; fail=1; continue; }
-  if grep -E "$pat" <<<"$out"; then
-    echo "$(basename "$f"): ptxas serialises wgmma (above)"
+  out=$(ptxas_report "$f" 2>&1) || { echo "$out"; fail=1; continue; }
+  unit=$(basename "$f" .cu.o)
+  if ! grep -q "Compiling entry function .* for 'sm_90a'" <<<"$out"; then
+    echo "$unit: no sm_90a entry function in its ptxas report: this check cannot see its messages"
+    fail=1
+  elif grep -E "$pat" <<<"$out"; then
+    echo "$unit: ptxas serialises wgmma (above)"
     fail=1
   else
-    echo "$(basename "$f"): no wgmma serialised"
+    echo "$unit: no wgmma serialised"
   fi
   if [ -n "$spills" ]; then
     bash "$here/check_spills.sh" "$spills" --output "$f" <<<"$out"
