@@ -121,8 +121,9 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   tr.ref_o.assign(Dv, 0.0);
   std::vector<double> probs;
   const std::vector<float> sinks = sink_logits(c);
-  tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs,
-                                  sinks.empty() ? -INFINITY : sinks[head]);
+  tr.sink = sinks.empty() ? -INFINITY : sinks[head];
+  tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs, tr.sink);
+  tr.sink_prob = sinks.empty() ? 0.0 : std::exp(tr.sink - tr.ref_lse);
   for (int d = 0; d < Dv; ++d) tr.max_abs_diff = std::max(tr.max_abs_diff, std::fabs(tr.o[d] - tr.ref_o[d]));
   tr.lse_diff = std::isinf(tr.ref_lse) && std::isinf(tr.lse) ? 0.0 : std::fabs(tr.lse - tr.ref_lse);
   const float* qv = w.q_row(tr.token, head, c);

@@ -11,6 +11,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
 #include "attnscope/rng.h"
+#include "attnscope/softmax_trace.h"
 #include "case_json.h"
 
 using namespace attnscope;
@@ -450,4 +451,33 @@ TEST(Trees, HeapTreeEqualsTheZooMaskMod) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a.o, b.o);
   EXPECT_EQ(a.lse, b.lse);
+}
+
+// The step-through with sinks and trees ends on cpu.tiled's bits (split or not) and shows the sink as
+// one step after every partial, with its share of the exact probability mass.
+TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
+  int split = 0;
+  for (uint64_t s = 401; s <= 412; ++s) {
+    const CaseSpec c = random_shape_case(s, true, s % 3 == 0, s % 2 == 0);
+    SCOPED_TRACE(c.name);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    split += p.split.split_kv;
+    const Result tl = run("cpu.tiled", c, p, w);
+    ASSERT_TRUE(tl.ok());
+    const int r = static_cast<int>(c.requests.size()) - 1, q = c.requests[r].q_len - 1, h = c.num_qo_heads - 1;
+    const SoftmaxTrace t = explain_row(c, p, w, r, q, h);
+    const int64_t row = t.token * c.num_qo_heads + h;
+    EXPECT_EQ(t.lse, tl.lse[row]);
+    for (int d = 0; d < c.head_dim_vo; ++d) EXPECT_EQ(t.o[d], tl.o[row * c.head_dim_vo + d]);
+    ASSERT_FALSE(t.merges.empty());
+    EXPECT_TRUE(t.merges.back().sink);
+    EXPECT_EQ(t.sink, sink_logits(c)[h]);
+    double pr = t.sink_prob;
+    for (double x : t.probs) pr += x;
+    if (t.visible > 0) {
+      EXPECT_NEAR(pr, 1.0, 1e-9);
+    }
+  }
+  EXPECT_GT(split, 2);
 }
