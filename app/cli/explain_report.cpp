@@ -68,14 +68,17 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
   if (!t.merges.empty()) {
     o << "\nmerge in chunk order (acc starts as chunk " << t.partials.front().chunk << "'s partial)\n";
     for (const auto& m : t.merges)
-      o << "  + chunk " << m.chunk << ": LSE2 " << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights "
-        << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0) << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
+      o << "  + " << (m.sink ? std::string("sink (once per row)") : "chunk " + std::to_string(m.chunk)) << ": LSE2 "
+        << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights " << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0)
+        << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
   }
   o << "\nfinal   LSE " << g(t.lse, 0) << " (natural log)  O = " << head(t.o, 8) << "   " << backend_for_role(Role::kPlanTwin)
     << "'s bits\n";
   o << "exact   LSE " << g(t.ref_lse, 0) << "  O = " << head(t.ref_o, 8) << "   " << backend_for_role(Role::kReference)
     << " (fp64)\n";
   o << "diff    O max abs " << g(t.max_abs_diff, 0) << ", LSE " << g(t.lse_diff, 0) << "\n";
+  if (t.sink != -INFINITY)
+    o << "sink    logit " << g(t.sink, 0) << " (no value vector): " << g(t.sink_prob, 0) << " of the exact probability mass\n";
 }
 
 }  // namespace attnscope::cli

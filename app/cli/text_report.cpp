@@ -9,6 +9,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
+#include "attnscope/workload.h"
 
 namespace attnscope::cli {
 
@@ -53,6 +54,10 @@ std::string mask_text(const CaseSpec& c) {
   if (pads) s += ", padding";
   if (a.soft_cap) s += ", soft-cap " + fmt("%g", *a.soft_cap);
   if (a.alibi) s += ", ALiBi";
+  int trees = 0;
+  for (const auto& r : c.requests) trees += !r.tree_parents.empty();
+  if (trees) s += ", tree" + (c.requests.size() > 1 ? " (" + std::to_string(trees) + " requests)" : std::string());
+  if (a.sinks) s += a.sinks->logits.empty() ? ", sinks (seeded)" : ", sinks";
   return s;
 }
 
@@ -142,6 +147,20 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
       << "      allowed pairs per head: " << pairs << " of the built-in mask's " << builtin << "\n";
   }
   if (c.attention.score_mod) o << "score score_mod: " << *c.attention.score_mod << "\n";
+  for (int r = 0, shown = 0; r < static_cast<int>(c.requests.size()) && shown < 8; ++r) {
+    if (c.requests[r].tree_parents.empty()) continue;
+    o << "      tree (ANDed with it), request " << r << ": parents " << list(c.requests[r].tree_parents, 32)
+      << " (a new token sees the prefix, itself and its ancestors)\n";
+    ++shown;
+  }
+  if (c.has_trees()) o << "      allowed pairs per head: " << allowed_pairs(c, p) << "\n";
+  if (c.has_sinks()) {
+    const std::vector<float> s = sink_logits(c);
+    o << "sinks one logit per query head in the denominator, no value vector"
+      << (c.attention.sinks->logits.empty() ? " (seeded)" : "") << ": [";
+    for (size_t h = 0; h < s.size() && h < 16; ++h) o << (h ? ", " : "") << fmt("%.6g", s[h]);
+    o << (s.size() > 16 ? ", ... (" + std::to_string(s.size()) + " in all)]\n" : std::string("]\n"));
+  }
   o << "\n";
 
   const auto& pt = p.pages;

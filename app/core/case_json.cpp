@@ -143,6 +143,26 @@ std::vector<double> read_scale_values(const Obj& o, const char* key) {
   return out;
 }
 
+// /attention/sinks: true (seeded) or an array of numbers (one per query head: validate_case's rule).
+std::optional<SinksSpec> read_sinks(const Obj& a) {
+  if (!a.has("sinks")) return std::nullopt;
+  const json& v = a.raw("sinks");
+  const std::string path = a.at("sinks");
+  if (v.is_boolean()) return v.get<bool>() ? std::optional<SinksSpec>(SinksSpec{}) : std::nullopt;
+  if (!v.is_array() || v.empty())
+    throw CaseError(path,
+                    "must be true (logits drawn from the seed), false or a non-empty array of numbers (one per query "
+                    "head), got " +
+                        json_kind(v) + " " + show(v));
+  SinksSpec s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number())
+      throw CaseError(path + "/" + std::to_string(i), "must be a number, got " + json_kind(v[i]) + " " + show(v[i]));
+    s.logits.push_back(v[i].get<double>());
+  }
+  return s;
+}
+
 // /kv_cache/dtype and /kv_cache/scales (the FP8 rules are validate_fp8's).
 void read_kv_dtype(const Obj& k, CaseSpec& c) {
   auto& kc = c.kv_cache;
@@ -168,7 +188,7 @@ void read_kv_dtype(const Obj& k, CaseSpec& c) {
 }
 
 RequestSpec parse_request(const json& j, const std::string& path) {
-  Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed", "q_offset"});
+  Obj o(j, path, {"q_len", "kv_len", "prefix_len", "doc_starts", "pad_start", "seed", "q_offset", "tree_parents"});
   o.require("q_len");
   o.require("kv_len");
   RequestSpec r;
@@ -184,6 +204,13 @@ RequestSpec parse_request(const json& j, const std::string& path) {
     for (size_t i = 0; i < a.size(); ++i)
       r.doc_starts.push_back(
           static_cast<int>(Obj::integer(a[i], o.at("doc_starts") + "/" + std::to_string(i), 0, std::numeric_limits<int>::max())));
+  }
+  if (o.has("tree_parents")) {  // the rules (length, -1 or an earlier token) are validate_case's
+    const json& a = o.array("tree_parents");
+    if (a.empty()) throw CaseError(o.at("tree_parents"), "is empty, give one parent per new token (or leave the key out)");
+    for (size_t i = 0; i < a.size(); ++i)
+      r.tree_parents.push_back(static_cast<int>(Obj::integer(a[i], o.at("tree_parents") + "/" + std::to_string(i),
+                                                             std::numeric_limits<int>::min(), std::numeric_limits<int>::max())));
   }
   return r;
 }
@@ -262,7 +289,7 @@ CaseFile parse_case(const json& j) {
   }
   if (top.has("attention")) {
     Obj a(top.raw("attention"), "/attention",
-          {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi", "mask_mod", "score_mod"});
+          {"causal", "window", "local_chunk", "prefix_lm", "soft_cap", "sm_scale", "alibi", "mask_mod", "score_mod", "sinks"});
     auto& at = c.attention;
     at.causal = a.get_bool("causal", true);
     at.window = a.opt_int("window");
@@ -273,6 +300,7 @@ CaseFile parse_case(const json& j) {
     at.alibi = a.get_bool("alibi", false);
     if (a.has("mask_mod")) at.mask_mod = a.get_str("mask_mod", "");
     if (a.has("score_mod")) at.score_mod = a.get_str("score_mod", "");
+    at.sinks = read_sinks(a);
   }
   if (top.has("split")) {
     Obj s(top.raw("split"), "/split", {"planner", "fixed_split_size", "fixed_tile_q", "num_sms", "cuda_graph", "partials"});
@@ -368,7 +396,8 @@ CaseFile parse_case_text(const std::string& text) {
   try {
     // a duplicate key is a CaseError naming its object; an array past its limit stops the read
     j = parse_json_strict(text, {{"/requests", kMaxRequests, "requests"},
-                                 {"/requests/*/doc_starts", kMaxTokens, "document starts (each a key position)"}});
+                                 {"/requests/*/doc_starts", kMaxTokens, "document starts (each a key position)"},
+                                 {"/requests/*/tree_parents", kMaxTokens, "tree parents (one per new token)"}});
   } catch (const json::parse_error& e) {
     // byte offset -> line and column
     size_t line = 1, col = 1;
@@ -425,6 +454,7 @@ ordered_json case_to_json(const CaseSpec& c) {
     if (r.pad_start) q["pad_start"] = *r.pad_start;
     if (r.seed) q["seed"] = *r.seed;
     if (r.q_offset) q["q_offset"] = r.q_offset;
+    if (!r.tree_parents.empty()) q["tree_parents"] = r.tree_parents;
     reqs.push_back(q);
   }
   j["requests"] = reqs;
@@ -452,6 +482,7 @@ ordered_json case_to_json(const CaseSpec& c) {
                     {"alibi", a.alibi}};
   if (a.mask_mod) j["attention"]["mask_mod"] = *a.mask_mod;
   if (a.score_mod) j["attention"]["score_mod"] = *a.score_mod;
+  if (a.sinks) j["attention"]["sinks"] = a.sinks->logits.empty() ? ordered_json(true) : ordered_json(a.sinks->logits);
   const auto& s = c.split;
   j["split"] = {{"planner", planner_name(s.planner)},  {"fixed_split_size", opt(s.fixed_split_size)},
                 {"fixed_tile_q", opt(s.fixed_tile_q)}, {"num_sms", s.num_sms},

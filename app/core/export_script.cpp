@@ -565,6 +565,12 @@ ScriptApi script_api(const CaseSpec& c, const std::string& target) {
 CaseSpec script_case(const CaseSpec& c) {
   CaseSpec out = c;
   const auto& a = c.attention;
+  // not written yet (issue 28): refused rather than scripted without them
+  if (c.has_sinks() || c.has_trees())
+    throw std::invalid_argument(
+        std::string("the repro script does not write ") +
+        (c.has_sinks() ? "attention sinks (/attention/sinks)" : "speculative-decoding trees (tree_parents)") +
+        " yet; export the case instead (run --export FILE), which replays it bit for bit");
   if (!a.score_mod) return out;
   const auto lowered = lower_score_mod(Expr::parse(*a.score_mod, Expr::Kind::kScore));
   if (!lowered)

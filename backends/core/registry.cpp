@@ -101,6 +101,20 @@ std::string who_runs(Pick pick) {
   return s.empty() ? "no backend of this build" : s;
 }
 
+// "" when b takes the case's sinks and trees (from its descriptor), else the refusal naming who does.
+std::string shapes_for(const BackendInfo& b, const CaseSpec& c) {
+  if (c.has_sinks() && !b.sinks)
+    return b.id + " does not take attention sinks (/attention/sinks); " + who_runs([](const BackendInfo& i) { return i.sinks; }) +
+           " do";
+  if (c.has_trees() && !b.trees) {
+    size_t r = 0;
+    while (c.requests[r].tree_parents.empty()) ++r;
+    return b.id + " does not take speculative-decoding trees (/requests/" + std::to_string(r) + "/tree_parents); " +
+           who_runs([](const BackendInfo& i) { return i.trees; }) + " do";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* out) {
@@ -153,6 +167,7 @@ std::string refusal(const std::string& id, const CaseSpec& c) {
   if (!f || f->compiled) {  // as run_backend: a family absent from this build says "not compiled"
     why = expressions_for(*info, c, &run_as);
     if (why.empty()) why = fp8_for(*info, c);
+    if (why.empty()) why = shapes_for(*info, c);
   }
   return why.empty() ? make_backend(id)->check(run_as) : why;
 }
@@ -171,6 +186,7 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     const BackendFamily* f = family_of(b.id());
     if (!f || f->compiled) why = expressions_for(*info, c_in, &c);
     if (why.empty() && (!f || f->compiled)) why = fp8_for(*info, c_in);
+    if (why.empty() && (!f || f->compiled)) why = shapes_for(*info, c_in);
     if (why.empty()) why = b.check(c);
     if (!why.empty()) {
       r.status = status_of_reason(why);

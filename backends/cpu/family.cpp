@@ -8,8 +8,8 @@ namespace attnscope {
 BackendFamily cpu_family() {
   using E = Expressions;
   const std::string any =
-      "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; FP8 caches at every scale "
-      "granularity and FP8 attention";
+      "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
+      "speculative-decoding trees; FP8 caches at every scale granularity and FP8 attention";
   BackendFamily f;
   f.name = "cpu";
   f.backends = {
@@ -18,12 +18,15 @@ BackendFamily cpu_family() {
       {"cpu.lowp", "naive attention rounded like an eager low-precision implementation", any, E::kFull, E::kFull, false, false,
        false, Role::kLowp, kFp8AnyScales, true},
       {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
-       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; FP8 caches with per-tensor or per-head "
+       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
+       "speculative-decoding "
+       "trees; FP8 caches with per-tensor or per-head "
        "scales (the K scale folded into the logit scale, the V scale applied to O at the end, as cuda.flash), not per-token "
        "scales nor FP8 attention",
        E::kFull, E::kFull, false, false, false, Role::kPlanTwin,
        fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), false},
   };
+  for (auto& b : f.backends) b.sinks = b.trees = true;  // tests/cpu/test_sinks_trees.cpp
   f.compiled = true;
   f.note = "attnscope's CPU backends";
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {

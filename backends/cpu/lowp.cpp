@@ -4,6 +4,8 @@
 // the dtype; matmul accumulation and the softmax itself run in fp32. It is the same-precision
 // baseline of the "2x" rule: max|A - ref64| <= 2 max|lowp - ref64|. An FP8 cache is dequantised
 // first, as an eager implementation does: K, V (and Q under fp8_attention) = round(fp8 * scale).
+// Sinks as gpt-oss's eager reference: one more column of the score matrix (in the dtype) joins the
+// softmax and is dropped before P.V.
 #include <cmath>
 #include <limits>
 
@@ -31,6 +33,7 @@ class Lowp final : public Backend {
     const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
     const float scale = static_cast<float>(c.sm_scale_or_default());
     const KvAccess kv{c, p.pages, w};
+    const std::vector<float> sinks = sink_logits(c);
     parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
       const int64_t t = i / Hq;
       const int h = static_cast<int>(i % Hq);
@@ -41,9 +44,10 @@ class Lowp final : public Backend {
       int lo, hi;
       visible_range(m, qa, &lo, &hi);
       float* o = res.o.data() + (t * Hq + h) * Dv;
-      auto fully_masked = [&] {  // O = 0, LSE = -inf (FlashAttention and FlashInfer agree)
+      const float sink = sinks.empty() ? -INFINITY : rd(sinks[h]);  // the sink column, a dtype value
+      auto fully_masked = [&] {  // O = 0, LSE = -inf (FlashAttention and FlashInfer agree), or the sink's logit
         for (int d = 0; d < Dv; ++d) o[d] = 0.f;
-        res.lse[t * Hq + h] = -std::numeric_limits<float>::infinity();
+        res.lse[t * Hq + h] = sink;
       };
       if (hi <= lo) return fully_masked();
       const float* qv = w.q_row(t, h, c);
@@ -70,7 +74,8 @@ class Lowp final : public Backend {
         mx = std::max(mx, x);
       }
       if (mx == -INFINITY) return fully_masked();  // every visible key scored -inf (a score_mod)
-      float den = 0;
+      mx = std::max(mx, sink);
+      float den = std::exp(sink - mx);  // the sink column's probability mass (0 without one)
       for (float& x : s) {
         x = std::exp(x - mx);
         den += x;

@@ -24,13 +24,14 @@ class Reference final : public Backend {
     }
     const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
     const KvAccess kv{c, p.pages, w};
+    const std::vector<float> sinks = sink_logits(c);
     parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
       const int64_t t = i / Hq;
       const int h = static_cast<int>(i % Hq);
       if (!sel[t]) return;
       const auto [r, q] = tokens[t];
       std::vector<double> o(Dv);
-      const double lse = reference_row(c, p, w, kv, r, q, t, h, o.data());
+      const double lse = reference_row(c, p, w, kv, r, q, t, h, o.data(), nullptr, sinks.empty() ? -INFINITY : sinks[h]);
       float* out = res.o.data() + (t * Hq + h) * Dv;
       for (int d = 0; d < Dv; ++d) out[d] = static_cast<float>(o[d]);
       res.lse[t * Hq + h] = static_cast<float>(lse);

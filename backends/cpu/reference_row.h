@@ -13,9 +13,10 @@ namespace attnscope::cpu {
 
 // Row (token t = query q of request r, qo head h). o: Dv values; returns the natural-log LSE
 // (-inf for a fully masked row, whose O is 0). probs (may be null) receives exp(s_k - lse) for the
-// visible keys [lo, hi), indexed k - lo.
+// visible keys [lo, hi), indexed k - lo. `sink` is head h's sink logit (sink_logits; -inf: none): a
+// term e^sink of the denominator with no value vector, so a fully masked row has O = 0, LSE = sink.
 inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w, const KvAccess& kv, int r, int q, int64_t t,
-                            int h, double* o, std::vector<double>* probs = nullptr) {
+                            int h, double* o, std::vector<double>* probs = nullptr, double sink = -INFINITY) {
   const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
   const double scale = c.sm_scale_or_default();
   const RowMask& m = p.masks[r];
@@ -23,9 +24,9 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
   int lo, hi;
   visible_range(m, qa, &lo, &hi);
   if (probs) probs->clear();
-  if (hi <= lo) {  // fully masked row: O = 0, LSE = -inf (FlashAttention and FlashInfer agree)
+  if (hi <= lo) {  // fully masked row: O = 0, LSE = -inf (FlashAttention and FlashInfer agree), or the sink
     for (int d = 0; d < Dv; ++d) o[d] = 0.0;
-    return -INFINITY;
+    return sink;
   }
   const float* qv = w.q_row(t, h, c);
   const double slope = c.attention.alibi ? alibi_slope(h, Hq) : 0.0;
@@ -50,10 +51,11 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
   if (mx == -INFINITY) {  // every visible key scored -inf (a score_mod): fully masked, as above
     for (int d = 0; d < Dv; ++d) o[d] = 0.0;
     if (probs) probs->assign(s.size(), 0.0);
-    return -INFINITY;
+    return sink;
   }
+  mx = std::max(mx, sink);
   std::vector<double> acc(Dv, 0.0);
-  double den = 0;
+  double den = std::exp(sink - mx);  // the sink's term (0 without one); it adds nothing to O
   for (int k = lo; k < hi; ++k) {
     const double e = std::exp(s[k - lo] - mx);
     den += e;

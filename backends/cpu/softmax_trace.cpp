@@ -102,14 +102,28 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
     }
   }
   if (sp.split_kv) {
+    if (!a.sink2.empty()) {  // once, after every partial (as cpu.tiled's merge)
+      MergeStep ms;
+      cpu::tiled_fold_sink(Dv, acc.data(), &lse2, a.sink2[head], &ms);
+      tr.merges.push_back(ms);
+    }
     for (int d = 0; d < Dv; ++d) tr.o[d] = round_to(c.dtype, acc[d]);
     tr.lse = lse2_to_e(lse2);
+  } else if (!a.sink2.empty()) {  // tiled_final folded the sink in: the same step, for the record
+    MergeStep ms;
+    float l = tr.partials.back().lse2;
+    cpu::tiled_fold_sink(0, nullptr, &l, a.sink2[head], &ms);
+    ms.o_head.assign(tr.o.begin(), tr.o.begin() + std::min(Dv, kTraceHeadValues));
+    tr.merges.push_back(ms);
   }
 
   // the exact softmax (cpu.reference's row), per-key logits in the tiled arithmetic, probabilities
   tr.ref_o.assign(Dv, 0.0);
   std::vector<double> probs;
-  tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs);
+  const std::vector<float> sinks = sink_logits(c);
+  tr.sink = sinks.empty() ? -INFINITY : sinks[head];
+  tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs, tr.sink);
+  tr.sink_prob = sinks.empty() ? 0.0 : std::exp(tr.sink - tr.ref_lse);
   for (int d = 0; d < Dv; ++d) tr.max_abs_diff = std::max(tr.max_abs_diff, std::fabs(tr.o[d] - tr.ref_o[d]));
   tr.lse_diff = std::isinf(tr.ref_lse) && std::isinf(tr.lse) ? 0.0 : std::fabs(tr.lse - tr.ref_lse);
   const float* qv = w.q_row(tr.token, head, c);

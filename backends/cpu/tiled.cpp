@@ -1,7 +1,8 @@
 // cpu.tiled: fp32 online softmax that executes the SplitPlan exactly: its work items (query tile x
 // KV chunk), KV tiles of kKvTile keys from each chunk's start, partial states, and the merge in
 // chunk order. P is rounded to the dtype before P.V, as a tensor-core kernel feeds P to the MMA.
-// It shows split effects without a GPU and is the CPU twin of cuda.flash. The per-row arithmetic is
+// It shows split effects without a GPU and is the CPU twin of cuda.flash. A sink joins each row once,
+// after its last tile (unsplit) or after the merge of its partials (split), never per partial. The per-row arithmetic is
 // in tiled_row.cpp, shared with the softmax step-through.
 #include <cmath>
 #include <limits>
@@ -63,6 +64,7 @@ class Tiled final : public Backend {
             const int64_t pr = first + k;
             tiled_fold(Dv, acc.data(), &lse, part_lse[pr * Hq + h], part_o.data() + (pr * Hq + h) * Dv);
           }
+          if (!a.sink2.empty()) tiled_fold_sink(Dv, acc.data(), &lse, a.sink2[h]);  // once per row, after every chunk
           float* out = res.o.data() + (t * Hq + h) * Dv;
           for (int d = 0; d < Dv; ++d) out[d] = round_to(c.dtype, acc[d]);
           res.lse[t * Hq + h] = lse2_to_e(lse);

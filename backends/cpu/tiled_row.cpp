@@ -44,6 +44,7 @@ TiledArith::TiledArith(const CaseSpec& c_, const Plan& p_, const Workload& w_)
   head_exp_scale.assign(hk, exp_scale);
   head_logit_scale.assign(hk, scale);
   head_v_scale.assign(hk, 1.f);
+  for (float x : sink_logits(c_)) sink2.push_back(x * static_cast<float>(kLog2e));
   if (!w_.has_scales()) return;
   // cuda.flash's FP8 kernels take per-tensor and per-head scales (the descriptor refuses per-token ones)
   const bool per_head = c_.kv_cache.scales.granularity == ScaleGranularity::kHead;
@@ -176,6 +177,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   }
   r.o = sc.way_o[0].data();
   r.v_scale = a.head_v_scale[kvh];
+  if (!a.sink2.empty()) r.sink2 = a.sink2[h];
   if (part) {
     part->chunk = it.kv_chunk;
     part->kv_begin = it.kv_begin;
@@ -200,8 +202,32 @@ float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
 
 float tiled_final(const TiledArith& a, const RowState& st, float* out) {
   const bool empty = st.den == 0.f;
-  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, (st.o[d] / st.den) * st.v_scale);
-  return lse2_to_e(empty ? -INFINITY : st.mx + std::log2(st.den));
+  if (st.sink2 == -INFINITY) {
+    for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, (st.o[d] / st.den) * st.v_scale);
+    return lse2_to_e(empty ? -INFINITY : st.mx + std::log2(st.den));
+  }
+  float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
+  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
+  tiled_fold_sink(a.Dv, out, &lse, st.sink2);
+  for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);
+  return lse2_to_e(lse);
+}
+
+void tiled_fold_sink(int Dv, float* acc, float* lse, float sink2, MergeStep* step) {
+  float wa, wb, l;
+  merge_weights(*lse, sink2, &wa, &wb, &l);
+  for (int d = 0; d < Dv; ++d) acc[d] = wa * acc[d];  // the sink's side has no value vector
+  if (step) {
+    step->sink = true;
+    step->chunk = -1;
+    step->lse_acc = *lse;
+    step->lse_chunk = sink2;
+    step->w_acc = wa;
+    step->w_chunk = wb;
+    step->lse_after = l;
+    step->o_head.assign(acc, acc + std::min(Dv, kTraceHeadValues));
+  }
+  *lse = l;
 }
 
 void tiled_fold(int Dv, float* acc, float* lse, float lse_b, const float* ob, MergeStep* step) {

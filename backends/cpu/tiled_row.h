@@ -32,6 +32,9 @@ struct TiledArith {
   // before the final rounding or before the partial is written (tiled_final / tiled_partial). All 1
   // without FP8 (x * 1 = x: the same bits).
   std::vector<float> head_exp_scale, head_logit_scale, head_v_scale;
+  // Per qo head, the sink logit in base 2 (sink_logits x log2(e), one float product); empty without
+  // sinks. It joins a row's state once, after its last KV tile or its partials' merge (tiled_fold_sink).
+  std::vector<float> sink2;
 };
 
 // The score the kernel holds for (query vector qv of qo head h at q_abs, key): q.k on the plain path
@@ -47,7 +50,8 @@ float tiled_logit(const TiledArith& a, const float* qv, int request, int key, in
 struct RowState {
   const float* o = nullptr;
   float mx = -INFINITY, den = 0.f;
-  float v_scale = 1.f;  // the row's KV head's V scale (TiledArith::head_v_scale)
+  float v_scale = 1.f;      // the row's KV head's V scale (TiledArith::head_v_scale)
+  float sink2 = -INFINITY;  // the row's qo head's sink (base 2), -inf without: tiled_final folds it in
 };
 
 // Scratch reused across the rows of one thread: cpu.tiled's inner loop allocates nothing per row.
@@ -68,8 +72,12 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
 float tiled_partial(const TiledArith& a, const RowState& st, float* out);
 
 // The final output of an unsplit row: O / den rounded to the dtype (0 when empty); returns the
-// natural-log LSE.
+// natural-log LSE. With a sink, O / den and its LSE are folded with the sink first (tiled_fold_sink).
 float tiled_final(const TiledArith& a, const RowState& st, float* out);
+
+// Folds a sink (base-2 logit, no value vector) into a row's normalised acc / *lse, as a partial with
+// LSE sink2 and O = 0: counted once per row, after every partial (never per chunk).
+void tiled_fold_sink(int Dv, float* acc, float* lse, float sink2, MergeStep* step = nullptr);
 
 // Folds partial b (base-2 LSE, normalised O) into the accumulated acc / *lse (merge_weights).
 // `step` (may be null) receives the weights.

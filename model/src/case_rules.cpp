@@ -38,6 +38,42 @@ constexpr int kMaxLen = kMaxTokens;
 constexpr int kMaxHeads = 256;
 constexpr int kMaxHeadDim = 1024;
 
+// /attention/sinks: one finite logit per query head, or seeded (empty).
+void validate_sinks(const CaseSpec& c) {
+  if (!c.attention.sinks || c.attention.sinks->logits.empty()) return;
+  const auto& v = c.attention.sinks->logits;
+  require(static_cast<int>(v.size()) == c.num_qo_heads, "/attention/sinks",
+          "has " + std::to_string(v.size()) + " values, must have one per query head (heads/qo " +
+              std::to_string(c.num_qo_heads) + ") or be true (drawn from the seed)");
+  for (size_t h = 0; h < v.size(); ++h)
+    require(std::isfinite(v[h]) && std::fabs(v[h]) <= kMaxSinkLogit, "/attention/sinks/" + std::to_string(h),
+            num(v[h]) + " is not allowed, a sink logit must be finite and in [-" + num(kMaxSinkLogit) + ", " +
+                num(kMaxSinkLogit) + "]");
+}
+
+// /requests/i/tree_parents: q_len entries, each -1 (the prefix) or an earlier new token. A parent
+// before its child excludes self references and cycles by construction.
+void validate_tree(const RequestSpec& r, size_t i) {
+  if (r.tree_parents.empty()) return;
+  const std::string path = req_path(i, "tree_parents");
+  require(static_cast<int>(r.tree_parents.size()) == r.q_len, path,
+          "has " + std::to_string(r.tree_parents.size()) + " entries, must have one per new token (q_len " +
+              std::to_string(r.q_len) + ")");
+  for (size_t j = 0; j < r.tree_parents.size(); ++j) {
+    const int p = r.tree_parents[j];
+    const std::string at = path + "/" + std::to_string(j);
+    require(
+        p >= -1 && p < r.q_len, at,
+        std::to_string(p) + " is out of range, must be -1 (the prefix) or a new token's index in [0, " + std::to_string(j) + ")");
+    require(
+        p != static_cast<int>(j), at,
+        std::to_string(p) + " is the token itself, a parent must be -1 or an earlier token (index < " + std::to_string(j) + ")");
+    require(p < static_cast<int>(j), at,
+            std::to_string(p) + " is a forward reference, a parent must be -1 or an earlier token (index < " + std::to_string(j) +
+                "): this is also what rules out cycles");
+  }
+}
+
 }  // namespace
 
 void validate_expressions(const CaseSpec& c) {
@@ -122,6 +158,11 @@ const char* layout_name(KvLayout l) { return l == KvLayout::kNHD ? "NHD" : "HND"
 
 double CaseSpec::sm_scale_or_default() const {
   return attention.sm_scale ? *attention.sm_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
+}
+bool CaseSpec::has_trees() const {
+  for (const auto& r : requests)
+    if (!r.tree_parents.empty()) return true;
+  return false;
 }
 int64_t CaseSpec::total_q() const {
   int64_t t = 0;
@@ -227,6 +268,7 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
     require(std::isfinite(*a.sm_scale) && *a.sm_scale > 0, "/attention/sm_scale",
             num(*a.sm_scale) + " is not allowed, must be > 0 and finite");
   validate_expressions(c);
+  validate_sinks(c);
 
   // requests
   for (size_t i = 0; i < c.requests.size(); ++i) {
@@ -237,11 +279,12 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
             std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
     require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
             std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
-    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod)
+    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod || !r.tree_parents.empty())
       require(r.q_len <= r.kv_len, req_path(i, "q_len"),
               std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
                   ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, "
-                  "padding mask or a mask_mod");
+                  "padding mask, a mask_mod or a tree");
+    validate_tree(r, i);
     if (a.prefix_lm) {
       require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
               "missing, /attention/prefix_lm needs a prefix_len on every request");
@@ -269,6 +312,8 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
       require(*r.pad_start >= 0 && *r.pad_start <= r.kv_len, req_path(i, "pad_start"),
               std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
   }
+
+  check_tree_budget(c);  // after the requests' own rules: it sums their lengths
 
   // the block table's width as flash_attn_with_kvcache sees it (checked after the requests: it
   // must address every request's keys, as FlashAttention checks max(seqlens_k) against it)

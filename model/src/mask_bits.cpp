@@ -37,9 +37,9 @@ struct MaskCost {
 
 // Every request is counted whole (q_len x kv_len), the pairs a built-in mask hides too: the figure
 // stays predictable from the case alone. Bytes are the bits and the per-row bounds.
-MaskCost mask_cost(const CaseSpec& c, size_t first, size_t last, const Expr& mask_mod) {
+MaskCost mask_cost(const CaseSpec& c, size_t first, size_t last, int64_t n_ops) {
   MaskCost m;
-  const int64_t n_ops = std::max<int64_t>(1, static_cast<int64_t>(mask_mod.ops().size()));
+  n_ops = std::max<int64_t>(1, n_ops);
   for (size_t r = first; r < last; ++r) {
     const RequestSpec& rq = c.requests[r];
     const int64_t q = std::max(0, rq.q_len), kv = std::max(0, rq.kv_len);
@@ -69,18 +69,50 @@ void check_cost(const MaskCost& m, const Expr& mask_mod) {
 }  // namespace
 
 void check_mask_budget(const CaseSpec& c, const Expr& mask_mod) {
-  check_cost(mask_cost(c, 0, c.requests.size(), mask_mod), mask_mod);
+  check_cost(mask_cost(c, 0, c.requests.size(), static_cast<int64_t>(mask_mod.ops().size())), mask_mod);
 }
 
-MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const Expr& mask_mod) {
-  check_cost(mask_cost(c, r, r + 1, mask_mod), mask_mod);  // before allocating, also for callers that skipped validate_case
+void check_tree_budget(const CaseSpec& c) {
+  size_t first = 0;
+  while (first < c.requests.size() && c.requests[first].tree_parents.empty()) ++first;
+  if (first == c.requests.size()) return;
+  const MaskCost m = mask_cost(c, 0, c.requests.size(), 1);
+  if (m.bytes > kMaxMaskBytes)
+    throw CaseError("/requests/" + std::to_string(first) + "/tree_parents",
+                    "a tree makes mask bits for every request: " + std::to_string(m.bytes) +
+                        " bytes (q_len x kv_len bits each), " + "more than the " + std::to_string(kMaxMaskBytes) +
+                        " a case may have");
+}
+
+std::vector<uint64_t> tree_ancestors(const std::vector<int>& parents, int* words) {
+  const int n = static_cast<int>(parents.size());
+  *words = (n + 63) / 64;
+  std::vector<uint64_t> anc(static_cast<size_t>(n) * *words, 0);
+  for (int i = 0; i < n; ++i) {  // parents come first (validate_case), so their rows are complete
+    uint64_t* row = anc.data() + static_cast<size_t>(i) * *words;
+    if (parents[i] >= 0) {
+      const uint64_t* up = anc.data() + static_cast<size_t>(parents[i]) * *words;
+      for (int w = 0; w < *words; ++w) row[w] = up[w];
+    }
+    row[i >> 6] |= 1ull << (i & 63);
+  }
+  return anc;
+}
+
+MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const Expr* mask_mod) {
+  // before allocating, also for callers that skipped validate_case
+  if (mask_mod) check_cost(mask_cost(c, r, r + 1, static_cast<int64_t>(mask_mod->ops().size())), *mask_mod);
   const RequestSpec& rq = c.requests[r];
+  if (!rq.tree_parents.empty()) check_tree_budget(c);
   MaskBits mb;
   mb.words = (rq.kv_len + 63) / 64;
   mb.bits.assign(static_cast<size_t>(rq.q_len) * mb.words, 0);
   mb.bounds.assign(2 * static_cast<size_t>(rq.q_len), 0);
-  const ExprOp* ops = mask_mod.ops().data();
-  const int n_ops = static_cast<int>(mask_mod.ops().size());
+  const ExprOp* ops = mask_mod ? mask_mod->ops().data() : nullptr;
+  const int n_ops = mask_mod ? static_cast<int>(mask_mod->ops().size()) : 0;
+  int tw = 0;
+  const std::vector<uint64_t> anc = tree_ancestors(rq.tree_parents, &tw);
+  const int prefix = rq.kv_len - rq.q_len;  // keys from here on are the new tokens
   auto rows = [&](int q_begin, int q_end) {
     ExprEnv e = expr_env(c, r, 0, 0, 0);
     for (int q = q_begin; q < q_end; ++q) {
@@ -89,10 +121,12 @@ MaskBits make_mask_bits(const CaseSpec& c, int r, const RowMask& builtin, const 
       visible_range(builtin, qa, &lo, &hi);
       e.v[kVarQ] = qa;
       uint64_t* row = mb.bits.data() + static_cast<size_t>(q) * mb.words;
+      const uint64_t* tree = anc.empty() ? nullptr : anc.data() + static_cast<size_t>(q) * tw;
       int first = hi, last = lo;
       for (int k = lo; k < hi; ++k) {
+        if (tree && k >= prefix && !((tree[(k - prefix) >> 6] >> ((k - prefix) & 63)) & 1u)) continue;
         e.v[kVarKv] = k;
-        if (!expr_true(eval_expr(ops, n_ops, e))) continue;
+        if (ops && !expr_true(eval_expr(ops, n_ops, e))) continue;
         row[k >> 6] |= 1ull << (k & 63);
         first = std::min(first, k);
         last = k + 1;

@@ -51,10 +51,12 @@ Plan make_plan(const CaseSpec& c) {
     if (m.doc_starts) m.doc_starts = (*docs)[r].data();
     p.masks.push_back(m);
   }
-  if (c.attention.mask_mod) {
-    p.mask_mod = std::make_shared<const Expr>(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask));
+  // a mask_mod or a tree becomes every request's bits (one verdict per pair for every consumer)
+  if (c.attention.mask_mod) p.mask_mod = std::make_shared<const Expr>(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask));
+  if (p.mask_mod || c.has_trees()) {
     auto store = std::make_shared<std::vector<MaskBits>>();
-    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) store->push_back(make_mask_bits(c, r, p.masks[r], *p.mask_mod));
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+      store->push_back(make_mask_bits(c, r, p.masks[r], p.mask_mod.get()));
     for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
       p.masks[r].bits = (*store)[r].bits.data();
       p.masks[r].bounds = (*store)[r].bounds.data();

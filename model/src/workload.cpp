@@ -142,4 +142,19 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
   return w;
 }
 
+std::vector<float> sink_logits(const CaseSpec& c) {
+  std::vector<float> s;
+  if (!c.attention.sinks) return s;
+  const auto& given = c.attention.sinks->logits;
+  for (int h = 0; h < c.num_qo_heads; ++h) {
+    if (!given.empty()) {
+      s.push_back(static_cast<float>(given[h]));
+      continue;
+    }
+    const double z = static_cast<double>(gen_standard(c.data.seed, TensorId::kSink, static_cast<uint64_t>(h)));
+    s.push_back(round_to(c.dtype, static_cast<float>(1.0 + 2.0 * z)));
+  }
+  return s;
+}
+
 }  // namespace attnscope

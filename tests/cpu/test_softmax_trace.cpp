@@ -2,9 +2,11 @@
 // bit on every example and on seeded random cases (split or not, key-split ways, GQA, windows,
 // chunked local attention, soft-cap, ALiBi, padding); the steps add up (the running max is the max
 // of the tile maxima, the rescale is exp2(m_old - m_new)); a fully masked row ends in O = 0 and
-// LSE = -inf; the exact softmax beside it is cpu.reference's row.
+// LSE = -inf (the sink's logit with sinks, whose share of the mass is its own step); the exact
+// softmax beside it is cpu.reference's row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -73,15 +75,28 @@ int check_case(const CaseSpec& c) {
       }
       EXPECT_LE(s.visible, s.kv_end - s.kv_begin);
     }
-    EXPECT_EQ(t.partials.size(), t.split ? t.merges.size() + 1 : 1u);
-    if (t.visible == 0) {  // a fully masked row
-      EXPECT_EQ(t.lse, -INFINITY);
+    // a sink is one merge step of its own, after every partial (docs/conventions.md section 12)
+    const size_t sink_steps = std::count_if(t.merges.begin(), t.merges.end(), [](const MergeStep& m) { return m.sink; });
+    EXPECT_EQ(sink_steps, c.has_sinks() ? 1u : 0u);
+    if (sink_steps) {
+      EXPECT_TRUE(t.merges.back().sink);
+    }
+    EXPECT_EQ(t.partials.size(), t.split ? t.merges.size() - sink_steps + 1 : 1u);
+    if (t.visible == 0) {  // a fully masked row: LSE -inf, or the sink's logit
+      if (c.has_sinks()) {
+        EXPECT_NEAR(t.lse, t.sink, 1e-5 * (1 + std::fabs(t.sink)));
+      } else {
+        EXPECT_EQ(t.lse, -INFINITY);
+      }
       for (float x : t.o) EXPECT_EQ(x, 0.f);
     }
     double pr = 0;
     for (double x : t.probs) pr += x;
     if (t.visible > 0) {
-      EXPECT_NEAR(pr, 1.0, 1e-9) << "exact probabilities sum to 1";
+      EXPECT_NEAR(pr + t.sink_prob, 1.0, 1e-9) << "exact probabilities (the sink's share included) sum to 1";
+      if (c.has_sinks()) {
+        EXPECT_GT(t.sink_prob, 0.0);
+      }
     }
     ++n;
   }

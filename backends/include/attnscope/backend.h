@@ -70,6 +70,10 @@ struct BackendInfo {
   // PyTorch chooses), and the note says why in the script (comment lines, split at '\n').
   std::string script_sdpa_backend;
   std::string script_sdpa_note;
+  // Attention sinks (/attention/sinks) and speculative-decoding trees (/requests/i/tree_parents),
+  // docs/conventions.md section 12. False: the registry refuses the case, naming who takes it.
+  bool sinks = false;
+  bool trees = false;
 };
 
 // Writes DIR/<name>.npy for a family's script writer: the app's writer, so that a family does not

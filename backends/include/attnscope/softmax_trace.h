@@ -40,6 +40,9 @@ struct SoftmaxTrace {
   std::vector<int> keys;      // the unit's keys (absolute positions)
   std::vector<float> logits;  // per key: logit in base 2 (-inf masked), the tiled arithmetic
   std::vector<double> probs;  // per key: exact softmax probability (0 masked)
+  // the head's attention sink (docs/conventions.md section 12): its logit (natural log, -inf: none)
+  // and its exact share of the probability mass, e^sink / e^ref_lse (the keys' probs sum to 1 - it)
+  double sink = -INFINITY, sink_prob = 0;
 };
 
 // The step-through of query `query` of request `request`, head `head`. Throws std::invalid_argument

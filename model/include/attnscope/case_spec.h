@@ -38,6 +38,9 @@ struct RequestSpec {
                                   // and the request index (kept explicit by `invariance`)
   int q_offset = 0;               // its queries take the generator's Q values of queries q_offset..:
                                   // a decode step replays one query of a prefill (`consistency`)
+  // Speculative-decoding tree (docs/conventions.md section 12): [q_len] parent of each new token, -1
+  // (the prefix) or an earlier new token's index. Empty = no tree (the new tokens form a chain).
+  std::vector<int> tree_parents;
   bool operator==(const RequestSpec&) const = default;
 };
 
@@ -72,6 +75,13 @@ struct KvCacheSpec {
   bool operator==(const KvCacheSpec&) const = default;
 };
 
+// /attention/sinks: `true` (seeded: `logits` empty, values from sink_logits in workload.h) or one
+// logit per query head, in the units of the scaled logits (q.k x sm_scale, natural log).
+struct SinksSpec {
+  std::vector<double> logits;  // [num_qo_heads], or empty = drawn from data.seed
+  bool operator==(const SinksSpec&) const = default;
+};
+
 struct AttentionSpec {
   bool causal = true;              // bottom-right aligned
   std::optional<int> window;       // W: visible iff q_abs - W < k <= q_abs (W includes the query)
@@ -85,6 +95,9 @@ struct AttentionSpec {
   // `score` (q.k * sm_scale) and cannot be combined with soft_cap or alibi.
   std::optional<std::string> mask_mod;
   std::optional<std::string> score_mod;
+  // Attention sinks (gpt-oss; docs/conventions.md section 12): one logit per query head joins every
+  // row's softmax denominator with no value vector. Absent: none.
+  std::optional<SinksSpec> sinks;
   bool operator==(const AttentionSpec&) const = default;
 };
 
@@ -157,6 +170,8 @@ struct CaseSpec {
   int64_t total_kv() const;
   uint64_t request_seed(int r) const;  // explicit seed, or mix(data.seed, r)
   bool fp8_kv() const { return kv_cache.fp8.has_value(); }
+  bool has_sinks() const { return attention.sinks.has_value(); }
+  bool has_trees() const;  // any request has tree_parents
   int effective_page_size() const { return kv_cache.storage == KvStorage::kRagged ? 1 : kv_cache.page_size; }
 };
 
@@ -169,7 +184,8 @@ struct BackendIds {
 
 // Format limits that the JSON reader also enforces while reading (validate_case checks them again).
 constexpr int kMaxRequests = 4096;
-constexpr int kMaxTokens = 1 << 22;  // q_len / kv_len: keeps every host index in int range per request
+constexpr int kMaxTokens = 1 << 22;    // q_len / kv_len: keeps every host index in int range per request
+constexpr double kMaxSinkLogit = 1e4;  // |sink| bound: finite in every dtype (fp16 max 65504) and in exp2's range
 
 // Checks every rule that is not a matter of JSON syntax (ranges and cross-field consistency).
 // Throws CaseError naming the path. Called by the JSON reader and by the GUI editor with the

@@ -20,10 +20,11 @@ struct RowMask {
   int pad_start = -1;               // >= 0: positions >= pad_start are padding; -1 = none
   const int* doc_starts = nullptr;  // [num_docs] sorted, first 0; nullptr = one document
   int num_docs = 0;
-  // attention.mask_mod, evaluated on the host once per plan (plan/mask_bits.cpp) into bits that
-  // already include the built-in mask above: bit k % 64 of bits[q * words + k / 64] = key k allowed
-  // for the request's query q; bounds[2q], bounds[2q + 1] = its first allowed key and one past the
-  // last (equal when none). nullptr = no mask_mod: the interval above is the whole mask.
+  // attention.mask_mod and / or the case's trees (tree_parents), evaluated on the host once per plan
+  // (model/src/mask_bits.cpp) into bits that already include the built-in mask above: bit k % 64 of
+  // bits[q * words + k / 64] = key k allowed for the request's query q; bounds[2q], bounds[2q + 1] =
+  // its first allowed key and one past the last (equal when none). nullptr = neither: the interval
+  // above is the whole mask.
   const uint64_t* bits = nullptr;
   const int* bounds = nullptr;
   int words = 0;  // words per query row: ceil(kv_len / 64)

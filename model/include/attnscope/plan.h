@@ -24,8 +24,9 @@ struct Plan {
   std::vector<RowMask> masks;                                      // [num_requests]; doc_starts point into doc_store
   std::shared_ptr<const std::vector<std::vector<int>>> doc_store;  // [num_requests] document starts,
                                                                    // shared so that a copied Plan's masks stay valid
-  // attention.mask_mod / score_mod compiled (nullptr when absent); the mask's bits per request,
-  // which masks[r].bits / bounds point into (shared for the same reason as doc_store)
+  // attention.mask_mod / score_mod compiled (nullptr when absent); the mask's bits per request (with
+  // a mask_mod or any request's tree_parents), which masks[r].bits / bounds point into (shared for the
+  // same reason as doc_store)
   std::shared_ptr<const Expr> mask_mod, score_mod;
   std::shared_ptr<const std::vector<MaskBits>> mask_store;
   SplitPlan split;

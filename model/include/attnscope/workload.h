@@ -23,7 +23,7 @@
 
 namespace attnscope {
 
-enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3 };
+enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3, kSink = 4 };
 
 AS_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -89,6 +89,12 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt);
 // The same tensors before quantisation: q / k_pool / v_pool from the originals, no scales. The
 // reference over it is the "original ideal" (docs/conventions.md section 10). `w` itself when not FP8.
 Workload original_inputs(const Workload& w);
+
+// The per-query-head sink logits of a case with /attention/sinks (docs/conventions.md section 12), as
+// fp32 values, the sink tensor's type in the kernels (gpt-oss): given logits rounded to fp32; `true`:
+// s_h = 1 + 2 z_h rounded to the case dtype, z_h = gen_standard(data.seed, kSink, h) (about N(1, 2^2),
+// shared by every request as a model parameter is). Empty without sinks.
+std::vector<float> sink_logits(const CaseSpec& c);
 
 // Bytes the host workload needs (to refuse over-large cases before allocating).
 int64_t workload_bytes(const CaseSpec& c, const PageTable& pt);
