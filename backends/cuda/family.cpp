@@ -31,6 +31,8 @@ BackendFamily cuda_family() {
       {"cuda.flash_padded", "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (FlashInfer's head_dim-32 workaround)",
        "as cuda.flash, at the padded head dim; no FP8 KV cache", E::kFull, E::kFull, true},
   };
+  // attention sinks (folded into each row at its store or merge) and trees (the plan's mask bits)
+  for (auto& b : f.backends) b.sinks = b.trees = true;
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = "attnscope's CUDA kernels, CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +

@@ -101,6 +101,13 @@ __global__ void merge_kernel(const MergeParams p, int fp16) {
     }
     lse = l;
   }
+  if (p.sink2) {  // the row's sink, once, after every partial (tiled_fold_sink)
+    float wa, wb, l;
+    merge_weights(lse, p.sink2[h], &wa, &wb, &l);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) acc[i] *= wa;
+    lse = l;
+  }
   uint16_t* o = static_cast<uint16_t*>(p.o) + (t * p.hq + h) * p.d;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -191,9 +198,9 @@ class FlashBackend final : public Backend {
     if (!flash_fp8_head_dim(c.head_dim_qk) || c.head_dim_qk != c.head_dim_vo)
       return "head_dim " + std::to_string(c.head_dim_qk) +
              " with an FP8 KV cache: cuda.flash's FP8 kernels are built for 64, 128, 256";
-    if (c.attention.soft_cap || c.attention.alibi || c.attention.score_mod || c.attention.mask_mod)
-      return "an FP8 KV cache with soft_cap, alibi, score_mod or mask_mod: cuda.flash's FP8 kernel takes the plain logit (any "
-             "built-in mask)";
+    if (c.attention.soft_cap || c.attention.alibi || c.attention.score_mod || c.attention.mask_mod || c.has_trees())
+      return "an FP8 KV cache with soft_cap, alibi, score_mod, mask_mod or tree_parents: cuda.flash's FP8 kernel takes the "
+             "plain logit and the built-in masks";
     return "";
   }
 
@@ -222,6 +229,10 @@ class FlashBackend final : public Backend {
                  d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
                  d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr),
                  d_slopes = DeviceBuffer::from(slopes);
+    // sinks in base 2, one float product each as cpu.tiled takes them
+    std::vector<float> sink2;
+    for (float x : sink_logits(c)) sink2.push_back(x * static_cast<float>(kLog2e));
+    DeviceBuffer d_sink2 = sink2.empty() ? DeviceBuffer() : DeviceBuffer::from(sink2);
     DeviceBuffer d_tile_ind, d_tiles, d_tile_full;  // a mask_mod's non-empty tiles per item, and which are full
     if (!sp.item_tile_indptr.empty()) {
       d_tile_ind = DeviceBuffer::from(sp.item_tile_indptr);
@@ -278,13 +289,15 @@ class FlashBackend final : public Backend {
       fp.v_scale = w.v_scale.as<float>();
       fp.scale_stride = c.kv_cache.scales.granularity == ScaleGranularity::kHead ? 1 : 0;
     }
+    fp.sink2 = sink2.empty() ? nullptr : d_sink2.as<float>();
     fp.split = sp.split_kv ? 1 : 0;
     fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
     fp.o = o.as<void>();
     fp.lse = lse.as<float>();
     fp.part_o = part_o.as<float>();
     fp.part_lse = part_lse.as<float>();
-    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
+    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D,
+                   fp.sink2};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
     const FlashMode mode = flash_mode(fp);

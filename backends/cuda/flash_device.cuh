@@ -12,6 +12,7 @@
 
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
+#include "attnscope/softmax_state.h"
 #include "flash_params.h"
 #include "sm80_primitives.cuh"
 
@@ -246,7 +247,14 @@ struct FlashCta {
       const int hd = kvh * G + row % G;
       const bool empty = den[i] == 0.f;
       const float inv = empty ? 0.f : 1.f / den[i];
-      const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
+      float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
+      // a sink joins the final row here (a partial's at the merge): O x ws and its LSE, tiled_fold_sink's order
+      float ws = 1.f;
+      if (p.sink2 && !p.split) {
+        float wb = 0.f, l = 0.f;
+        merge_weights(lse2, p.sink2[hd], &ws, &wb, &l);
+        lse2 = l;
+      }
       if (p.split) {
         const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
         float* dst = p.part_o + (pr * p.hq + hd) * D;
@@ -271,6 +279,7 @@ struct FlashCta {
           float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
           if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
           if constexpr (kScaleV) a *= v_scale, b *= v_scale;
+          a *= ws, b *= ws;  // x 1 without a sink: the same bits
           *reinterpret_cast<uint32_t*>(dst + (kQuadCols ? 16 * (j / 2) + 4 * t4 + 2 * (j % 2) : 8 * j + 2 * t4)) =
               Mma<T>::pack(a, b);
         }

@@ -47,6 +47,9 @@ struct NaiveParams {
   const float* v_scale;
   float q_scale;
   ScaleGranularity granularity;
+  // attention sinks (docs/conventions.md section 12): [hq] natural-log logits, a denominator term with
+  // no value vector (cpu.reference's order: the row max includes it); nullptr: none
+  const double* sinks;
 };
 
 template <class Acc>
@@ -94,9 +97,10 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
   int lo, hi;
   visible_range(m, qa, &lo, &hi);
   float* o = p.o + (t * p.hq + h) * p.dv;
-  if (hi <= lo) {  // fully masked row
+  const Acc sink = p.sinks ? static_cast<Acc>(p.sinks[h]) : static_cast<Acc>(-INFINITY);
+  if (hi <= lo) {  // fully masked row: O = 0, LSE = -inf or the sink
     for (int d = threadIdx.x; d < p.dv; d += blockDim.x) o[d] = 0.f;
-    if (threadIdx.x == 0) p.lse[t * p.hq + h] = -INFINITY;
+    if (threadIdx.x == 0) p.lse[t * p.hq + h] = static_cast<float>(sink);
     return;
   }
   for (int d = threadIdx.x; d < p.dq; d += blockDim.x) qs[d] = static_cast<Acc>(load_elem(p.q, (t * p.hq + h) * p.dq + d, p.dt));
@@ -141,9 +145,10 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
   mx = block_reduce<Acc>(mx, true, sh);
   if (mx == static_cast<Acc>(-INFINITY)) {  // every visible key scored -inf (a score_mod): fully masked too
     for (int d = threadIdx.x; d < p.dv; d += blockDim.x) o[d] = 0.f;
-    if (threadIdx.x == 0) p.lse[t * p.hq + h] = -INFINITY;
+    if (threadIdx.x == 0) p.lse[t * p.hq + h] = static_cast<float>(sink);
     return;  // uniform: mx is the block's reduced value
   }
+  mx = sink > mx ? sink : mx;
   Acc den = 0;
   for (int k = lo + threadIdx.x; k < hi; k += blockDim.x) {
     const Acc e = dexp(s[k - lo] - mx);
@@ -152,6 +157,7 @@ __global__ void __launch_bounds__(kThreads) naive_kernel(NaiveParams p) {
     den += e;
   }
   den = block_reduce<Acc>(den, false, sh);  // also a barrier: s[] is complete
+  if (p.sinks) den += dexp(sink - mx);      // the sink's term: no value vector
   for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
     Acc acc = 0;
     for (int k = lo; k < hi; ++k)
@@ -199,6 +205,9 @@ class NaiveBackend final : public Backend {
     std::vector<double> slopes(c.num_qo_heads);
     for (int h = 0; h < c.num_qo_heads; ++h) slopes[h] = alibi_slope(h, c.num_qo_heads);
     DeviceBuffer d_slopes = DeviceBuffer::from(slopes);
+    std::vector<double> sinks;
+    for (float x : sink_logits(c)) sinks.push_back(x);
+    DeviceBuffer d_sinks = sinks.empty() ? DeviceBuffer() : DeviceBuffer::from(sinks);
     DeviceScoreMod sm;
     if (p.score_mod) sm = upload_score_mod(c, *p.score_mod);
 
@@ -232,7 +241,8 @@ class NaiveBackend final : public Backend {
                     w.fp8 ? w.k_scale.as<float>() : nullptr,
                     w.fp8 ? w.v_scale.as<float>() : nullptr,
                     w.q_scale,
-                    w.granularity};
+                    w.granularity,
+                    sinks.empty() ? nullptr : d_sinks.as<double>()};
     const size_t smem = c.head_dim_qk * acc;
     for (int64_t first = 0; first < static_cast<int64_t>(tokens.size()); first += tokens_per_launch) {
       if (opt.cancel && opt.cancel->load()) break;
