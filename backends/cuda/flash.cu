@@ -101,13 +101,6 @@ __global__ void merge_kernel(const MergeParams p, int fp16) {
     }
     lse = l;
   }
-  if (p.sink2) {  // the row's sink, once, after every partial (tiled_fold_sink)
-    float wa, wb, l;
-    merge_weights(lse, p.sink2[h], &wa, &wb, &l);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) acc[i] *= wa;
-    lse = l;
-  }
   uint16_t* o = static_cast<uint16_t*>(p.o) + (t * p.hq + h) * p.d;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -296,8 +289,7 @@ class FlashBackend final : public Backend {
     fp.lse = lse.as<float>();
     fp.part_o = part_o.as<float>();
     fp.part_lse = part_lse.as<float>();
-    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D,
-                   fp.sink2};
+    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
     const FlashMode mode = flash_mode(fp);

@@ -248,9 +248,10 @@ struct FlashCta {
       const bool empty = den[i] == 0.f;
       const float inv = empty ? 0.f : 1.f / den[i];
       float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
-      // a sink joins the final row here (a partial's at the merge): O x ws and its LSE, tiled_fold_sink's order
+      // a sink joins the row here, once: into the final O, or into the partial of the row's first KV chunk
+      // before it is rounded (the merge then carries it; tiled_fold_sink's order): O x ws and its LSE
       float ws = 1.f;
-      if (p.sink2 && !p.split) {
+      if (p.sink2 && (!p.split || it.kv_chunk == 0)) {
         float wb = 0.f, l = 0.f;
         merge_weights(lse2, p.sink2[hd], &ws, &wb, &l);
         lse2 = l;
@@ -263,6 +264,7 @@ struct FlashCta {
           float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
           if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
           if constexpr (kScaleV) a *= v_scale, b *= v_scale;
+          a *= ws, b *= ws;  // x 1 without a sink: the same bits
           if (p.round_partials) {
             a = round_to(Mma<T>::kDType, a);
             b = round_to(Mma<T>::kDType, b);

@@ -50,7 +50,7 @@ struct FlashParams {
   const float* v_scale;
   int scale_stride;
   // attention sinks (docs/conventions.md section 12): [hq] each qo head's sink logit in base 2, folded
-  // into the row once, at the final store or after the merge (tiled_fold_sink's order); nullptr: none
+  // into the row once: at its final store, or into its first KV chunk's partial (tiled_fold_sink); nullptr: none
   const float* sink2;
   int split;           // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;  // partials rounded to the dtype (FlashInfer)
@@ -77,7 +77,6 @@ struct MergeParams {
   float* lse;
   int64_t total_q;
   int hq, d;
-  const float* sink2;  // FlashParams::sink2, folded in after the partials (nullptr: none)
 };
 
 // The kernel variants of cuda.flash, each its own instantiation so that no variant carries another's

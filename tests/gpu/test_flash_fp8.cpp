@@ -16,27 +16,15 @@
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "gpu_test_util.h"
 
 using namespace attnscope;
+using attnscope::testing::gpu_cases;
 using attnscope::testing::random_case;
+using attnscope::testing::run_id;
 using attnscope::testing::set_head_dim;
 
 namespace {
-
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                        \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
-  } while (0)
-
-int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(3, full / 6) : full; }
-
-// run_backend poisons nothing on the host side; cuda.flash poisons its device outputs (0xff: NaN)
-Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
-  auto b = make_backend(id);
-  return run_backend(*b, c, p, w, RunOptions{});
-}
 
 // Gives a case an FP8 cache the FP8 kernel takes: format and granularity from the seed, the plain
 // logit, a head dim of 64 / 128 / 256, pages of 1, 16 or 5 slots (ragged stays ragged), split-KV
@@ -80,12 +68,12 @@ double twin_atol(const CaseSpec& c, const Workload& w) {
 bool check_fp8_case(const CaseSpec& c) {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
-  const Result f = run("cuda.flash", c, p, w);
+  const Result f = run_id("cuda.flash", c, p, w);
   EXPECT_TRUE(f.ok()) << c.name << ": " << f.message;
   if (!f.ok()) return false;
   EXPECT_NE(f.message.find(std::string(fp8_name(*c.kv_cache.fp8)) + " K / V"), std::string::npos) << c.name << ": " << f.message;
   for (float x : f.o) EXPECT_FALSE(std::isnan(x)) << c.name << ": cuda.flash wrote NaN (or left a poisoned element)";
-  const Result ref = run("cpu.reference", c, p, w), lowp = run("cpu.lowp", c, p, w), t = run("cpu.tiled", c, p, w);
+  const Result ref = run_id("cpu.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w), t = run_id("cpu.tiled", c, p, w);
   EXPECT_TRUE(ref.ok() && lowp.ok() && t.ok()) << ref.message << " / " << lowp.message << " / " << t.message;
   // 1e-5 floor: FlashAttention's rounding allowance, as the bf16 tests
   const DiffReport dr =
@@ -103,7 +91,7 @@ bool check_fp8_case(const CaseSpec& c) {
 TEST(FlashFp8, RandomCasesPassTheTwiceLowpRuleAndMatchTheCpuTwin) {
   REQUIRE_GPU();
   int split = 0, unsplit = 0;
-  for (uint64_t seed = 700; seed < 700 + static_cast<uint64_t>(cases(48)); ++seed) {
+  for (uint64_t seed = 700; seed < 700 + static_cast<uint64_t>(gpu_cases(48, 3)); ++seed) {
     const CaseSpec c = fp8_case(random_case(seed, {4, 64, 300, false}), seed);
     SCOPED_TRACE(c.name);
     (check_fp8_case(c) ? split : unsplit)++;
@@ -146,7 +134,7 @@ TEST(FlashFp8, FullyMaskedRowsGiveZeroAndMinusInf) {
   validate_case(c);
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
-  const Result g = run("cuda.flash", c, p, w), cpu = run("cpu.reference", c, p, w);
+  const Result g = run_id("cuda.flash", c, p, w), cpu = run_id("cpu.reference", c, p, w);
   ASSERT_TRUE(g.ok()) << g.message;
   int64_t masked = 0;
   for (size_t i = 0; i < g.lse.size(); ++i) {
@@ -179,7 +167,7 @@ TEST(FlashFp8, UnsupportedFp8ConfigurationsAreRefusedWithAReason) {
   token.kv_cache.scales.granularity = ScaleGranularity::kToken;
   validate_case(token);
   const Plan p = make_plan(token);
-  const Result r = run("cuda.flash", token, p, Workload{});
+  const Result r = run_id("cuda.flash", token, p, Workload{});
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("tensor, head"), std::string::npos) << r.message;
 }

@@ -11,28 +11,17 @@
 #include "attnscope/registry.h"
 #include "case_json.h"
 #include "fp8_case_gen.h"
+#include "gpu_test_util.h"
 
 using namespace attnscope;
 using attnscope::testing::force_fp8;
 using attnscope::testing::GenLimits;
+using attnscope::testing::gpu_cases;
 using attnscope::testing::random_fp8_case;
+using attnscope::testing::run_id;
 using attnscope::testing::set_head_dim;
 
 namespace {
-
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                        \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
-  } while (0)
-
-int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(6, full / 6) : full; }
-
-Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
-  auto b = make_backend(id);
-  return run_backend(*b, c, p, w, RunOptions{});
-}
 
 // A sweep's case: the granularity, the format and the head dim cycle with the seed (every pair in 6
 // seeds), the rest is random_fp8_case's.
@@ -63,12 +52,12 @@ void expect_finite(const Result& r) {
 TEST(GpuFp8, ReferenceAgreesWithTheCpuReference) {
   REQUIRE_GPU();
   int covered[3][2] = {}, fp8_attn = 0, poisoned = 0, masked = 0;
-  for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(36)); ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(gpu_cases(36, 6)); ++seed) {
     const CaseSpec c = sweep_case(seed);
     SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
     const Plan p = make_plan(c);
     const Workload w = make_workload(c, p.pages);
-    const Result g = run("cuda.reference", c, p, w), h = run("cpu.reference", c, p, w);
+    const Result g = run_id("cuda.reference", c, p, w), h = run_id("cpu.reference", c, p, w);
     ASSERT_TRUE(g.ok() && h.ok()) << g.message << h.message;
     expect_finite(g);
     // both fp64 over the same stored values and the same float scales, applied in the same order, then
@@ -92,12 +81,12 @@ TEST(GpuFp8, ReferenceAgreesWithTheCpuReference) {
 
 TEST(GpuFp8, NaivePassesTheTwiceLowpRule) {
   REQUIRE_GPU();
-  for (uint64_t seed = 100; seed < 100 + static_cast<uint64_t>(cases(36)); ++seed) {
+  for (uint64_t seed = 100; seed < 100 + static_cast<uint64_t>(gpu_cases(36, 6)); ++seed) {
     const CaseSpec c = sweep_case(seed);
     SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
     const Plan p = make_plan(c);
     const Workload w = make_workload(c, p.pages);
-    const Result a = run("cuda.naive", c, p, w), ref = run("cpu.reference", c, p, w), lowp = run("cpu.lowp", c, p, w);
+    const Result a = run_id("cuda.naive", c, p, w), ref = run_id("cpu.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w);
     ASSERT_TRUE(a.ok() && ref.ok() && lowp.ok()) << a.message << ref.message << lowp.message;
     expect_finite(a);
     // the kernel error (against the dequantised ideal) within twice cpu.lowp's, which reads the same
@@ -121,10 +110,10 @@ TEST(GpuFp8, FullyMaskedRowsWithPoisonedTokenScales) {
   validate_case(c);
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
-  const Result cpu = run("cpu.reference", c, p, w);
+  const Result cpu = run_id("cpu.reference", c, p, w);
   ASSERT_GT(masked_rows(cpu), 0);
   for (const char* id : {"cuda.naive", "cuda.reference"}) {
-    const Result g = run(id, c, p, w);
+    const Result g = run_id(id, c, p, w);
     ASSERT_TRUE(g.ok()) << g.message;
     expect_finite(g);
     for (size_t i = 0; i < g.lse.size(); ++i) {

@@ -16,18 +16,14 @@
 #include "attnscope/device.h"
 #include "attnscope/registry.h"
 #include "case_json.h"
+#include "gpu_test_util.h"
 
 using namespace attnscope;
+using attnscope::testing::gpu_cases;
+using attnscope::testing::run_id;
 namespace fs = std::filesystem;
 
 namespace {
-
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                        \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
-  } while (0)
 
 std::vector<fs::path> zoo() {
   std::vector<fs::path> v;
@@ -35,11 +31,6 @@ std::vector<fs::path> zoo() {
     if (e.path().extension() == ".json") v.push_back(e.path());
   std::sort(v.begin(), v.end());
   return v;
-}
-
-Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
-  auto b = make_backend(id);
-  return run_backend(*b, c, p, w, RunOptions{});
 }
 
 int64_t nan_count(const Result& r) {
@@ -62,7 +53,8 @@ TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
     const CaseSpec c = read_case_file(path.string()).spec;
     const Plan p = make_plan(c);
     const Workload w = make_workload(c, p.pages);
-    const Result ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w), cref = run("cpu.reference", c, p, w);
+    const Result ref = run_id("cuda.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w),
+                 cref = run_id("cpu.reference", c, p, w);
     ASSERT_TRUE(ref.ok()) << ref.message;
     // the device interpreter and bits against the host's: both fp64 on the same inputs
     const DiffReport dr =
@@ -71,7 +63,7 @@ TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
     std::vector<std::string> ids = {"cuda.flash", "cuda.naive"};
     if (fi_compiled) ids.push_back("flashinfer.prefill");
     for (const auto& id : ids) {
-      const Result a = run(id, c, p, w);
+      const Result a = run_id(id, c, p, w);
       // every zoo expression is one these backends run (mask bits, or a lowered score_mod)
       ASSERT_TRUE(a.ok()) << id << ": " << a.message;
       EXPECT_EQ(nan_count(a), 0) << id << " wrote NaN (or left poisoned elements)";
@@ -83,7 +75,7 @@ TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
       ++ran;
     }
     // the kernel follows the plan its CPU twin follows: two bf16 ulps, as Gpu.FlashAgreesWithTheCpuTwin
-    const Result g = run("cuda.flash", c, p, w), h = run("cpu.tiled", c, p, w);
+    const Result g = run_id("cuda.flash", c, p, w), h = run_id("cpu.tiled", c, p, w);
     const DiffReport dt =
         compare_results(c, g, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
     EXPECT_TRUE(dt.verdict.pass) << dt.verdict.detail;
@@ -113,7 +105,7 @@ TEST(GpuMaskZoo, FlashWithAMaskModMatchesTheBuiltInTwinBitForBit) {
     builtin(t);
     const Plan pe = make_plan(e), pt = make_plan(t);
     const Workload we = make_workload(e, pe.pages), wt = make_workload(t, pt.pages);
-    const Result a = run("cuda.flash", e, pe, we), b = run("cuda.flash", t, pt, wt);
+    const Result a = run_id("cuda.flash", e, pe, we), b = run_id("cuda.flash", t, pt, wt);
     ASSERT_TRUE(a.ok() && b.ok()) << a.message << b.message;
     int64_t diff = 0;
     for (size_t i = 0; i < a.o.size(); ++i) diff += f32_bits(a.o[i]) != f32_bits(b.o[i]);
@@ -131,12 +123,13 @@ TEST(GpuMaskZoo, AScoreModNoLibraryTakesRunsInterpretedOnCudaFlash) {
   c.attention.score_mod = "where(kv_idx == 0, score + 2, score * 0.75)";
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
-  const Result ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w), cref = run("cpu.reference", c, p, w);
+  const Result ref = run_id("cuda.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w),
+               cref = run_id("cpu.reference", c, p, w);
   ASSERT_TRUE(ref.ok()) << ref.message;
   const DiffReport dr =
       compare_results(c, ref, cref, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
   EXPECT_TRUE(dr.verdict.pass) << dr.verdict.detail;
-  const Result f = run("cuda.flash", c, p, w);
+  const Result f = run_id("cuda.flash", c, p, w);
   ASSERT_TRUE(f.ok()) << f.message;
   EXPECT_EQ(nan_count(f), 0);
   // 1e-5: FlashAttention's rounding floor, as every GPU test here
@@ -144,13 +137,13 @@ TEST(GpuMaskZoo, AScoreModNoLibraryTakesRunsInterpretedOnCudaFlash) {
       compare_results(c, f, ref, {"cuda.flash", "cuda.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lowp);
   EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
   // the same plan as cpu.tiled, the score_mod in doubles in both: two bf16 ulps, as Gpu.FlashAgreesWithTheCpuTwin
-  const Result h = run("cpu.tiled", c, p, w);
+  const Result h = run_id("cpu.tiled", c, p, w);
   const DiffReport dt = compare_results(c, f, h, {"cuda.flash", "cpu.tiled", CompareRule::kAllclose, 1.6e-2, 2e-3, ""}, nullptr);
   EXPECT_TRUE(dt.verdict.pass) << dt.verdict.detail;
   std::cout << "[ zoo      ] attention-sink score_mod cuda.flash: " << d.verdict.detail << "\n";
   const auto* fi = family_of("flashinfer.prefill");
   if (fi && fi->compiled) {
-    const Result r = run("flashinfer.prefill", c, p, w);
+    const Result r = run_id("flashinfer.prefill", c, p, w);
     EXPECT_EQ(r.status, Status::kUnsupported);
     EXPECT_NE(r.message.find("only of the forms"), std::string::npos) << r.message;
   }

@@ -16,26 +16,15 @@
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "gpu_test_util.h"
 
 using namespace attnscope;
+using attnscope::testing::gpu_cases;
 using attnscope::testing::random_case;
+using attnscope::testing::run_id;
 using attnscope::testing::set_head_dim;
 
 namespace {
-
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                        \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
-  } while (0)
-
-int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(3, full / 6) : full; }
-
-Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w) {
-  auto b = make_backend(id);
-  return run_backend(*b, c, p, w, RunOptions{});
-}
 
 // A case cuda.flash takes (bf16 / fp16, a compiled head dim), with sinks (seeded, or given with some
 // larger than any logit so the sink holds most of the mass) and, every other seed, split-KV forced off.
@@ -79,9 +68,9 @@ CaseSpec tree_case(CaseSpec c, uint64_t seed) {
 bool check_case(const CaseSpec& c) {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
-  const Result ref = run("cpu.reference", c, p, w), lowp = run("cpu.lowp", c, p, w), tiled = run("cpu.tiled", c, p, w);
+  const Result ref = run_id("cpu.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w), tiled = run_id("cpu.tiled", c, p, w);
   EXPECT_TRUE(ref.ok() && lowp.ok() && tiled.ok()) << ref.message << " / " << lowp.message << " / " << tiled.message;
-  const Result gref = run("cuda.reference", c, p, w);
+  const Result gref = run_id("cuda.reference", c, p, w);
   EXPECT_TRUE(gref.ok()) << gref.message;
   if (!gref.ok() || !ref.ok()) return false;
   // both fp64 on the same inputs, stored as fp32 (Gpu.ReferenceAgreesWithTheCpuReference's bound)
@@ -89,7 +78,7 @@ bool check_case(const CaseSpec& c) {
       compare_results(c, gref, ref, {"cuda.reference", "cpu.reference", CompareRule::kAllclose, 1e-6, 1e-6, ""}, nullptr);
   EXPECT_TRUE(dr.verdict.pass) << c.name << ": " << dr.verdict.detail;
   for (const char* id : {"cuda.naive", "cuda.flash"}) {
-    const Result a = run(id, c, p, w);
+    const Result a = run_id(id, c, p, w);
     EXPECT_TRUE(a.ok()) << id << ": " << a.message;
     if (!a.ok()) continue;
     for (float x : a.o) EXPECT_FALSE(std::isnan(x)) << c.name << ": " << id << " wrote NaN";
@@ -111,7 +100,7 @@ bool check_case(const CaseSpec& c) {
 TEST(SinksTreesGpu, SinksOnEveryCudaBackendWithAndWithoutSplitKv) {
   REQUIRE_GPU();
   int split = 0, unsplit = 0, windowed = 0;
-  for (uint64_t seed = 900; seed < 900 + static_cast<uint64_t>(cases(36)); ++seed) {
+  for (uint64_t seed = 900; seed < 900 + static_cast<uint64_t>(gpu_cases(36, 3)); ++seed) {
     const CaseSpec c = sink_case(random_case(seed, {4, 64, 300, false}), seed);
     SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
     (check_case(c) ? split : unsplit)++;
@@ -135,7 +124,7 @@ TEST(SinksTreesGpu, TheSinkIsNotIgnored) {
   validate_case(huge);
   const Plan p = make_plan(c), pn = make_plan(none), ph = make_plan(huge);
   const Workload w = make_workload(c, p.pages);
-  const Result a = run("cuda.flash", c, p, w), b = run("cuda.flash", none, pn, w), h = run("cuda.flash", huge, ph, w);
+  const Result a = run_id("cuda.flash", c, p, w), b = run_id("cuda.flash", none, pn, w), h = run_id("cuda.flash", huge, ph, w);
   ASSERT_TRUE(a.ok() && b.ok() && h.ok()) << a.message << b.message << h.message;
   double diff = 0, big = 0;
   for (size_t i = 0; i < a.o.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(a.o[i] - b.o[i])));
@@ -153,11 +142,11 @@ TEST(SinksTreesGpu, FullyMaskedRowsGiveZeroAndTheSink) {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const std::vector<float> sinks = sink_logits(c);
-  const Result cpu = run("cpu.reference", c, p, w);
+  const Result cpu = run_id("cpu.reference", c, p, w);
   ASSERT_TRUE(cpu.ok()) << cpu.message;
   for (const char* id : {"cuda.reference", "cuda.naive", "cuda.flash"}) {
     SCOPED_TRACE(id);
-    const Result g = run(id, c, p, w);
+    const Result g = run_id(id, c, p, w);
     ASSERT_TRUE(g.ok()) << g.message;
     int64_t masked = 0;
     for (size_t row = 0; row < g.lse.size(); ++row) {
@@ -178,7 +167,7 @@ TEST(SinksTreesGpu, FullyMaskedRowsGiveZeroAndTheSink) {
 TEST(SinksTreesGpu, TreesOnEveryCudaBackend) {
   REQUIRE_GPU();
   int trees = 0;
-  for (uint64_t seed = 950; seed < 950 + static_cast<uint64_t>(cases(24)); ++seed) {
+  for (uint64_t seed = 950; seed < 950 + static_cast<uint64_t>(gpu_cases(24, 3)); ++seed) {
     CaseSpec c = tree_case(sink_case(random_case(seed, {4, 12, 300, false}), seed), seed);
     if (seed % 3) c.attention.sinks.reset();  // trees alone, and trees with sinks
     validate_case(c);
@@ -200,7 +189,7 @@ TEST(SinksTreesGpu, ATreeIsNotTheChain) {
   validate_case(chain);
   const Plan p = make_plan(c), pc = make_plan(chain);
   const Workload w = make_workload(c, p.pages);
-  const Result a = run("cuda.flash", c, p, w), b = run("cuda.flash", chain, pc, w);
+  const Result a = run_id("cuda.flash", c, p, w), b = run_id("cuda.flash", chain, pc, w);
   ASSERT_TRUE(a.ok() && b.ok()) << a.message << b.message;
   double diff = 0;
   for (size_t i = 0; i < a.o.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(a.o[i] - b.o[i])));

@@ -1,0 +1,35 @@
+// What the cuda family's GPU tests share: the skip without CUDA or a device, the quick mode's case
+// counts (ATTNSCOPE_GPU_QUICK: compute-sanitizer runs a sixth of the cases), and a backend run.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "attnscope/device.h"
+#include "attnscope/registry.h"
+
+// Skips the test, with the reason, where this build has no CUDA backends or there is no device.
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    if (!attnscope::cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
+    std::string why_;                                                                   \
+    if (attnscope::query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
+  } while (0)
+
+namespace attnscope::testing {
+
+// `full` random cases, or under ATTNSCOPE_GPU_QUICK a sixth of them and at least `quick_min`.
+inline int gpu_cases(int full, int quick_min) {
+  return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(quick_min, full / 6) : full;
+}
+
+// Runs backend `id` on the case as the app does (run_backend: refusals, poisoned outputs).
+inline Result run_id(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& o = {}) {
+  auto b = make_backend(id);
+  return run_backend(*b, c, p, w, o);
+}
+
+}  // namespace attnscope::testing
