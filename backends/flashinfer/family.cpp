@@ -16,7 +16,8 @@ BackendFamily flashinfer_family() {
   f.backends = {
       {"flashinfer.prefill", "FlashInfer FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched) planned by its PrefillPlan",
        "bf16 / fp16, the head dims of fi_instances.def, paged or ragged KV, causal / window / chunked local (as vLLM's "
-       "virtual batches), a mask_mod as its custom mask, soft-cap / ALiBi score_mods; an FP8 KV cache (bf16 queries) with "
+       "virtual batches), a mask_mod or a speculative tree (tree_parents) as its custom mask, soft-cap / ALiBi score_mods; "
+       "an FP8 KV cache (bf16 queries) with "
        "tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
        E::kFull, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
       {"flashinfer.prefill_sm90",
@@ -31,6 +32,7 @@ BackendFamily flashinfer_family() {
        "cache (bf16 queries) with tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
        E::kNone, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
   };
+  f.backends[0].trees = true;  // flashinfer.prefill: a tree's mask bits go in as its custom mask (choose_mask)
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flashinfer = flashinfer_library_plan(c, units);
   };

@@ -151,8 +151,8 @@ inline void fi_native_range(const WorkUnit& w, int kv_begin, int q, bool causal,
 // every row exactly the keys attnscope's mask allows, else custom (prefix-LM, documents, padding).
 // *why says which request needs the custom mask.
 inline FiMask choose_mask(const CaseSpec& c, const Plan& p, std::string* why = nullptr) {
-  if (p.mask_store) {  // a mask_mod's rows are not intervals
-    if (why) *why = "the case has a mask_mod";
+  if (p.mask_store) {  // a mask_mod's or a tree's rows are not intervals
+    if (why) *why = c.attention.mask_mod ? "the case has a mask_mod" : "the case has a speculative tree (tree_parents)";
     return FiMask::kCustom;
   }
   const bool causal = c.attention.causal;

@@ -380,6 +380,26 @@ TEST(FlashInferDecode, RandomCasesPassTheTwiceLowpRule) {
   random_cases(kDecode, cases(45), [](uint64_t seed, int dim) { return decode_ok(random_case(seed + 1000), seed, dim); });
 }
 
+// Speculative-decoding trees (docs/conventions.md section 12) go in as FlashInfer's custom mask: random
+// cases whose multi-token requests get a random tree over their new tokens.
+TEST(FlashInferPrefill, SpeculativeTreesRunAsItsCustomMask) {
+  REQUIRE_FI_GPU();
+  random_cases(kPrefill, cases(24), [](uint64_t seed, int dim) {
+    CaseSpec c = fi_ok(random_case(seed + 3000), seed, dim);
+    SplitMix64 g(seed * 31 + 7);
+    c.attention.causal = true;
+    c.attention.window.reset();
+    c.attention.local_chunk.reset();
+    for (auto& r : c.requests) {
+      if (r.q_len < 2) continue;
+      r.tree_parents.clear();
+      for (int i = 0; i < r.q_len; ++i) r.tree_parents.push_back(i == 0 ? -1 : static_cast<int>(g.range(-1, i - 1)));
+    }
+    validate_case(c);
+    return c;
+  });
+}
+
 // FlashInfer's convention for a row that sees no key is attnscope's: O = 0 (OutputTransform's
 // d_rcp is 0 when m is -inf) and LSE = log2(0) + (-inf) = -inf, no NaN.
 TEST(FlashInferPrefill, FullyMaskedRowsGiveZeroAndMinusInf) {
