@@ -88,7 +88,9 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
       tr.partials.push_back(cp);
       continue;
     }
-    cp.lse2 = cpu::tiled_partial(a, st, part.data());
+    MergeStep sink_step;  // the sink joins the row's first chunk's partial (tiled_partial)
+    cp.lse2 = cpu::tiled_partial(a, st, part.data(), it.kv_chunk == 0, &sink_step);
+    if (sink_step.sink) tr.merges.push_back(sink_step);
     cp.o_head.assign(part.begin(), part.begin() + std::min(Dv, kTraceHeadValues));
     tr.partials.push_back(cp);
     if (n == 0) {  // the fold starts from chunk 0's partial, as cpu.tiled's merge does
@@ -102,11 +104,6 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
     }
   }
   if (sp.split_kv) {
-    if (!a.sink2.empty()) {  // once, after every partial (as cpu.tiled's merge)
-      MergeStep ms;
-      cpu::tiled_fold_sink(Dv, acc.data(), &lse2, a.sink2[head], &ms);
-      tr.merges.push_back(ms);
-    }
     for (int d = 0; d < Dv; ++d) tr.o[d] = round_to(c.dtype, acc[d]);
     tr.lse = lse2_to_e(lse2);
   } else if (!a.sink2.empty()) {  // tiled_final folded the sink in: the same step, for the record

@@ -2,7 +2,7 @@
 // KV chunk), KV tiles of kKvTile keys from each chunk's start, partial states, and the merge in
 // chunk order. P is rounded to the dtype before P.V, as a tensor-core kernel feeds P to the MMA.
 // It shows split effects without a GPU and is the CPU twin of cuda.flash. A sink joins each row once,
-// after its last tile (unsplit) or after the merge of its partials (split), never per partial. The per-row arithmetic is
+// after its last tile (unsplit) or into its first KV chunk's partial before that is rounded (split). The per-row arithmetic is
 // in tiled_row.cpp, shared with the softmax step-through.
 #include <cmath>
 #include <limits>
@@ -40,7 +40,7 @@ class Tiled final : public Backend {
         const RowState st = tiled_item_row(a, it, row, kvh, scratch);
         if (sp.split_kv) {
           const int64_t pr = sp.o_indptr[it.unit] + static_cast<int64_t>(ql) * sp.unit_chunks[it.unit] + it.kv_chunk;
-          part_lse[pr * Hq + h] = tiled_partial(a, st, part_o.data() + (pr * Hq + h) * Dv);
+          part_lse[pr * Hq + h] = tiled_partial(a, st, part_o.data() + (pr * Hq + h) * Dv, it.kv_chunk == 0);
         } else {
           const int64_t t = a.unit_tok[it.unit] + ql;
           res.lse[t * Hq + h] = tiled_final(a, st, res.o.data() + (t * Hq + h) * Dv);
@@ -64,7 +64,6 @@ class Tiled final : public Backend {
             const int64_t pr = first + k;
             tiled_fold(Dv, acc.data(), &lse, part_lse[pr * Hq + h], part_o.data() + (pr * Hq + h) * Dv);
           }
-          if (!a.sink2.empty()) tiled_fold_sink(Dv, acc.data(), &lse, a.sink2[h]);  // once per row, after every chunk
           float* out = res.o.data() + (t * Hq + h) * Dv;
           for (int d = 0; d < Dv; ++d) out[d] = round_to(c.dtype, acc[d]);
           res.lse[t * Hq + h] = lse2_to_e(lse);

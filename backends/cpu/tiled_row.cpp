@@ -191,13 +191,14 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   return r;
 }
 
-float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
+float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk, MergeStep* sink_step) {
   const bool empty = st.den == 0.f;
-  for (int d = 0; d < a.Dv; ++d) {
-    const float v = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
-    out[d] = a.c.split.partials == PartialPrecision::kDtype ? round_to(a.dt, v) : v;
-  }
-  return empty ? -INFINITY : st.mx + std::log2(st.den);
+  float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
+  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
+  if (first_chunk && st.sink2 != -INFINITY) tiled_fold_sink(a.Dv, out, &lse, st.sink2, sink_step);
+  if (a.c.split.partials == PartialPrecision::kDtype)
+    for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);
+  return lse;
 }
 
 float tiled_final(const TiledArith& a, const RowState& st, float* out) {

@@ -68,15 +68,17 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
                         std::vector<TileStep>* steps = nullptr, ChunkPartial* part = nullptr);
 
 // The item's partial of a split row: O / den (rounded to the dtype when the case asks for
-// dtype partials), 0 for an empty row; returns its base-2 LSE.
-float tiled_partial(const TiledArith& a, const RowState& st, float* out);
+// dtype partials), 0 for an empty row; returns its base-2 LSE. first_chunk: the row's sink (if any)
+// is folded in before the rounding (tiled_fold_sink; `sink_step` records it): once per row, and the
+// merge carries it, so the sink adds no rounding of its own.
+float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk = false, MergeStep* sink_step = nullptr);
 
 // The final output of an unsplit row: O / den rounded to the dtype (0 when empty); returns the
 // natural-log LSE. With a sink, O / den and its LSE are folded with the sink first (tiled_fold_sink).
 float tiled_final(const TiledArith& a, const RowState& st, float* out);
 
 // Folds a sink (base-2 logit, no value vector) into a row's normalised acc / *lse, as a partial with
-// LSE sink2 and O = 0: counted once per row, after every partial (never per chunk).
+// LSE sink2 and O = 0: counted once per row, in its final output or its first chunk's partial.
 void tiled_fold_sink(int Dv, float* acc, float* lse, float sink2, MergeStep* step = nullptr);
 
 // Folds partial b (base-2 LSE, normalised O) into the accumulated acc / *lse (merge_weights).

@@ -454,7 +454,8 @@ TEST(Trees, HeapTreeEqualsTheZooMaskMod) {
 }
 
 // The step-through with sinks and trees ends on cpu.tiled's bits (split or not) and shows the sink as
-// one step after every partial, with its share of the exact probability mass.
+// one step of its own (the first: into the first chunk's partial, or the unsplit row's output), with its
+// share of the exact probability mass.
 TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
   int split = 0;
   for (uint64_t s = 401; s <= 412; ++s) {
@@ -471,7 +472,7 @@ TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
     EXPECT_EQ(t.lse, tl.lse[row]);
     for (int d = 0; d < c.head_dim_vo; ++d) EXPECT_EQ(t.o[d], tl.o[row * c.head_dim_vo + d]);
     ASSERT_FALSE(t.merges.empty());
-    EXPECT_TRUE(t.merges.back().sink);
+    EXPECT_TRUE(t.merges.front().sink);
     EXPECT_EQ(t.sink, sink_logits(c)[h]);
     double pr = t.sink_prob;
     for (double x : t.probs) pr += x;
