@@ -87,8 +87,8 @@ void validate_request(const CaseSpec& c, size_t i) {
   if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod || !r.tree_parents.empty())
     require(r.q_len <= r.kv_len, req_path(i, "q_len"),
             std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
-                ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, "
-                "padding mask, a mask_mod or a tree");
+                ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, " +
+                (r.tree_parents.empty() ? "padding mask or a mask_mod" : "padding mask, a mask_mod or a tree (tree_parents)"));
   validate_tree(r, i);
   if (a.prefix_lm) {
     require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
