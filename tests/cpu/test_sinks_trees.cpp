@@ -509,3 +509,29 @@ TEST(Sinks, Fp8CachesPassTheTwiceLowpRule) {
     EXPECT_NE(ref0.lse, ref.lse);
   }
 }
+
+// The sink is added as it is: not soft-capped, not given to a score_mod (docs/conventions.md section
+// 12). One key per row: a capped sink (cap 0.5) would leave LSE below 1.2, a score_mod "score - 100"
+// applied to it would leave LSE near -97; the sink's 3.0 keeps LSE at about 3 in every backend.
+TEST(Sinks, AreNotSoftCappedNorPassedToTheScoreMod) {
+  CaseSpec base = small_case();
+  base.requests = {{1, 1}, {1, 1}};
+  base.attention.sinks = SinksSpec{{3.0, 3.0, 3.0, 3.0}};
+  CaseSpec capped = base, modded = base;
+  capped.attention.soft_cap = 0.5;
+  modded.attention.score_mod = std::string("score - 100");
+  for (int variant = 0; variant < 2; ++variant) {
+    const CaseSpec& c = variant == 0 ? capped : modded;
+    validate_case(c);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) {
+      const Result r = run(id, c, p, w);
+      ASSERT_TRUE(r.ok()) << r.message;
+      for (float l : r.lse) {
+        EXPECT_GT(l, 2.9f) << id << " variant " << variant;
+        EXPECT_LT(l, variant == 0 ? 3.5f : 3.01f) << id << " variant " << variant;
+      }
+    }
+  }
+}
