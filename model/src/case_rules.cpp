@@ -74,6 +74,50 @@ void validate_tree(const RequestSpec& r, size_t i) {
   }
 }
 
+// The rules of request i (the case-wide ones are validate_case's).
+void validate_request(const CaseSpec& c, size_t i) {
+  const auto& a = c.attention;
+  const auto& r = c.requests[i];
+  require(r.q_len >= 1, req_path(i, "q_len"), std::to_string(r.q_len) + " is not allowed, must be >= 1");
+  require(r.kv_len >= 1, req_path(i, "kv_len"), std::to_string(r.kv_len) + " is not allowed, must be >= 1");
+  require(r.q_len <= kMaxLen, req_path(i, "q_len"),
+          std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
+  require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
+          std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
+  if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod || !r.tree_parents.empty())
+    require(r.q_len <= r.kv_len, req_path(i, "q_len"),
+            std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
+                ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, " +
+                (r.tree_parents.empty() ? "padding mask or a mask_mod" : "padding mask, a mask_mod or a tree (tree_parents)"));
+  validate_tree(r, i);
+  if (a.prefix_lm) {
+    require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
+            "missing, /attention/prefix_lm needs a prefix_len on every request");
+  } else if (!a.mask_mod && !a.score_mod) {  // an expression may read prefix_len without the built-in prefix-LM
+    require(!r.prefix_len.has_value(), req_path(i, "prefix_len"),
+            "set while /attention/prefix_lm is false (and no mask_mod or score_mod could read it)");
+  }
+  if (r.prefix_len)
+    require(*r.prefix_len >= 0 && *r.prefix_len <= r.kv_len, req_path(i, "prefix_len"),
+            std::to_string(*r.prefix_len) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
+  if (!r.doc_starts.empty()) {
+    require(r.doc_starts[0] == 0, req_path(i, "doc_starts") + "/0",
+            std::to_string(r.doc_starts[0]) + " is not allowed, the first document starts at 0");
+    for (size_t d = 1; d < r.doc_starts.size(); ++d) {
+      require(
+          r.doc_starts[d] > r.doc_starts[d - 1], req_path(i, "doc_starts") + "/" + std::to_string(d),
+          std::to_string(r.doc_starts[d]) + " must be greater than the previous start " + std::to_string(r.doc_starts[d - 1]));
+      require(r.doc_starts[d] < r.kv_len, req_path(i, "doc_starts") + "/" + std::to_string(d),
+              std::to_string(r.doc_starts[d]) + " is not a key position, must be < kv_len " + std::to_string(r.kv_len));
+    }
+  }
+  require(r.q_offset >= 0 && r.q_offset <= kMaxLen, req_path(i, "q_offset"),
+          std::to_string(r.q_offset) + " is out of range, must be in [0, " + std::to_string(kMaxLen) + "]");
+  if (r.pad_start)
+    require(*r.pad_start >= 0 && *r.pad_start <= r.kv_len, req_path(i, "pad_start"),
+            std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
+}
+
 }  // namespace
 
 void validate_expressions(const CaseSpec& c) {
@@ -271,47 +315,7 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   validate_sinks(c);
 
   // requests
-  for (size_t i = 0; i < c.requests.size(); ++i) {
-    const auto& r = c.requests[i];
-    require(r.q_len >= 1, req_path(i, "q_len"), std::to_string(r.q_len) + " is not allowed, must be >= 1");
-    require(r.kv_len >= 1, req_path(i, "kv_len"), std::to_string(r.kv_len) + " is not allowed, must be >= 1");
-    require(r.q_len <= kMaxLen, req_path(i, "q_len"),
-            std::to_string(r.q_len) + " is too large, at most " + std::to_string(kMaxLen));
-    require(r.kv_len <= kMaxLen, req_path(i, "kv_len"),
-            std::to_string(r.kv_len) + " is too large, at most " + std::to_string(kMaxLen));
-    if (a.causal || a.window || a.local_chunk || !r.doc_starts.empty() || r.pad_start || a.mask_mod || !r.tree_parents.empty())
-      require(r.q_len <= r.kv_len, req_path(i, "q_len"),
-              std::to_string(r.q_len) + " > kv_len " + std::to_string(r.kv_len) +
-                  ", queries are the last q_len keys, so q_len <= kv_len is required with a causal, window, chunk, document, "
-                  "padding mask, a mask_mod or a tree");
-    validate_tree(r, i);
-    if (a.prefix_lm) {
-      require(r.prefix_len.has_value(), req_path(i, "prefix_len"),
-              "missing, /attention/prefix_lm needs a prefix_len on every request");
-    } else if (!a.mask_mod && !a.score_mod) {  // an expression may read prefix_len without the built-in prefix-LM
-      require(!r.prefix_len.has_value(), req_path(i, "prefix_len"),
-              "set while /attention/prefix_lm is false (and no mask_mod or score_mod could read it)");
-    }
-    if (r.prefix_len)
-      require(*r.prefix_len >= 0 && *r.prefix_len <= r.kv_len, req_path(i, "prefix_len"),
-              std::to_string(*r.prefix_len) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
-    if (!r.doc_starts.empty()) {
-      require(r.doc_starts[0] == 0, req_path(i, "doc_starts") + "/0",
-              std::to_string(r.doc_starts[0]) + " is not allowed, the first document starts at 0");
-      for (size_t d = 1; d < r.doc_starts.size(); ++d) {
-        require(
-            r.doc_starts[d] > r.doc_starts[d - 1], req_path(i, "doc_starts") + "/" + std::to_string(d),
-            std::to_string(r.doc_starts[d]) + " must be greater than the previous start " + std::to_string(r.doc_starts[d - 1]));
-        require(r.doc_starts[d] < r.kv_len, req_path(i, "doc_starts") + "/" + std::to_string(d),
-                std::to_string(r.doc_starts[d]) + " is not a key position, must be < kv_len " + std::to_string(r.kv_len));
-      }
-    }
-    require(r.q_offset >= 0 && r.q_offset <= kMaxLen, req_path(i, "q_offset"),
-            std::to_string(r.q_offset) + " is out of range, must be in [0, " + std::to_string(kMaxLen) + "]");
-    if (r.pad_start)
-      require(*r.pad_start >= 0 && *r.pad_start <= r.kv_len, req_path(i, "pad_start"),
-              std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
-  }
+  for (size_t i = 0; i < c.requests.size(); ++i) validate_request(c, i);
 
   check_tree_budget(c);  // after the requests' own rules: it sums their lengths
 

@@ -30,7 +30,7 @@ std::vector<int> random_tree(SplitMix64& g, int n) {
   return t;
 }
 
-// Seeded case: GQA, a window on some, paged (page size, layout, allocation) or ragged, split-KV forced
+// Seeded case: GQA, a window or chunked local attention on some, paged (page size, layout, allocation) or ragged, split-KV forced
 // on (planner fixed, small chunks) or off; sinks given, seeded or absent; trees on some requests.
 CaseSpec random_shape_case(uint64_t seed, bool sinks, bool trees, bool split) {
   SplitMix64 g(seed * 104729 + 3);
@@ -52,7 +52,9 @@ CaseSpec random_shape_case(uint64_t seed, bool sinks, bool trees, bool split) {
     c.kv_cache.allocation = static_cast<PageAlloc>(g.range(0, 2));
     c.kv_cache.allocation_seed = g.next() % 100;
   }
-  if (g.range(0, 2) == 0) c.attention.window = g.range(1, 90);
+  const int mask = g.range(0, 3);  // 0 window, 1 chunked local, else causal only
+  if (mask == 0) c.attention.window = g.range(1, 90);
+  if (mask == 1) c.attention.local_chunk = c.effective_page_size() * std::max(1, g.range(8, 64) / c.effective_page_size());
   const int n = g.range(1, 4);
   for (int i = 0; i < n; ++i) {
     RequestSpec r;
@@ -89,6 +91,7 @@ bool visible_here(const CaseSpec& c, int r, int q, int k) {
   if (rq.pad_start && (qa >= *rq.pad_start || k >= *rq.pad_start)) return false;
   if (c.attention.causal && k > qa) return false;
   if (c.attention.window && k <= qa - *c.attention.window) return false;
+  if (c.attention.local_chunk && k / *c.attention.local_chunk != qa / *c.attention.local_chunk) return false;
   if (rq.tree_parents.empty() || k < prefix) return true;
   for (int a = q; a >= 0; a = rq.tree_parents[a])  // walk up from the token itself
     if (a == k - prefix) return true;
@@ -481,4 +484,55 @@ TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
     }
   }
   EXPECT_GT(split, 2);
+}
+
+// FP8 caches (docs/conventions.md section 10): the sink is a logit, untouched by the K / V scales;
+// cpu.tiled within the 2x rule of the dequantised ideal, split or not, and the sink really applies.
+TEST(Sinks, Fp8CachesPassTheTwiceLowpRule) {
+  for (uint64_t s = 501; s <= 508; ++s) {
+    CaseSpec c = random_shape_case(s, true, s % 2 == 0, s % 4 < 2);
+    c.dtype = DType::kBf16;
+    c.kv_cache.fp8 = s % 3 ? Fp8Format::kE4M3 : Fp8Format::kE5M2;
+    c.kv_cache.scales.granularity = s % 2 ? ScaleGranularity::kHead : ScaleGranularity::kTensor;
+    validate_case(c);
+    SCOPED_TRACE(case_to_text(c));
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result ref = run("cpu.reference", c, p, w), tl = run("cpu.tiled", c, p, w), lp = run("cpu.lowp", c, p, w);
+    ASSERT_TRUE(ref.ok() && tl.ok() && lp.ok()) << tl.message << lp.message;
+    const DiffReport d =
+        compare_results(c, tl, ref, {"cpu.tiled", "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &lp);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+    EXPECT_LT(d.lse.max_abs, 2e-2);
+    CaseSpec none = c;
+    none.attention.sinks.reset();
+    const Result ref0 = run("cpu.reference", none, p, w);
+    EXPECT_NE(ref0.lse, ref.lse);
+  }
+}
+
+// The sink is added as it is: not soft-capped, not given to a score_mod (docs/conventions.md section
+// 12). One key per row: a capped sink (cap 0.5) would leave LSE below 1.2, a score_mod "score - 100"
+// applied to it would leave LSE near -97; the sink's 3.0 keeps LSE at about 3 in every backend.
+TEST(Sinks, AreNotSoftCappedNorPassedToTheScoreMod) {
+  CaseSpec base = small_case();
+  base.requests = {{1, 1}, {1, 1}};
+  base.attention.sinks = SinksSpec{{3.0, 3.0, 3.0, 3.0}};
+  CaseSpec capped = base, modded = base;
+  capped.attention.soft_cap = 0.5;
+  modded.attention.score_mod = std::string("score - 100");
+  for (int variant = 0; variant < 2; ++variant) {
+    const CaseSpec& c = variant == 0 ? capped : modded;
+    validate_case(c);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) {
+      const Result r = run(id, c, p, w);
+      ASSERT_TRUE(r.ok()) << r.message;
+      for (float l : r.lse) {
+        EXPECT_GT(l, 2.9f) << id << " variant " << variant;
+        EXPECT_LT(l, variant == 0 ? 3.5f : 3.01f) << id << " variant " << variant;
+      }
+    }
+  }
 }
