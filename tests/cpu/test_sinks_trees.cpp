@@ -411,9 +411,9 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
   auto b = make_backend("cpu.tiled");
   Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
-  EXPECT_NE(
-      r.message.find("cpu.tiled does not take attention sinks (/attention/sinks); cpu.reference, cpu.lowp and cpu.tiled do"),
-      std::string::npos)
+  EXPECT_NE(r.message.find("cpu.tiled does not take attention sinks (/attention/sinks); cpu.reference, cpu.lowp, cpu.tiled, "
+                           "cuda.reference, cuda.naive, cuda.flash and cuda.flash_padded do"),
+            std::string::npos)
       << r.message;
   c.attention.sinks.reset();
   c.requests[1].tree_parents = {-1, 0, 0};
@@ -424,12 +424,17 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
   r = run_backend(*b2, c, p2, make_workload(c, p2.pages), RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("cpu.lowp does not take speculative-decoding trees (/requests/1/tree_parents); cpu.reference, "
-                           "cpu.lowp and cpu.tiled do"),
+                           "cpu.lowp, cpu.tiled, cuda.reference, cuda.naive, cuda.flash, cuda.flash_padded and "
+                           "flashinfer.prefill do"),
             std::string::npos)
       << r.message;
-  // the real descriptors: every CPU backend takes both, no other family does
+  // the real descriptors: the CPU and cuda families take both (each tested on its own: here, and the GPU
+  // tests SinksTreesGpu.*), flashinfer.prefill trees only (its custom mask), nothing else either
   for (const auto& f : backend_families())
-    for (const auto& i : f.backends) EXPECT_EQ(i.sinks && i.trees, f.name == "cpu") << i.id;
+    for (const auto& i : f.backends) {
+      EXPECT_EQ(i.sinks, f.name == "cpu" || f.name == "cuda") << i.id;
+      EXPECT_EQ(i.trees, f.name == "cpu" || f.name == "cuda" || i.id == "flashinfer.prefill") << i.id;
+    }
 }
 
 // The zoo's binary draft tree written as a mask_mod (examples/zoo/tree-speculative.json) and the same
