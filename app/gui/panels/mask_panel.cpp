@@ -214,7 +214,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   std::vector<int> tree_hl;
   if (!tree_.empty() || tree_.too_large) {
     const float room = ImGui::GetContentRegionAvail().y - footer;
-    const float h = std::min(tree_view_height(tree_) + 2 * ImGui::GetStyle().WindowPadding.y, room * 0.6f);
+    const float h = std::min(tree_view_height(tree_) + 2 * ImGui::GetStyle().WindowPadding.y, room * 0.7f);
     ImGui::BeginChild("treeview", ImVec2(0, h), true, ImGuiWindowFlags_HorizontalScrollbar);
     const int hovered = draw_tree_view(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y);
     tree_hl = tree_path(tree_, hovered >= 0 ? hovered : tree_selected_);

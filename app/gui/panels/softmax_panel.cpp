@@ -182,8 +182,7 @@ namespace {
 // sink's term), a bar of its own right of the keys (the sink's share of the mass).
 struct PlotExtras {
   const std::vector<SeriesBreak>* breaks = nullptr;
-  const std::vector<float>* second = nullptr;
-  const char* second_label = nullptr;
+  const std::vector<float>* second = nullptr;  // drawn under the series, in the sink's colour
   bool sink_bar = false;
   float sink_value = 0;
 };
@@ -258,10 +257,6 @@ void plot(const char* title, const char* x_label, const std::vector<float>& y, I
     if (ex.second) line(*ex.second, kSinkCol);
     line(y, kSeries);
     if (!std::isnan(y.back())) dl->AddCircleFilled(ImVec2(X(n - 1), Y(y.back())), 4, IM_COL32(255, 90, 90, 255));
-  }
-  if (ex.second && ex.second_label) {
-    const ImVec2 ts = ImGui::CalcTextSize(ex.second_label);
-    dl->AddText(ImVec2(b.x - ts.x - 4, a.y + 2), kSinkCol, ex.second_label);
   }
   if (ex.sink_bar) {  // the sink's share in a slot of its own: it is no key and has no value vector
     const float x = b.x + sink_w / 2, w = std::max(6.f, sink_w / 4);
@@ -392,11 +387,8 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   plot(("running max m (base 2) after each tile" + restart).c_str(), "tile step", v.m_series, ImVec2(w, 110), false, 0, -1, -1,
        breaks);
   PlotExtras den = breaks;
-  if (v.has_sink) {
-    den.second = &v.sink_series;
-    den.second_label = "d + e^(s_h - m)";
-  }
-  plot(v.has_sink ? "running denominator d after each tile (yellow), and with the sink's term (magenta)"
+  if (v.has_sink) den.second = &v.sink_series;
+  plot(v.has_sink ? "running denominator d after each tile (yellow); d + e^(s_h - m), with the sink's term (magenta)"
                   : "running denominator d after each tile",
        "tile step", v.d_series, ImVec2(w, 110), false, 0, -1, -1, den);
   plot("logit (base 2) per key; masked keys shaded", "key", v.logits, ImVec2(w, 110), false, v.key0, v.visible_lo, v.visible_hi);

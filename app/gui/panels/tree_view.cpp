@@ -64,7 +64,7 @@ std::vector<int> tree_path(const TreeItems& t, int token) {
 TreeGeometry tree_geometry(const TreeItems& t, float avail_h, float label_w, float prefix_w) {
   TreeGeometry g;
   g.row = std::clamp((avail_h - g.top) / std::max(1, t.q_len + 1), 6.f, 22.f);
-  g.col = std::clamp(g.row * 1.6f, 10.f, 36.f);
+  g.col = std::clamp(g.row * 2.6f, 10.f, 58.f);
   g.tree_w = (t.max_depth + 2) * g.col;
   g.label_x = g.tree_w + 6;
   g.label_w = label_w;
@@ -96,18 +96,18 @@ void text_centred(ImDrawList* dl, ImVec2 c, ImU32 col, const std::string& s) {
   dl->AddText(ImVec2(c.x - sz.x / 2, c.y - sz.y / 2), col, s.c_str());
 }
 
-// Edges as curves in the gap between a parent's column and its child's: they never cross a node.
+// Edges as straight lines in the gap between a parent's column and its child's: a parent's edges fan
+// out at distinct angles and never cross a node.
 void draw_edges(ImDrawList* dl, const TreeItems& t, const TreeGeometry& g, ImVec2 o, float r, const std::vector<int>& path) {
-  for (const TreeEdge& e : t.edges) {
-    const TreeNodeItem& ch = t.nodes[e.child];
-    const float px = o.x + (e.parent < 0 ? g.col / 2 : g.node_x(t.nodes[e.parent])) + r;
-    const float py = o.y + g.row_y(e.parent) + g.row / 2;
-    const float cx = o.x + g.node_x(ch) - r, cy = o.y + g.row_y(e.child) + g.row / 2;
-    const bool on = std::find(path.begin(), path.end(), e.child) != path.end();
-    const float dx = (cx - px) / 2;
-    dl->AddBezierCubic(ImVec2(px, py), ImVec2(px + dx, py), ImVec2(cx - dx, cy), ImVec2(cx, cy), on ? kPath : kEdge,
-                       on ? 2.5f : 1.3f);
-  }
+  for (int pass = 0; pass < 2; ++pass)  // the highlighted path last, on top
+    for (const TreeEdge& e : t.edges) {
+      const bool on = std::find(path.begin(), path.end(), e.child) != path.end();
+      if (on != (pass == 1)) continue;
+      const TreeNodeItem& ch = t.nodes[e.child];
+      const ImVec2 a(o.x + (e.parent < 0 ? g.col / 2 : g.node_x(t.nodes[e.parent])) + r, o.y + g.row_y(e.parent) + g.row / 2);
+      const ImVec2 b(o.x + g.node_x(ch) - r, o.y + g.row_y(e.child) + g.row / 2);
+      dl->AddLine(a, b, on ? kPath : kEdge, on ? 2.5f : 1.3f);
+    }
 }
 
 void draw_block(ImDrawList* dl, const TreeItems& t, const TreeGeometry& g, ImVec2 o, int active, const std::vector<int>& path) {
@@ -190,12 +190,17 @@ int draw_tree_view(const TreeItems& t, int* selected, float avail_h) {
   dl->AddText(ImVec2(o.x + g.block_x, o.y), kText, keys.c_str());
   dl->AddText(ImVec2(o.x + g.prefix_x + 2, o.y), kText, "prefix");
   draw_block(dl, t, g, o, active, path);
-  const float r = std::max(3.f, std::min(g.row, g.col) * 0.4f);
+  const float r = std::max(3.f, std::min(g.row * 0.45f, g.col * 0.4f));
   draw_edges(dl, t, g, o, r, path);
   // the prefix root, then the nodes on their rows
   const ImVec2 root(o.x + g.col / 2, o.y + g.row_y(-1) + g.row / 2);
   dl->AddRectFilled(ImVec2(root.x - r, root.y - r), ImVec2(root.x + r, root.y + r), IM_COL32(150, 150, 160, 255), 3.f);
   if (r >= 7) text_centred(dl, root, IM_COL32(20, 20, 20, 255), "P");
+  if (g.label_w > 0) {  // rows tall enough for text
+    std::string what = "the prefix, keys [0, " + std::to_string(t.prefix) + ")";
+    if (root.x + r + 6 + ImGui::CalcTextSize(what.c_str()).x > o.x + g.block_x - 6) what = "prefix";  // a shallow tree
+    dl->AddText(ImVec2(root.x + r + 6, root.y - ImGui::GetTextLineHeight() / 2), kText, what.c_str());
+  }
   for (const TreeNodeItem& n : t.nodes) {
     const ImVec2 c(o.x + g.node_x(n), o.y + g.row_y(n.token) + g.row / 2);
     const bool on = std::find(path.begin(), path.end(), n.token) != path.end();

@@ -49,7 +49,7 @@ std::vector<int> tree_path(const TreeItems& t, int token);
 struct TreeGeometry {
   float top = 18;  // column titles above row -1
   float row = 22;  // row height = block cell size
-  float col = 36;  // width of one depth column of the tree
+  float col = 58;  // width of one depth column of the tree
   float tree_w = 0, label_x = 0, label_w = 0, block_x = 0, prefix_x = 0, prefix_w = 0, width = 0, height = 0;
   float node_x(const TreeNodeItem& n) const { return n.x * col + col / 2; }
   float row_y(int token) const { return top + (token + 1) * row; }  // top edge of token's row (-1: root)
