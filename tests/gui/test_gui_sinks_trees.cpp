@@ -121,6 +121,23 @@ TEST(GuiTree, AWindowHidesPrefixKeysInTheView) {
   }
 }
 
+// A tree over kMaxTreeNodes tokens is not drawn cell by cell: the view says so instead.
+TEST(GuiTree, ATreeTooLargeToDrawSaysSo) {
+  CaseFile f = read_case_file(example("eagle-tree-verify.json"));
+  RequestSpec& rq = f.spec.requests[2];
+  rq.q_len = kMaxTreeNodes + 100;
+  rq.kv_len = rq.q_len + 50;
+  rq.tree_parents.resize(rq.q_len);
+  for (int i = 0; i < rq.q_len; ++i) rq.tree_parents[i] = i - 1;  // a chain
+  auto s = planned(f);
+  const TreeItems t = build_tree_items(*s, 2);
+  EXPECT_TRUE(t.too_large);
+  EXPECT_TRUE(t.empty());
+  EXPECT_NE(t.note.find(std::to_string(rq.q_len)), std::string::npos) << t.note;
+  EXPECT_TRUE(tree_path(t, 5).empty());
+  EXPECT_FALSE(build_tree_items(*s, 0).too_large);
+}
+
 TEST(GuiTree, NoTreeNoNodesAndTheGeometryHoldsTheRows) {
   auto plain = planned("gpt-oss-sinks-sliding.json");
   EXPECT_TRUE(build_tree_items(*plain, 0).empty());
@@ -146,6 +163,15 @@ TEST(GuiTree, NoTreeNoNodesAndTheGeometryHoldsTheRows) {
     EXPECT_GE(g.block_x, g.label_x + g.label_w);
     EXPECT_GE(g.prefix_x, g.block_x + t.q_len * g.row);
     EXPECT_GE(g.width, g.prefix_x + g.prefix_w);
+    // hovering a row picks its token: the node's centre, a row's edges; the root's row and below pick none
+    for (const TreeNodeItem& n : t.nodes) {
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + g.row / 2), n.token);
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + 0.01f), n.token);
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + g.row - 0.01f), n.token);
+    }
+    EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(-1) + g.row / 2), -1);
+    EXPECT_EQ(tree_row_at(g, t.q_len, 1.f), -1);
+    EXPECT_EQ(tree_row_at(g, t.q_len, g.height + 1), -1);
   }
 }
 

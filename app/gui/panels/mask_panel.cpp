@@ -211,15 +211,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   for (const auto& line : summary_.plan_lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
   footer += ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size()) + ImGui::GetStyle().ItemSpacing.y;
   // a tree request: the tree beside the mask over its new tokens' keys, above the whole mask
-  std::vector<int> tree_hl;
-  if (!tree_.empty() || tree_.too_large) {
-    const float room = ImGui::GetContentRegionAvail().y - footer;
-    const float h = std::min(tree_view_height(tree_) + 2 * ImGui::GetStyle().WindowPadding.y, room * 0.7f);
-    ImGui::BeginChild("treeview", ImVec2(0, h), true, ImGuiWindowFlags_HorizontalScrollbar);
-    const int hovered = draw_tree_view(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y);
-    tree_hl = tree_path(tree_, hovered >= 0 ? hovered : tree_selected_);
-    ImGui::EndChild();
-  }
+  const std::vector<int> tree_hl = draw_tree_child(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y - footer);
   ImGui::BeginChild("maskview", ImVec2(0, -footer), true, ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 margin = axes_margin();
   const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
@@ -280,16 +272,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       }
     }
   }
-  if (!tree_hl.empty()) {  // the tree view's token: its row, and its own and its ancestors' key columns
-    const float sy = size.y / std::max(1, m.q_len), sx = size.x / std::max(1, m.kv_len);
-    const float y = p0.y + tree_hl.front() * sy;
-    dl->AddRect(ImVec2(p0.x - 1, y - 1), ImVec2(p0.x + size.x + 1, y + std::max(sy, 1.f) + 1), IM_COL32(255, 255, 255, 230), 0, 0,
-                1.5f);
-    for (int a : tree_hl) {
-      const float x = p0.x + (tree_.prefix + a) * sx;
-      dl->AddRectFilled(ImVec2(x, p0.y), ImVec2(x + std::max(sx, 1.f), p0.y + size.y), IM_COL32(255, 150, 40, 170));
-    }
-  }
+  draw_tree_path_on_mask(dl, tree_, tree_hl, p0, size);
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);

@@ -46,7 +46,7 @@ std::string keys(int a, int b) {
 std::string sink_term_line(float sink2, float m, float den, bool split) {
   const double term = std::exp2(static_cast<double>(sink2) - m);
   return "\nsink's term against this m: exp2(s_h x log2(e) - m) = " + num(term) + "; d + it = " + num(den + term) + " (" +
-         num(100.0 * term / (den + term)) + "% of it)" +
+         "the sink's share " + num(100.0 * term / (den + term)) + "%)" +
          (split ? "; it joins once, after the merge of the chunks" : "; it joins once, after the last tile");
 }
 

@@ -76,6 +76,12 @@ TreeGeometry tree_geometry(const TreeItems& t, float avail_h, float label_w, flo
   return g;
 }
 
+int tree_row_at(const TreeGeometry& g, int q_len, float y) {
+  if (y < g.row_y(0)) return -1;
+  const int row = static_cast<int>((y - g.row_y(0)) / g.row);
+  return row < q_len ? row : -1;
+}
+
 float tree_view_height(const TreeItems& t) {
   if (t.empty()) return ImGui::GetTextLineHeightWithSpacing() * 2;
   return tree_geometry(t, 1e9f, 0, 0).height + ImGui::GetTextLineHeightWithSpacing() * 2 + 8;
@@ -176,8 +182,7 @@ int draw_tree_view(const TreeItems& t, int* selected, float avail_h) {
   const bool over = ImGui::IsItemHovered();
   int hovered = -1;
   if (over) {
-    const int row = static_cast<int>((ImGui::GetIO().MousePos.y - o.y - g.top) / g.row) - 1;
-    if (row >= 0 && row < t.q_len) hovered = row;
+    hovered = tree_row_at(g, t.q_len, ImGui::GetIO().MousePos.y - o.y);
     if (hovered >= 0 && ImGui::IsItemClicked()) *selected = hovered;
   }
   const int active = hovered >= 0 ? hovered : (*selected >= 0 && *selected < t.q_len ? *selected : -1);
@@ -226,6 +231,27 @@ int draw_tree_view(const TreeItems& t, int* selected, float avail_h) {
     ImGui::EndTooltip();
   }
   return hovered;
+}
+
+std::vector<int> draw_tree_child(const TreeItems& t, int* selected, float room) {
+  if (t.empty() && !t.too_large) return {};
+  const float h = std::min(tree_view_height(t) + 2 * ImGui::GetStyle().WindowPadding.y, room * 0.7f);
+  ImGui::BeginChild("treeview", ImVec2(0, h), true, ImGuiWindowFlags_HorizontalScrollbar);
+  const int hovered = draw_tree_view(t, selected, ImGui::GetContentRegionAvail().y);
+  ImGui::EndChild();
+  return tree_path(t, hovered >= 0 ? hovered : *selected);
+}
+
+void draw_tree_path_on_mask(ImDrawList* dl, const TreeItems& t, const std::vector<int>& path, ImVec2 p0, ImVec2 size) {
+  if (path.empty()) return;
+  const float sy = size.y / std::max(1, t.q_len), sx = size.x / std::max(1, t.prefix + t.q_len);
+  const float y = p0.y + path.front() * sy;
+  dl->AddRect(ImVec2(p0.x - 1, y - 1), ImVec2(p0.x + size.x + 1, y + std::max(sy, 1.f) + 1), IM_COL32(255, 255, 255, 230), 0, 0,
+              1.5f);
+  for (int a : path) {
+    const float x = p0.x + (t.prefix + a) * sx;
+    dl->AddRectFilled(ImVec2(x, p0.y), ImVec2(x + std::max(sx, 1.f), p0.y + size.y), IM_COL32(255, 150, 40, 170));
+  }
 }
 
 }  // namespace attnscope::gui

@@ -4,6 +4,8 @@
 // node or a row highlights the row and the columns of the token and its ancestors, the keys it sees.
 #pragma once
 
+#include <imgui.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,11 +60,23 @@ struct TreeGeometry {
 // prefix count (0: none drawn, rows too small for text).
 TreeGeometry tree_geometry(const TreeItems& t, float avail_h, float label_w, float prefix_w);
 
+// The token whose row holds local y (pixels from the view's top), -1 above or below the rows: what
+// hovering or clicking anywhere on a row (node, label, block, prefix count) picks.
+int tree_row_at(const TreeGeometry& g, int q_len, float y);
+
 // The height the view wants (rows at full size, plus its caption).
 float tree_view_height(const TreeItems& t);
 
 // Draws the caption and the view at the cursor, rows fitted to `avail_h`; `selected` (in / out): the
 // clicked token, highlighted while nothing is hovered. Returns the token under the mouse, or -1.
 int draw_tree_view(const TreeItems& t, int* selected, float avail_h);
+
+// The view in a child window at most 70% of `room` tall (nothing without a tree); returns the
+// highlighted path (hovered token, else the selected one), empty when none.
+std::vector<int> draw_tree_child(const TreeItems& t, int* selected, float room);
+
+// On the whole mask drawn at p0 with `size` (q_len rows x (prefix + q_len) keys): the path's first
+// token's row outlined and the path's key columns filled, so the tree's highlight shows there too.
+void draw_tree_path_on_mask(ImDrawList* dl, const TreeItems& t, const std::vector<int>& path, ImVec2 p0, ImVec2 size);
 
 }  // namespace attnscope::gui
