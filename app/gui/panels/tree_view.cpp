@@ -165,8 +165,9 @@ int draw_tree_view(const TreeItems& t, int* selected, float avail_h) {
   if (t.empty()) return -1;
   ImGui::PushTextWrapPos(0.f);
   ImGui::Text(
-      "Tree: %d new tokens at positions [%d, %d) over a prefix of %d keys, depth up to %d. Each sees the prefix, itself and "
-      "its ancestors. Hover a node or row to show the keys it sees (orange), click to keep it.",
+      "Tree: %d new tokens at positions [%d, %d) over a prefix of %d keys, depth up to %d. A token sees the prefix, itself "
+      "and its ancestors, ANDed with the case's other masks (the prefix column counts the prefix keys it keeps). Hover a "
+      "node or row to show the keys it sees (orange), click to keep it.",
       t.q_len, t.prefix, t.prefix + t.q_len, t.prefix, t.max_depth);
   ImGui::PopTextWrapPos();
   float label_w = 0, prefix_w = 0;
