@@ -180,6 +180,8 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
     tex_.upload(items_.cols, items_.rows, px);
     summary_ = build_expr_summary(s, ui.request);
+    tree_ = build_tree_items(s, ui.request);
+    if (built_request_ != ui.request) tree_selected_ = tree_.q_len - 1;  // a deep token: its path shows the rule
     built_for_ = &s;
     built_request_ = ui.request;
   }
@@ -208,6 +210,8 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   float footer = ImGui::CalcTextSize(tiles_line.c_str(), nullptr, false, wrap).y;
   for (const auto& line : summary_.plan_lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
   footer += ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size()) + ImGui::GetStyle().ItemSpacing.y;
+  // a tree request: the tree beside the mask over its new tokens' keys, above the whole mask
+  const std::vector<int> tree_hl = draw_tree_child(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y - footer);
   ImGui::BeginChild("maskview", ImVec2(0, -footer), true, ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 margin = axes_margin();
   const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
@@ -268,6 +272,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       }
     }
   }
+  draw_tree_path_on_mask(dl, tree_, tree_hl, p0, size);
   if (hovered) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);

@@ -11,6 +11,7 @@
 #include "fp8_data.h"
 #include "gui_state.h"
 #include "session.h"
+#include "tree_view.h"
 
 namespace attnscope::gui {
 
@@ -76,6 +77,8 @@ class MaskPanel {
   MaskItems items_;
   ExprSummary summary_;
   Texture tex_;
+  TreeItems tree_;          // the request's tree_parents (empty without)
+  int tree_selected_ = -1;  // the clicked tree token, highlighted while none is hovered
 };
 
 }  // namespace attnscope::gui

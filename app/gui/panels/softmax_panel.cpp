@@ -42,6 +42,14 @@ std::string keys(int a, int b) {
   return r;
 }
 
+// A tile step's state with the sink's term beside d: what the denominator holds once the sink joins.
+std::string sink_term_line(float sink2, float m, float den, bool split) {
+  const double term = std::exp2(static_cast<double>(sink2) - m);
+  return "\nsink's term against this m: exp2(s_h x log2(e) - m) = " + num(term) + "; d + it = " + num(den + term) + " (" +
+         "the sink's share " + num(100.0 * term / (den + term)) + "%)" +
+         (split ? "; it joins once, after the merge of the chunks" : "; it joins once, after the last tile");
+}
+
 }  // namespace
 
 SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
@@ -53,6 +61,21 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
              (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split")) +
              (t.kv_warp_split > 1 ? ", " + std::to_string(t.kv_warp_split) + " key-split ways per KV tile" : std::string()) +
              "\nlogits in base 2: " + logit_formula(t) + "; m running max, d running sum of exp2(logit - m)";
+  // the sink, as the kernel holds it: the base-2 logit its merge step folded in
+  v.has_sink = !std::isinf(t.sink);
+  if (v.has_sink) {
+    v.sink_logit = t.sink;
+    v.sink2 = static_cast<float>(t.sink * 1.4426950408889634);
+    for (const MergeStep& m : t.merges)
+      if (m.sink) v.sink2 = m.lse_chunk;
+    v.sink_prob = t.sink_prob;
+    v.sink_line = "sink s_h = " + num(t.sink) + " (head " + std::to_string(t.head) + "; " + num(v.sink2) +
+                  " in base 2): e^(s_h - m) joins the denominator d once per row" +
+                  (t.split ? ", after the merge of the partials" : ", after the last tile") +
+                  ", no value vector; share of the mass e^(s_h - LSE) = " + num(t.sink_prob) + ", the keys' " +
+                  num(1.0 - t.sink_prob);
+    v.header += "\n" + v.sink_line;
+  }
   // events in the order the plan computes them
   size_t s = 0;
   for (size_t pi = 0; pi < t.partials.size(); ++pi) {
@@ -70,7 +93,8 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
                            : "tile max " + num(st.tile_max) + "; m: " + num(st.m_old) + " -> " + num(st.m_new) +
                                  "\nrescale exp2(m_old - m_new) = " + num(st.rescale) + " applied to d and O" +
                                  "\nd = " + num(st.den) + "   |O| = " + num(st.o_norm) + "   O = " + vec(st.o_head) +
-                                 "\n(O is unnormalised until the chunk ends: O / d is the chunk's output)";
+                                 "\n(O is unnormalised until the chunk ends: O / d is the chunk's output)" +
+                                 (v.has_sink ? sink_term_line(v.sink2, st.m_new, st.den, t.split) : std::string());
       v.events.push_back(e);
     }
     SoftmaxEvent e;
@@ -88,8 +112,20 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   for (size_t mi = 0; mi < t.merges.size(); ++mi) {
     const MergeStep& m = t.merges[mi];
     SoftmaxEvent e;
-    e.kind = SoftmaxEvent::kMerge;
     e.index = static_cast<int>(mi);
+    if (m.sink) {
+      e.kind = SoftmaxEvent::kSink;
+      e.text = "sink s_h = " + num(t.sink) + " (no value)  weights " + num(m.w_acc) + " / " + num(m.w_chunk);
+      e.state = "The sink joins as one more term: a partial with LSE2 s_h x log2(e) = " + num(m.lse_chunk) +
+                " and O = 0 (no value vector), once per row.\nkeys' LSE2 " + num(m.lse_acc) +
+                ": weights exp2(lse - max) / sum = " + num(m.w_acc) + " (keys), " + num(m.w_chunk) +
+                " (sink): d_final = d + e^(s_h - m)\nLSE2 after = " + num(m.lse_after) + "   O = keys' O x " + num(m.w_acc) +
+                " = " + vec(m.o_head) + "\nthe sink's share of the probability mass: " + num(m.w_chunk) + " here, " +
+                num(t.sink_prob) + " exact (fp64)";
+      v.events.push_back(e);
+      continue;
+    }
+    e.kind = SoftmaxEvent::kMerge;
     e.text = "merge chunk " + std::to_string(m.chunk) + "  weights " + num(m.w_acc) + " / " + num(m.w_chunk);
     e.state = "acc LSE2 " + num(m.lse_acc) + " and chunk LSE2 " + num(m.lse_chunk) +
               ": weights exp2(lse - max) / sum = " + num(m.w_acc) + " (acc), " + num(m.w_chunk) +
@@ -99,11 +135,15 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   SoftmaxEvent fin;
   fin.kind = SoftmaxEvent::kFinal;
   fin.text = "result  LSE " + num(t.lse) + "  (exact " + num(t.ref_lse) + ")";
-  fin.state = "O rounded to the dtype = " + vec(t.o, 6) + "   LSE (natural log) = " + num(t.lse) + "   (" +
-              backend_for_role(Role::kPlanTwin) + "'s bits)\nexact softmax (" + backend_for_role(Role::kReference) +
-              ", fp64): O = " + vec(t.ref_o, 6) + "   LSE = " + num(t.ref_lse) + "\ndifference: O max abs " +
-              num(t.max_abs_diff) + ", LSE " + num(t.lse_diff) +
-              (t.visible == 0 ? "\nfully masked row: O = 0 and LSE = -inf, as FlashAttention and FlashInfer write it" : "");
+  fin.state =
+      "O rounded to the dtype = " + vec(t.o, 6) + "   LSE (natural log) = " + num(t.lse) + "   (" +
+      backend_for_role(Role::kPlanTwin) + "'s bits)\nexact softmax (" + backend_for_role(Role::kReference) +
+      ", fp64): O = " + vec(t.ref_o, 6) + "   LSE = " + num(t.ref_lse) + "\ndifference: O max abs " + num(t.max_abs_diff) +
+      ", LSE " + num(t.lse_diff) +
+      (t.visible == 0 ? (v.has_sink ? "\nfully masked row: O = 0 and LSE = s_h, the sink's term alone"
+                                    : "\nfully masked row: O = 0 and LSE = -inf, as FlashAttention and FlashInfer write it")
+                      : "") +
+      (v.has_sink ? "\n" + v.sink_line : std::string());
   v.events.push_back(fin);
 
   const int n = static_cast<int>(v.events.size());
@@ -118,6 +158,8 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   for (int i = 0; i <= last_tile; ++i) {
     v.m_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].m_new);
     v.d_series.push_back(t.steps[i].den);
+    if (v.has_sink)
+      v.sink_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].den + std::exp2(v.sink2 - t.steps[i].m_new));
     if (i == 0) continue;
     if (t.steps[i].chunk != t.steps[i - 1].chunk)
       v.breaks.push_back({i, "chunk " + std::to_string(t.steps[i].chunk)});
@@ -136,23 +178,38 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
 
 namespace {
 
+// What a plot draws beside its series: chunk / way breaks, a second series (the denominator with the
+// sink's term), a bar of its own right of the keys (the sink's share of the mass).
+struct PlotExtras {
+  const std::vector<SeriesBreak>* breaks = nullptr;
+  const std::vector<float>* second = nullptr;  // drawn under the series, in the sink's colour
+  bool sink_bar = false;
+  float sink_value = 0;
+};
+
+constexpr ImU32 kSeries = IM_COL32(250, 215, 60, 255), kSinkCol = IM_COL32(235, 110, 235, 255);
+
 // A line plot with labelled axes: y range and x range as tick labels, NaN values not drawn, the last
 // point marked. `bars`: vertical bars instead of a line; `shade_lo/hi`: x indices outside are
 // masked (drawn grey).
 void plot(const char* title, const char* x_label, const std::vector<float>& y, ImVec2 size, bool bars = false, int x0 = 0,
-          int shade_lo = -1, int shade_hi = -1, const std::vector<SeriesBreak>* breaks = nullptr) {
+          int shade_lo = -1, int shade_hi = -1, const PlotExtras& ex = {}) {
   ImGui::PushTextWrapPos(0.f);
   ImGui::TextUnformatted(title);
   ImGui::PopTextWrapPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const float left = 56, bottom = 18;
+  const float sink_w = ex.sink_bar ? std::max(70.f, ImGui::CalcTextSize("no value").x + 16) : 0.f;  // its own slot
   ImGui::Dummy(size);
-  const ImVec2 a(p0.x + left, p0.y), b(p0.x + size.x, p0.y + size.y - bottom);
+  const ImVec2 a(p0.x + left, p0.y), b(p0.x + size.x - sink_w, p0.y + size.y - bottom);
   dl->AddRect(a, b, IM_COL32(120, 120, 120, 255));
   float lo = INFINITY, hi = -INFINITY;
-  for (float v : y)
-    if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  for (const std::vector<float>* s : {&y, ex.second})
+    if (s)
+      for (float v : *s)
+        if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+  if (ex.sink_bar) lo = std::min(lo, ex.sink_value), hi = std::max(hi, ex.sink_value);
   char t[32];
   const int n = static_cast<int>(y.size());
   std::snprintf(t, sizeof t, "%d", x0);
@@ -177,26 +234,38 @@ void plot(const char* title, const char* x_label, const std::vector<float>& y, I
     if (s0 > a.x) dl->AddRectFilled(a, ImVec2(s0, b.y), IM_COL32(70, 70, 70, 120));
     if (s1 < b.x) dl->AddRectFilled(ImVec2(s1, a.y), b, IM_COL32(70, 70, 70, 120));
   }
-  if (breaks)  // dashed lines between the last tile of a chunk (or way) and the first of the next
-    for (const auto& br : *breaks) {
+  if (ex.breaks)  // dashed lines between the last tile of a chunk (or way) and the first of the next
+    for (const auto& br : *ex.breaks) {
       if (br.at >= n) continue;
       const float x = (X(br.at - 1) + X(br.at)) / 2;
       for (float yy = a.y; yy < b.y; yy += 8)
         dl->AddLine(ImVec2(x, yy), ImVec2(x, std::min(b.y, yy + 4)), IM_COL32(110, 190, 255, 220), 1.5f);
       dl->AddText(ImVec2(x + 3, a.y + 1), IM_COL32(110, 190, 255, 255), br.label.c_str());
     }
-  const ImU32 col = IM_COL32(250, 215, 60, 255);
-  for (int i = 0; i < n; ++i) {
-    if (std::isnan(y[i])) continue;
-    if (bars) {
-      dl->AddLine(ImVec2(X(i), Y(0)), ImVec2(X(i), Y(y[i])), col, std::max(1.f, (b.x - a.x) / n));
-    } else if (i > 0 && !std::isnan(y[i - 1]) &&
-               !(breaks && std::any_of(breaks->begin(), breaks->end(), [&](const SeriesBreak& br) { return br.at == i; }))) {
-      // no line across a break: the new chunk's state does not follow from the last one
-      dl->AddLine(ImVec2(X(i - 1), Y(y[i - 1])), ImVec2(X(i), Y(y[i])), col, 2);
-    }
+  auto is_break = [&](int i) {
+    return ex.breaks && std::any_of(ex.breaks->begin(), ex.breaks->end(), [&](const SeriesBreak& br) { return br.at == i; });
+  };
+  auto line = [&](const std::vector<float>& s, ImU32 col) {
+    for (int i = 1; i < static_cast<int>(s.size()); ++i)  // no line across a break: the new chunk's state starts over
+      if (!std::isnan(s[i]) && !std::isnan(s[i - 1]) && !is_break(i))
+        dl->AddLine(ImVec2(X(i - 1), Y(s[i - 1])), ImVec2(X(i), Y(s[i])), col, 2);
+  };
+  if (bars) {
+    for (int i = 0; i < n; ++i)
+      if (!std::isnan(y[i])) dl->AddLine(ImVec2(X(i), Y(0)), ImVec2(X(i), Y(y[i])), kSeries, std::max(1.f, (b.x - a.x) / n));
+  } else {
+    if (ex.second) line(*ex.second, kSinkCol);
+    line(y, kSeries);
+    if (!std::isnan(y.back())) dl->AddCircleFilled(ImVec2(X(n - 1), Y(y.back())), 4, IM_COL32(255, 90, 90, 255));
   }
-  if (!bars && !std::isnan(y.back())) dl->AddCircleFilled(ImVec2(X(n - 1), Y(y.back())), 4, IM_COL32(255, 90, 90, 255));
+  if (ex.sink_bar) {  // the sink's share in a slot of its own: it is no key and has no value vector
+    const float x = b.x + sink_w / 2, w = std::max(6.f, sink_w / 4);
+    dl->AddRectFilled(ImVec2(x - w / 2, Y(ex.sink_value)), ImVec2(x + w / 2, Y(0)), kSinkCol);
+    dl->AddLine(ImVec2(b.x + 4, Y(0)), ImVec2(b.x + sink_w - 4, Y(0)), IM_COL32(120, 120, 120, 255));
+    const ImVec2 s1 = ImGui::CalcTextSize("sink"), s2 = ImGui::CalcTextSize("no value");
+    dl->AddText(ImVec2(x - s1.x / 2, b.y + 2), kSinkCol, "sink");
+    dl->AddText(ImVec2(x - s2.x / 2, a.y), kSinkCol, "no value");
+  }
 }
 
 }  // namespace
@@ -288,6 +357,7 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
     const ImVec4 col = e.kind == SoftmaxEvent::kTile      ? ImVec4(0.85f, 0.85f, 0.85f, 1)
                        : e.kind == SoftmaxEvent::kPartial ? ImVec4(0.5f, 0.8f, 1, 1)
                        : e.kind == SoftmaxEvent::kMerge   ? ImVec4(1, 0.75f, 0.4f, 1)
+                       : e.kind == SoftmaxEvent::kSink    ? ImVec4(0.92f, 0.43f, 0.92f, 1)
                                                           : ImVec4(0.5f, 1, 0.5f, 1);
     ImGui::PushStyleColor(ImGuiCol_Text, col);
     char label[24];
@@ -312,11 +382,23 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
                                   ? std::string()
                                   : std::string("; each KV chunk") + (trace_.kv_warp_split > 1 ? " and key-split way" : "") +
                                         " starts its own m and d (dashed lines), merged at the end, so a drop there is expected";
+  PlotExtras breaks;
+  breaks.breaks = &v.breaks;
   plot(("running max m (base 2) after each tile" + restart).c_str(), "tile step", v.m_series, ImVec2(w, 110), false, 0, -1, -1,
-       &v.breaks);
-  plot("running denominator d after each tile", "tile step", v.d_series, ImVec2(w, 110), false, 0, -1, -1, &v.breaks);
+       breaks);
+  PlotExtras den = breaks;
+  if (v.has_sink) den.second = &v.sink_series;
+  plot(v.has_sink ? "running denominator d after each tile (yellow); d + e^(s_h - m), with the sink's term (magenta)"
+                  : "running denominator d after each tile",
+       "tile step", v.d_series, ImVec2(w, 110), false, 0, -1, -1, den);
   plot("logit (base 2) per key; masked keys shaded", "key", v.logits, ImVec2(w, 110), false, v.key0, v.visible_lo, v.visible_hi);
-  plot("exact probability per key", "key", v.probs, ImVec2(w, 110), true, v.key0, v.visible_lo, v.visible_hi);
+  PlotExtras sink;
+  sink.sink_bar = v.has_sink;
+  sink.sink_value = static_cast<float>(v.sink_prob);
+  char share[96];
+  std::snprintf(share, sizeof share, "; the sink (no value vector), right: %.4g of the mass", v.sink_prob);
+  plot(("exact probability per key" + std::string(v.has_sink ? share : "")).c_str(), "key", v.probs, ImVec2(w, 110), true, v.key0,
+       v.visible_lo, v.visible_hi, sink);
   ImGui::EndChild();
 }
 

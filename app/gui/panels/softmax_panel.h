@@ -16,10 +16,10 @@
 namespace attnscope::gui {
 
 // One event of the step-through, in order: the tiles of chunk 0 (way by way), chunk 0's partial,
-// ..., the merges in chunk order, the final result.
+// ..., the merges in chunk order, the attention sink's fold (once per row), the final result.
 struct SoftmaxEvent {
-  enum Kind { kTile, kPartial, kMerge, kFinal } kind = kTile;
-  int index = 0;      // into steps / partials / merges
+  enum Kind { kTile, kPartial, kMerge, kSink, kFinal } kind = kTile;
+  int index = 0;      // into steps / partials / merges (kSink: the merge step that folds the sink)
   std::string text;   // one line, as the list shows it
   std::string state;  // the state after the event, several lines
 };
@@ -40,6 +40,15 @@ struct SoftmaxView {
   std::vector<float> logits, probs;       // per key of the row's unit (masked logit: NaN)
   int key0 = 0;                           // first key of the unit
   int visible_lo = 0, visible_hi = 0;
+  // The head's attention sink (docs/conventions.md section 12): a term of the denominator with no
+  // value vector. sink_series: per tile step in m_series, d + exp2(s_h x log2(e) - m), the
+  // denominator with the sink's term against that state (NaN while m = -inf).
+  bool has_sink = false;
+  double sink_logit = 0;  // s_h, natural log
+  float sink2 = 0;        // s_h x log2(e), as the kernel holds it
+  double sink_prob = 0;   // its exact share of the probability mass, e^(s_h - LSE)
+  std::string sink_line;  // one line: s_h, its term in d, its share
+  std::vector<float> sink_series;
 };
 
 // The view of trace `t` at event `step` (negative: the last event).

@@ -1,0 +1,316 @@
+// GUI views of issue 28's shapes: the Mask tab's tree view (tree_parents) and the Softmax tab's
+// attention sink, checked as draw items without a window, then as screenshots under Xvfb.
+#include <gtest/gtest.h>
+#include <stb/stb_image.h>  // the implementation is in test_gui.cpp
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "attnscope/mask.h"
+#include "attnscope/mask_bits.h"
+#include "case_json.h"
+#include "explain.h"
+#include "panels/softmax_panel.h"
+#include "panels/tree_view.h"
+#include "session.h"
+
+using namespace attnscope;
+using namespace attnscope::gui;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string example(const std::string& name) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/" + name; }
+
+// The plan and the environment only: the tree view reads the plan's mask bits, no backend result.
+std::shared_ptr<Session> planned(const CaseFile& f) { return begin_session(f, {}); }
+std::shared_ptr<Session> planned(const std::string& name) { return planned(read_case_file(example(name))); }
+
+bool ancestor_bit(const std::vector<uint64_t>& anc, int words, int i, int j) {
+  return (anc[static_cast<size_t>(i) * words + (j >> 6)] >> (j & 63)) & 1;
+}
+
+}  // namespace
+
+// Every new token is a node on its own row, with one edge (to its parent, or to the prefix root for
+// parent -1) and a depth equal to its ancestor count; the layout column is depth + 1.
+TEST(GuiTree, NodesEdgesAndDepthFollowTheParents) {
+  auto s = planned("eagle-tree-verify.json");
+  const CaseSpec& c = s->spec();
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    const RequestSpec& rq = c.requests[r];
+    const TreeItems t = build_tree_items(*s, r);
+    ASSERT_EQ(static_cast<int>(t.nodes.size()), rq.q_len) << r;
+    ASSERT_EQ(t.edges.size(), t.nodes.size()) << "one edge per node below the prefix root, request " << r;
+    EXPECT_EQ(t.prefix, rq.kv_len - rq.q_len);
+    int words = 0;
+    const std::vector<uint64_t> anc = tree_ancestors(rq.tree_parents, &words);
+    int deepest = 0;
+    for (int i = 0; i < rq.q_len; ++i) {
+      const TreeNodeItem& n = t.nodes[i];
+      int ancestors = -1;  // the row holds the token itself
+      for (int w = 0; w < words; ++w) ancestors += std::popcount(anc[static_cast<size_t>(i) * words + w]);
+      EXPECT_EQ(n.token, i);
+      EXPECT_EQ(n.parent, rq.tree_parents[i]);
+      EXPECT_EQ(n.depth, ancestors) << "request " << r << " token " << i;
+      EXPECT_EQ(n.position, t.prefix + i);
+      EXPECT_EQ(n.x, n.depth + 1.f);
+      EXPECT_EQ(n.y, static_cast<float>(i));
+      EXPECT_EQ(t.edges[i].child, i);
+      EXPECT_EQ(t.edges[i].parent, rq.tree_parents[i]);
+      deepest = std::max(deepest, ancestors);
+    }
+    EXPECT_EQ(t.max_depth, deepest);
+  }
+  // request 2 is a chain: token i has i ancestors
+  const TreeItems chain = build_tree_items(*s, 2);
+  for (const TreeNodeItem& n : chain.nodes) EXPECT_EQ(n.depth, n.token);
+}
+
+// The block beside the tree is the plan's mask over the new tokens' keys: under a causal mask exactly
+// the token and its ancestors; the prefix column counts the prefix keys each token sees.
+TEST(GuiTree, BlockIsThePlansBitsTheTokenAndItsAncestors) {
+  auto s = planned("eagle-tree-verify.json");
+  const CaseSpec& c = s->spec();
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    const TreeItems t = build_tree_items(*s, r);
+    const int n = t.q_len;
+    int words = 0;
+    const std::vector<uint64_t> anc = tree_ancestors(c.requests[r].tree_parents, &words);
+    const RowMask& rm = s->plan.masks[r];
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(t.prefix_seen[i], t.prefix) << "causal, no window: the whole prefix";
+      for (int j = 0; j < n; ++j) {
+        const bool bit = t.block[static_cast<size_t>(i) * n + j];
+        EXPECT_EQ(bit, ancestor_bit(anc, words, i, j)) << r << ": " << i << ", " << j;
+        EXPECT_EQ(bit, allowed(rm, q_abs_of(rm, i), t.prefix + j));
+      }
+      // the highlighted path is the same set: the keys the token sees among the new tokens
+      const std::vector<int> path = tree_path(t, i);
+      ASSERT_FALSE(path.empty());
+      EXPECT_EQ(path.front(), i);
+      EXPECT_EQ(t.nodes[path.back()].parent, -1) << "the path ends at the token attached to the prefix";
+      EXPECT_EQ(static_cast<int>(path.size()), t.nodes[i].depth + 1);
+      for (int a : path) EXPECT_TRUE(ancestor_bit(anc, words, i, a));
+    }
+  }
+  const TreeItems t0 = build_tree_items(*s, 0);
+  EXPECT_EQ(tree_path(t0, 15), (std::vector<int>{15, 12, 7, 2, 0}));
+  EXPECT_TRUE(tree_path(t0, -1).empty());
+  EXPECT_TRUE(tree_path(t0, t0.q_len).empty());
+}
+
+// A window shorter than the prefix: the tree view reads the plan's bits, so the prefix column shows
+// the keys the window leaves, not the whole prefix.
+TEST(GuiTree, AWindowHidesPrefixKeysInTheView) {
+  CaseFile f = read_case_file(example("eagle-tree-verify.json"));
+  f.spec.attention.window = 300;
+  auto s = planned(f);
+  const TreeItems t = build_tree_items(*s, 0);
+  const RowMask& rm = s->plan.masks[0];
+  ASSERT_FALSE(t.empty());
+  for (int i = 0; i < t.q_len; ++i) {
+    EXPECT_LT(t.prefix_seen[i], t.prefix) << i;
+    EXPECT_GT(t.prefix_seen[i], 0) << i;
+    EXPECT_EQ(t.prefix_seen[i], allowed_in(rm, q_abs_of(rm, i), 0, t.prefix)) << i;
+  }
+}
+
+// A tree over kMaxTreeNodes tokens is not drawn cell by cell: the view says so instead.
+TEST(GuiTree, ATreeTooLargeToDrawSaysSo) {
+  CaseFile f = read_case_file(example("eagle-tree-verify.json"));
+  RequestSpec& rq = f.spec.requests[2];
+  rq.q_len = kMaxTreeNodes + 100;
+  rq.kv_len = rq.q_len + 50;
+  rq.tree_parents.resize(rq.q_len);
+  for (int i = 0; i < rq.q_len; ++i) rq.tree_parents[i] = i - 1;  // a chain
+  auto s = planned(f);
+  const TreeItems t = build_tree_items(*s, 2);
+  EXPECT_TRUE(t.too_large);
+  EXPECT_TRUE(t.empty());
+  EXPECT_NE(t.note.find(std::to_string(rq.q_len)), std::string::npos) << t.note;
+  EXPECT_TRUE(tree_path(t, 5).empty());
+  EXPECT_FALSE(build_tree_items(*s, 0).too_large);
+}
+
+TEST(GuiTree, NoTreeNoNodesAndTheGeometryHoldsTheRows) {
+  auto plain = planned("gpt-oss-sinks-sliding.json");
+  EXPECT_TRUE(build_tree_items(*plain, 0).empty());
+  EXPECT_FALSE(build_tree_items(*plain, 0).too_large);
+
+  auto s = planned("eagle-tree-verify.json");
+  const TreeItems t = build_tree_items(*s, 0);
+  for (float avail : {1e9f, 400.f, 120.f}) {
+    const TreeGeometry g = tree_geometry(t, avail, 60, 80);
+    EXPECT_GE(g.row, 6.f);
+    EXPECT_LE(g.row, 22.f);
+    if (avail < 1e8f && g.row > 6.f) {
+      EXPECT_LE(g.height, avail + 0.5f);
+    }
+    // left to right without overlap: tree columns, labels, block (square cells), prefix column
+    for (const TreeNodeItem& n : t.nodes) {
+      EXPECT_GT(g.node_x(n), 0.f);
+      EXPECT_LT(g.node_x(n), g.tree_w);
+      EXPECT_GE(g.row_y(n.token), g.top + g.row);  // row -1 is the prefix root's
+      EXPECT_LE(g.row_y(n.token) + g.row, g.height + 0.01f);
+    }
+    EXPECT_GE(g.label_x, g.tree_w);
+    EXPECT_GE(g.block_x, g.label_x + g.label_w);
+    EXPECT_GE(g.prefix_x, g.block_x + t.q_len * g.row);
+    EXPECT_GE(g.width, g.prefix_x + g.prefix_w);
+    // hovering a row picks its token: the node's centre, a row's edges; the root's row and below pick none
+    for (const TreeNodeItem& n : t.nodes) {
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + g.row / 2), n.token);
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + 0.01f), n.token);
+      EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(n.token) + g.row - 0.01f), n.token);
+    }
+    EXPECT_EQ(tree_row_at(g, t.q_len, g.row_y(-1) + g.row / 2), -1);
+    EXPECT_EQ(tree_row_at(g, t.q_len, 1.f), -1);
+    EXPECT_EQ(tree_row_at(g, t.q_len, g.height + 1), -1);
+  }
+}
+
+// The sink is a term of its own: one fold step (after the last tile here), its share of the mass
+// beside the keys' probabilities (together 1), and d + e^(s_h - m) beside d at every tile.
+TEST(GuiSoftmax, SinkIsItsOwnTermWithItsShareOfTheMass) {
+  const CaseSpec c = read_case_file(example("gpt-oss-sinks-sliding.json")).spec;
+  const SoftmaxTrace t = explain_case(c, 0, 0, 0);
+  ASSERT_FALSE(std::isinf(t.sink));
+  const SoftmaxView v = build_softmax_view(t, -1);
+  ASSERT_TRUE(v.has_sink);
+  EXPECT_EQ(v.events.size(), t.steps.size() + t.partials.size() + t.merges.size() + 1);
+  const int n = static_cast<int>(v.events.size());
+  EXPECT_EQ(std::count_if(v.events.begin(), v.events.end(), [](const SoftmaxEvent& e) { return e.kind == SoftmaxEvent::kSink; }),
+            1);
+  ASSERT_EQ(v.events[n - 2].kind, SoftmaxEvent::kSink) << "the sink folds last, once";
+  const MergeStep& ms = t.merges[v.events[n - 2].index];
+  ASSERT_TRUE(ms.sink);
+  EXPECT_EQ(v.sink2, ms.lse_chunk);
+  EXPECT_NEAR(v.sink2, t.sink * std::log2(std::exp(1.0)), 1e-5);
+  EXPECT_NE(v.events[n - 2].text.find("no value"), std::string::npos) << v.events[n - 2].text;
+  EXPECT_EQ(v.sink_logit, t.sink);
+  EXPECT_EQ(v.sink_prob, t.sink_prob);
+  EXPECT_GT(v.sink_prob, 0.0);
+  EXPECT_NEAR(ms.w_chunk, v.sink_prob, 1e-4) << "the fold's weight is the sink's share";
+  double keys = 0;
+  for (float p : v.probs) keys += p;
+  EXPECT_NEAR(keys + v.sink_prob, 1.0, 1e-5);
+  EXPECT_LT(keys, 1.0 - v.sink_prob / 2) << "the keys alone no longer sum to 1";
+  // the line names the sink's logit and share, in the header and the final state
+  char share[32];
+  std::snprintf(share, sizeof share, "%.5g", t.sink_prob);
+  EXPECT_NE(v.sink_line.find(share), std::string::npos) << v.sink_line;
+  EXPECT_NE(v.header.find(v.sink_line), std::string::npos);
+  EXPECT_NE(v.events.back().state.find(v.sink_line), std::string::npos);
+  // per tile: d with the sink's term against that state
+  ASSERT_EQ(v.sink_series.size(), v.d_series.size());
+  for (size_t i = 0; i < v.sink_series.size(); ++i) {
+    if (std::isinf(t.steps[i].m_new)) {
+      EXPECT_TRUE(std::isnan(v.sink_series[i]));
+      continue;
+    }
+    EXPECT_NEAR(v.sink_series[i], t.steps[i].den + std::exp2(v.sink2 - t.steps[i].m_new), 1e-3 * v.sink_series[i]);
+    EXPECT_GT(v.sink_series[i], v.d_series[i]);
+  }
+  for (const SoftmaxEvent& e : v.events)
+    if (e.kind == SoftmaxEvent::kTile && e.state.find("nothing") == std::string::npos) {
+      EXPECT_NE(e.state.find("sink's term"), std::string::npos) << e.state;
+    }
+}
+
+// A split row (a decode row over KV chunks): the sink folds once, after every chunk's merge.
+TEST(GuiSoftmax, SplitRowFoldsTheSinkOnceAfterTheMerges) {
+  const CaseSpec c = read_case_file(example("gpt-oss-sinks-full.json")).spec;
+  const SoftmaxTrace t = explain_case(c, 1, 0, 3);
+  ASSERT_TRUE(t.split);
+  const SoftmaxView v = build_softmax_view(t, -1);
+  ASSERT_TRUE(v.has_sink);
+  int sinks = 0, last_merge = -1, sink_at = -1;
+  for (int i = 0; i < static_cast<int>(v.events.size()); ++i) {
+    if (v.events[i].kind == SoftmaxEvent::kMerge) last_merge = i;
+    if (v.events[i].kind == SoftmaxEvent::kSink) ++sinks, sink_at = i;
+  }
+  EXPECT_EQ(sinks, 1);
+  EXPECT_GT(last_merge, 0);
+  EXPECT_GT(sink_at, last_merge);
+  EXPECT_NE(v.sink_line.find("after the merge"), std::string::npos) << v.sink_line;
+  double keys = 0;
+  for (float p : v.probs) keys += p;
+  EXPECT_NEAR(keys + v.sink_prob, 1.0, 1e-5);
+}
+
+TEST(GuiSoftmax, NoSinkNoSinkItems) {
+  const CaseSpec c = read_case_file(example("gemma2-window-softcap.json")).spec;
+  const SoftmaxView v = build_softmax_view(explain_case(c, 0, 0, 0), -1);
+  EXPECT_FALSE(v.has_sink);
+  EXPECT_TRUE(v.sink_series.empty());
+  EXPECT_TRUE(v.sink_line.empty());
+  EXPECT_EQ(v.header.find("sink"), std::string::npos);
+  for (const SoftmaxEvent& e : v.events) EXPECT_NE(e.kind, SoftmaxEvent::kSink);
+}
+
+namespace {
+
+struct Shot {
+  int w = 0, h = 0;
+  std::vector<unsigned char> px;
+  int64_t count(bool (*pred)(const unsigned char*)) const {
+    int64_t n = 0;
+    for (size_t i = 0; i + 3 < px.size(); i += 4) n += pred(&px[i]);
+    return n;
+  }
+};
+
+bool screenshot(const std::string& case_file, const std::string& tab, Shot* img, std::string* log) {
+  const fs::path out = fs::temp_directory_path() / ("attnscope_st_" + tab + "_" + std::to_string(::getpid()) + ".png");
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file +
+                          " --size 1280x800 --screenshot " + out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream lf(out.string() + ".log");
+  log->assign(std::istreambuf_iterator<char>(lf), {});
+  int n = 0;
+  unsigned char* data = rc == 0 ? stbi_load(out.string().c_str(), &img->w, &img->h, &n, 4) : nullptr;
+  if (!data) return false;
+  img->px.assign(data, data + static_cast<size_t>(img->w) * img->h * 4);
+  stbi_image_free(data);
+  fs::remove(out);
+  fs::remove(out.string() + ".log");
+  return true;
+}
+
+bool near(const unsigned char* p, int r, int g, int b) {
+  return std::abs(p[0] - r) < 14 && std::abs(p[1] - g) < 14 && std::abs(p[2] - b) < 14;
+}
+
+}  // namespace
+
+// The Mask tab of a tree case draws the tree (node blue), and the selected token's path (orange).
+TEST(GuiTreeShot, MaskTabDrawsTheTreeAndAPath) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  Shot img;
+  std::string log;
+  ASSERT_TRUE(screenshot(example("eagle-tree-verify.json"), "mask", &img, &log)) << log;
+  const int64_t nodes = img.count([](const unsigned char* p) { return near(p, 80, 120, 185); });
+  const int64_t path = img.count([](const unsigned char* p) { return near(p, 255, 150, 40); });
+  std::printf("tree node pixels %lld, path pixels %lld\n", static_cast<long long>(nodes), static_cast<long long>(path));
+  EXPECT_GT(nodes, 800) << "the tree's nodes";
+  EXPECT_GT(path, 800) << "the highlighted path";
+}
+
+// The Softmax tab of a sinks case draws the sink's bar and its d + e^(s_h - m) line (magenta).
+TEST(GuiSoftmaxShot, SoftmaxTabDrawsTheSink) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  Shot img;
+  std::string log;
+  ASSERT_TRUE(screenshot(example("gpt-oss-sinks-sliding.json"), "softmax", &img, &log)) << log;
+  const int64_t sink = img.count([](const unsigned char* p) { return near(p, 235, 110, 235); });
+  std::printf("sink pixels %lld\n", static_cast<long long>(sink));
+  EXPECT_GT(sink, 300) << "the sink's bar and line";
+}
