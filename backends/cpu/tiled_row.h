@@ -71,7 +71,8 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
 // dtype partials), 0 for an empty row; returns its base-2 LSE. first_chunk: the row's sink (if any)
 // is folded in before the rounding (tiled_fold_sink; `sink_step` records it): once per row, and the
 // merge carries it, so the sink adds no rounding of its own.
-float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk = false, MergeStep* sink_step = nullptr);
+float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk = false,
+                    MergeStep* sink_step = nullptr);
 
 // The final output of an unsplit row: O / den rounded to the dtype (0 when empty); returns the
 // natural-log LSE. With a sink, O / den and its LSE are folded with the sink first (tiled_fold_sink).

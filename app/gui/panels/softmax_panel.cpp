@@ -47,7 +47,8 @@ std::string sink_term_line(float sink2, float m, float den, bool split) {
   const double term = std::exp2(static_cast<double>(sink2) - m);
   return "\nsink's term against this m: exp2(s_h x log2(e) - m) = " + num(term) + "; d + it = " + num(den + term) + " (" +
          "the sink's share " + num(100.0 * term / (den + term)) + "%)" +
-         (split ? "; it joins once, into the first chunk's partial (the merge carries it)" : "; it joins once, after the last tile");
+         (split ? "; it joins once, into the first chunk's partial (the merge carries it)"
+                : "; it joins once, after the last tile");
 }
 
 }  // namespace
@@ -69,11 +70,11 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
     for (const MergeStep& m : t.merges)
       if (m.sink) v.sink2 = m.lse_chunk;
     v.sink_prob = t.sink_prob;
-    v.sink_line = "sink s_h = " + num(t.sink) + " (head " + std::to_string(t.head) + "; " + num(v.sink2) +
-                  " in base 2): e^(s_h - m) joins the denominator d once per row" +
-                  (t.split ? ", into the first chunk's partial before it is rounded (the merge carries it)" : ", after the last tile") +
-                  ", no value vector; share of the mass e^(s_h - LSE) = " + num(t.sink_prob) + ", the keys' " +
-                  num(1.0 - t.sink_prob);
+    v.sink_line =
+        "sink s_h = " + num(t.sink) + " (head " + std::to_string(t.head) + "; " + num(v.sink2) +
+        " in base 2): e^(s_h - m) joins the denominator d once per row" +
+        (t.split ? ", into the first chunk's partial before it is rounded (the merge carries it)" : ", after the last tile") +
+        ", no value vector; share of the mass e^(s_h - LSE) = " + num(t.sink_prob) + ", the keys' " + num(1.0 - t.sink_prob);
     v.header += "\n" + v.sink_line;
   }
   // events in the order the plan computes them
