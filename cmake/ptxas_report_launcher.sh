@@ -21,5 +21,7 @@ rm -f "$report"
 status=$?
 # ptxas -v: "ptxas info    : ..." lines and the indented "N bytes stack frame, ..." line under each function
 grep -vE '^ptxas info +:|^ +[0-9]+ bytes stack frame' "$report.tmp" >&2
-if [ $status == 0 ]; then mv -f "$report.tmp" "$report"; else rm -f "$report.tmp"; fi
+# touched after the move: stderr's last write comes before nvcc writes the object, and the tests take a
+# report older than its object for a stale one
+if [ $status == 0 ]; then mv -f "$report.tmp" "$report" && touch "$report"; else rm -f "$report.tmp"; fi
 exit $status
