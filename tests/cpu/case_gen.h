@@ -96,4 +96,20 @@ inline void set_head_dim(CaseSpec& c, int dim) {
   if (dim >= 256 && c.split.fixed_tile_q == 128) c.split.fixed_tile_q = 64;
 }
 
+// Gives every request with q_len >= 2 a random speculative tree over its new tokens (each parent -1 or
+// an earlier token, drawn from SplitMix64(rng_seed)), on the causal mask alone (no window or local chunk).
+inline CaseSpec with_random_trees(CaseSpec c, uint64_t rng_seed) {
+  SplitMix64 g(rng_seed);
+  c.attention.causal = true;
+  c.attention.window.reset();
+  c.attention.local_chunk.reset();
+  for (auto& r : c.requests) {
+    if (r.q_len < 2) continue;
+    r.tree_parents.clear();
+    for (int i = 0; i < r.q_len; ++i) r.tree_parents.push_back(i == 0 ? -1 : static_cast<int>(g.range(-1, i - 1)));
+  }
+  validate_case(c);
+  return c;
+}
+
 }  // namespace attnscope::testing

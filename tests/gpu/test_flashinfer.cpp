@@ -385,18 +385,7 @@ TEST(FlashInferDecode, RandomCasesPassTheTwiceLowpRule) {
 TEST(FlashInferPrefill, SpeculativeTreesRunAsItsCustomMask) {
   REQUIRE_FI_GPU();
   random_cases(kPrefill, cases(24), [](uint64_t seed, int dim) {
-    CaseSpec c = fi_ok(random_case(seed + 3000), seed, dim);
-    SplitMix64 g(seed * 31 + 7);
-    c.attention.causal = true;
-    c.attention.window.reset();
-    c.attention.local_chunk.reset();
-    for (auto& r : c.requests) {
-      if (r.q_len < 2) continue;
-      r.tree_parents.clear();
-      for (int i = 0; i < r.q_len; ++i) r.tree_parents.push_back(i == 0 ? -1 : static_cast<int>(g.range(-1, i - 1)));
-    }
-    validate_case(c);
-    return c;
+    return attnscope::testing::with_random_trees(fi_ok(random_case(seed + 3000), seed, dim), seed * 31 + 7);
   });
 }
 

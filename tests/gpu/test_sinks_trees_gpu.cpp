@@ -48,20 +48,8 @@ CaseSpec sink_case(CaseSpec c, uint64_t seed) {
   return c;
 }
 
-// Gives every request with q_len >= 2 a random tree over its new tokens (parent -1 or an earlier one).
-CaseSpec tree_case(CaseSpec c, uint64_t seed) {
-  SplitMix64 g(seed * 31 + 5);
-  c.attention.causal = true;
-  c.attention.window.reset();
-  c.attention.local_chunk.reset();
-  for (auto& r : c.requests) {
-    if (r.q_len < 2) continue;
-    r.tree_parents.clear();
-    for (int i = 0; i < r.q_len; ++i) r.tree_parents.push_back(i == 0 ? -1 : static_cast<int>(g.range(-1, i - 1)));
-  }
-  validate_case(c);
-  return c;
-}
+// Every request with q_len >= 2 gets a random tree over its new tokens (case_gen.h).
+CaseSpec tree_case(CaseSpec c, uint64_t seed) { return attnscope::testing::with_random_trees(std::move(c), seed * 31 + 5); }
 
 // The checks of one case: cuda.reference ~ cpu.reference, the 2x rule for cuda.naive and cuda.flash,
 // cuda.flash ~ cpu.tiled. Returns whether the plan split the KV.
