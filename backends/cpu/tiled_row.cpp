@@ -203,14 +203,10 @@ float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool fi
 
 float tiled_final(const TiledArith& a, const RowState& st, float* out) {
   const bool empty = st.den == 0.f;
-  if (st.sink2 == -INFINITY) {
-    for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : round_to(a.dt, (st.o[d] / st.den) * st.v_scale);
-    return lse2_to_e(empty ? -INFINITY : st.mx + std::log2(st.den));
-  }
   float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
   for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
-  tiled_fold_sink(a.Dv, out, &lse, st.sink2);
-  for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);
+  if (st.sink2 != -INFINITY) tiled_fold_sink(a.Dv, out, &lse, st.sink2);
+  for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);  // one rounding, as before the sink existed
   return lse2_to_e(lse);
 }
 
