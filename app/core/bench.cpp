@@ -20,6 +20,7 @@ WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
   const double rows = static_cast<double>(c.total_kv()) * c.num_kv_heads;
   const bool token_scales = c.fp8_kv() && c.kv_cache.scales.granularity == ScaleGranularity::kToken;
   w.kv_bytes = rows * (c.head_dim_qk + c.head_dim_vo) * kv_eb + (token_scales ? rows * 2 * 4 : 0.0);
+  if (c.mla_absorbed()) w.kv_bytes = static_cast<double>(c.total_kv()) * c.kv_bytes_per_token(eb);  // the latent, read once
   w.bytes = w.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk * q_eb + c.head_dim_vo * eb);
   return w;
 }

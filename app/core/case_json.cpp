@@ -219,8 +219,8 @@ RequestSpec parse_request(const json& j, const std::string& path) {
 
 CaseFile parse_case(const json& j) {
   Obj top(j, "",
-          {"schema", "name", "description", "requests", "heads", "head_dim", "dtype", "kv_cache", "attention", "split", "data",
-           "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
+          {"schema", "name", "description", "requests", "heads", "head_dim", "mla", "dtype", "kv_cache", "attention", "split",
+           "data", "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -237,16 +237,29 @@ CaseFile parse_case(const json& j) {
                     "one past the limit: at most " + std::to_string(kMaxRequests) + " requests are allowed");
   for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
 
+  if (top.has("mla")) {  // read first: it sets the KV heads and head dims the keys below may leave out
+    Obj m(top.raw("mla"), "/mla", {"kv_lora_rank", "rope_dim", "absorbed", "qk_nope_dim", "v_head_dim"});
+    MlaSpec ml;
+    ml.kv_lora_rank = m.get_int("kv_lora_rank", ml.kv_lora_rank);
+    ml.rope_dim = m.get_int("rope_dim", ml.rope_dim);
+    ml.absorbed = m.get_bool("absorbed", ml.absorbed);
+    ml.qk_nope_dim = m.get_int("qk_nope_dim", ml.qk_nope_dim);
+    ml.v_head_dim = m.get_int("v_head_dim", ml.v_head_dim);
+    c.mla = ml;
+  }
   top.require("heads");
   {
     Obj h(top.raw("heads"), "/heads", {"qo", "kv"});
     h.require("qo");
-    h.require("kv");
+    if (!c.mla) h.require("kv");
     c.num_qo_heads = h.get_int("qo", 0);
-    c.num_kv_heads = h.get_int("kv", 0);
+    c.num_kv_heads = h.get_int("kv", c.mla && !c.mla->absorbed ? c.num_qo_heads : 1);
   }
-  top.require("head_dim");
-  {
+  if (!c.mla) top.require("head_dim");
+  if (!top.has("head_dim")) {
+    c.head_dim_qk = c.mla->qk_dim();
+    c.head_dim_vo = c.mla->vo_dim();
+  } else {
     const json& hd = top.raw("head_dim");
     if (hd.is_number_integer()) {  // a single number sets qk and vo alike
       c.head_dim_qk = c.head_dim_vo =
@@ -460,6 +473,12 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["requests"] = reqs;
   j["heads"] = {{"qo", c.num_qo_heads}, {"kv", c.num_kv_heads}};
   j["head_dim"] = {{"qk", c.head_dim_qk}, {"vo", c.head_dim_vo}};
+  if (c.mla)
+    j["mla"] = {{"kv_lora_rank", c.mla->kv_lora_rank},
+                {"rope_dim", c.mla->rope_dim},
+                {"absorbed", c.mla->absorbed},
+                {"qk_nope_dim", c.mla->qk_nope_dim},
+                {"v_head_dim", c.mla->v_head_dim}};
   j["dtype"] = dtype_name(c.dtype);
   const auto& k = c.kv_cache;
   j["kv_cache"] = {{"storage", storage_name(k.storage)},   {"page_size", k.page_size},

@@ -103,6 +103,14 @@ std::string who_runs(Pick pick) {
 
 // "" when b takes the case's sinks and trees (from its descriptor), else the refusal naming who does.
 std::string shapes_for(const BackendInfo& b, const CaseSpec& c) {
+  if (c.is_mla()) {
+    const unsigned form = c.mla_absorbed() ? kMlaAbsorbed : kMlaNonAbsorbed;
+    const std::string what =
+        c.mla_absorbed() ? "MLA's absorbed form (/mla/absorbed true)" : "MLA's non-absorbed form (/mla/absorbed false)";
+    if (!(b.mla & form))
+      return b.id + " does not take " + what + "; " + who_runs([form](const BackendInfo& i) { return (i.mla & form) != 0; }) +
+             " do";
+  }
   if (c.has_sinks() && !b.sinks)
     return b.id + " does not take attention sinks (/attention/sinks); " + who_runs([](const BackendInfo& i) { return i.sinks; }) +
            " do";

@@ -26,7 +26,10 @@ BackendFamily cpu_family() {
        E::kFull, E::kFull, false, false, false, Role::kPlanTwin,
        fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), false},
   };
-  for (auto& b : f.backends) b.sinks = b.trees = true;  // tests/cpu/test_sinks_trees.cpp
+  for (auto& b : f.backends) {
+    b.sinks = b.trees = true;  // tests/cpu/test_sinks_trees.cpp
+    b.mla = kMlaBoth;          // both forms are ordinary attention over the derived tensors (tests/cpu/test_mla.cpp)
+  }
   f.compiled = true;
   f.note = "attnscope's CPU backends";
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {

@@ -3,48 +3,16 @@
 #include <cuda_fp16.h>
 
 #include "attnscope/workload.h"
+#include "device_gen.cuh"
+#include "device_mla.h"
 #include "device_workload.h"
 #include "sm80_primitives.cuh"
 
 namespace attnscope::cuda {
 
+using namespace gen;
+
 namespace {
-
-__device__ inline int find_request(const int64_t* indptr, int n, int64_t t) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (indptr[mid] <= t)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-__device__ inline void store(void* base, int64_t i, float v, DType t) {
-  if (t == DType::kFp32)
-    static_cast<float*>(base)[i] = v;
-  else if (t == DType::kFp16)
-    static_cast<uint16_t*>(base)[i] = f32_to_f16_bits(v);
-  else
-    static_cast<uint16_t*>(base)[i] = f32_to_bf16_bits(v);
-}
-
-struct GenParams {
-  const uint64_t* seeds;    // [requests]
-  const int64_t* q_indptr;  // [requests + 1]
-  const int* page_owner;    // [num_pages] request or < 0
-  const int* page_pos;      // [num_pages] page index inside its request
-  const int* kv_len;        // [requests]
-  const int* q_offset;      // [requests] RequestSpec::q_offset
-  const double* k_scale;    // [head_dim_qk] outlier scale per channel
-  int num_requests, hq, hk, dq, dv, page_size, num_pages;
-  KvLayout layout;
-  double mean, std;
-  DType dt;
-  bool poison;
-};
 
 __global__ void gen_q_kernel(GenParams p, void* q, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -89,8 +57,6 @@ __global__ void gen_kv_kernel(GenParams p, void* pool, int dim, TensorId tensor,
     store(pool, i, v, p.dt);
   }
 }
-
-dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535 * 4))); }
 
 __device__ inline float load(const void* base, int64_t i, DType t) {
   if (t == DType::kFp32) return static_cast<const float*>(base)[i];
@@ -276,8 +242,13 @@ int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
                                       8 * scale_count(c.kv_cache.scales.granularity,
                                                       static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size, c.num_kv_heads)
                                 : 0;
+  // MLA: generate_mla's float buffers (latent rows, W_uk and W_uv) while it runs
+  const int64_t mla_bytes =
+      c.is_mla() ? 4 * (static_cast<int64_t>(p.pages.num_pages) * p.pages.page_size * c.mla->latent_dim() +
+                        static_cast<int64_t>(c.num_qo_heads) * (c.mla->qk_nope_dim + c.mla->v_head_dim) * c.mla->kv_lora_rank)
+                 : 0;
   return dtype_bytes(c.dtype) * (c.total_q() * c.num_qo_heads * c.head_dim_qk + slots * (c.head_dim_qk + c.head_dim_vo)) +
-         mask_bytes + fp8_bytes;
+         mask_bytes + fp8_bytes + mla_bytes;
 }
 
 void require_device_memory(int64_t need, const std::string& what) {
@@ -382,11 +353,13 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   w.q.alloc(w.q_elems * eb);
   w.k.alloc(std::max<int64_t>(w.k_elems, 1) * eb);
   w.v.alloc(std::max<int64_t>(w.v_elems, 1) * eb);
-  if (w.q_elems) {
+  if (c.is_mla()) {
+    generate_mla(c, g, w);
+  } else if (w.q_elems) {
     gen_q_kernel<<<grid_for(w.q_elems), 256>>>(g, w.q.as<void>(), w.q_elems);
     check_launch("gen_q_kernel", grid_for(w.q_elems), 256, 0, false);
   }
-  if (w.k_elems) {
+  if (w.k_elems && !c.is_mla()) {
     gen_kv_kernel<<<grid_for(w.k_elems), 256>>>(g, w.k.as<void>(), c.head_dim_qk, TensorId::kK, w.k_elems);
     check_launch("gen_kv_kernel(K)", grid_for(w.k_elems), 256, 0, false);
     gen_kv_kernel<<<grid_for(w.v_elems), 256>>>(g, w.v.as<void>(), c.head_dim_vo, TensorId::kV, w.v_elems);

@@ -33,6 +33,7 @@ BackendFamily cuda_family() {
   };
   // attention sinks (folded into each row at its store or merge) and trees (the plan's mask bits)
   for (auto& b : f.backends) b.sinks = b.trees = true;
+  f.backends[0].mla = f.backends[1].mla = kMlaBoth;  // the naive kernels: any head dims (tests/gpu/test_mla_gpu.cpp)
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = "attnscope's CUDA kernels, CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +

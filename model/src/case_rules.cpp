@@ -51,6 +51,36 @@ void validate_sinks(const CaseSpec& c) {
                 num(kMaxSinkLogit) + "]");
 }
 
+// /mla: the dims in range, and the heads / head dims it sets (docs/conventions.md section 13). FP8
+// latent caches, outlier channels, sinks and head-dim padding are not modelled with it.
+void validate_mla(const CaseSpec& c) {
+  if (!c.mla) return;
+  const MlaSpec& m = *c.mla;
+  auto in = [](int v, int lo, int hi, const std::string& path) {
+    require(v >= lo && v <= hi, path,
+            std::to_string(v) + " is out of range, must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  in(m.kv_lora_rank, 1, 1024, "/mla/kv_lora_rank");
+  in(m.rope_dim, 0, 1024 - m.kv_lora_rank, "/mla/rope_dim");
+  in(m.qk_nope_dim, 1, 1024 - m.rope_dim, "/mla/qk_nope_dim");
+  in(m.v_head_dim, 1, 1024, "/mla/v_head_dim");
+  const std::string form = m.absorbed ? "absorbed" : "non-absorbed";
+  const int kv = m.absorbed ? 1 : c.num_qo_heads;
+  require(c.num_kv_heads == kv, "/heads/kv",
+          std::to_string(c.num_kv_heads) + " with /mla " + form + ", must be " + std::to_string(kv) +
+              (m.absorbed ? " (one latent head shared by every query head)" : " (one up-projected K/V head per query head)"));
+  require(c.head_dim_qk == m.qk_dim(), "/head_dim/qk",
+          std::to_string(c.head_dim_qk) + " with /mla " + form + ", must be " + std::to_string(m.qk_dim()) +
+              (m.absorbed ? " (kv_lora_rank + rope_dim)" : " (qk_nope_dim + rope_dim)") + ", or leave head_dim out");
+  require(c.head_dim_vo == m.vo_dim(), "/head_dim/vo",
+          std::to_string(c.head_dim_vo) + " with /mla " + form + ", must be " + std::to_string(m.vo_dim()) +
+              (m.absorbed ? " (kv_lora_rank)" : " (v_head_dim)") + ", or leave head_dim out");
+  require(!c.fp8_kv(), "/kv_cache/dtype", "an FP8 latent cache is not modelled, MLA cases store the latent in the case dtype");
+  require(c.data.outlier_channels.empty(), "/data/outliers", "not with /mla (the latent has no per-head channels to scale)");
+  require(!c.attention.sinks, "/attention/sinks", "not with /mla (sinks are gpt-oss's, MLA models have none)");
+  require(!c.pad_head_dim_to, "/kernels/pad_head_dim_to", "not with /mla");
+}
+
 // /requests/i/tree_parents: q_len entries, each -1 (the prefix) or an earlier new token. A parent
 // before its child excludes self references and cycles by construction.
 void validate_tree(const RequestSpec& r, size_t i) {
@@ -201,7 +231,13 @@ const char* dtype_name(DType t) {
 const char* layout_name(KvLayout l) { return l == KvLayout::kNHD ? "NHD" : "HND"; }
 
 double CaseSpec::sm_scale_or_default() const {
-  return attention.sm_scale ? *attention.sm_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
+  if (attention.sm_scale) return *attention.sm_scale;
+  // MLA: both forms scale by the per-head QK dims (DeepSeek's softmax_scale), not the latent's 576
+  return 1.0 / std::sqrt(static_cast<double>(mla ? mla->qk_nope_dim + mla->rope_dim : head_dim_qk));
+}
+int64_t CaseSpec::kv_bytes_per_token(int eb) const {
+  if (mla_absorbed()) return static_cast<int64_t>(mla->latent_dim()) * eb;  // V is the latent's ckv part
+  return static_cast<int64_t>(num_kv_heads) * (head_dim_qk + head_dim_vo) * eb;
 }
 bool CaseSpec::has_trees() const {
   for (const auto& r : requests)
@@ -287,6 +323,7 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   }
 
   validate_fp8(c);
+  validate_mla(c);
 
   // attention
   if (a.window)

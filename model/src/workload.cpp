@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "attnscope/fp8.h"
+#include "attnscope/mla.h"
 
 namespace attnscope {
 
@@ -114,6 +115,10 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
   w.k_pool.assign(slots * Dq, fill);
   w.v_pool.assign(slots * Dv, fill);
 
+  if (c.is_mla()) {  // derived tensors (docs/conventions.md section 13); MLA has no FP8 or outliers
+    make_mla_workload(c, pt, w);
+    return w;
+  }
   std::vector<double> k_scale(Dq, 1.0);
   for (int ch : c.data.outlier_channels) k_scale[ch] = c.data.outlier_scale;
 

@@ -48,6 +48,7 @@ enum class Role { kNone, kReference, kLowp, kPlanTwin };
 
 constexpr unsigned fp8_bit(ScaleGranularity g) { return 1u << static_cast<unsigned>(g); }
 constexpr unsigned kFp8AnyScales = 7u;  // tensor, head and token
+constexpr unsigned kMlaAbsorbed = 1u, kMlaNonAbsorbed = 2u, kMlaBoth = 3u;
 
 // One backend as its family describes it. Everything that lists ids, or asks what a backend takes,
 // reads these: validation, refusal messages, the CLI's help and tables, the GUI's lists.
@@ -74,6 +75,9 @@ struct BackendInfo {
   // docs/conventions.md section 12. False: the registry refuses the case, naming who takes it.
   bool sinks = false;
   bool trees = false;
+  // MLA (/mla, docs/conventions.md section 13): the forms it runs, bits kMlaAbsorbed / kMlaNonAbsorbed
+  // (0: refuses MLA cases).
+  unsigned mla = 0;
 };
 
 // Writes DIR/<name>.npy for a family's script writer: the app's writer, so that a family does not

@@ -101,6 +101,23 @@ struct AttentionSpec {
   bool operator==(const AttentionSpec&) const = default;
 };
 
+// /mla: DeepSeek's multi-head latent attention (docs/conventions.md section 13). The cache holds one
+// latent vector per token, [ckv (kv_lora_rank) ; kpe (rope_dim)], shared by every query head. Absorbed
+// (decode): one latent KV head, QK over rank + rope dims, VO over the rank dims. Non-absorbed (prefill):
+// per-head K = [W_uk ckv ; kpe] and V = W_uv ckv, up-projected by seeded matrices, so both forms are
+// one model and their outputs can be diffed (mla.h's mla_project_output).
+struct MlaSpec {
+  int kv_lora_rank = 512;
+  int rope_dim = 64;
+  bool absorbed = true;
+  int qk_nope_dim = 128;  // per-head no-position dims of Q and K
+  int v_head_dim = 128;   // per-head V / O dims of the non-absorbed form
+  bool operator==(const MlaSpec&) const = default;
+  int latent_dim() const { return kv_lora_rank + rope_dim; }
+  int qk_dim() const { return absorbed ? latent_dim() : qk_nope_dim + rope_dim; }
+  int vo_dim() const { return absorbed ? kv_lora_rank : v_head_dim; }
+};
+
 enum class Planner { kFlashInfer, kFlashAttn, kFixed, kOff };
 enum class PartialPrecision { kFp32, kDtype };  // split-KV partial outputs kept in fp32 or rounded
 
@@ -156,6 +173,7 @@ struct CaseSpec {
   SplitSpec split;
   DataSpec data;
   std::optional<Fp8AttentionSpec> fp8_attention;  // needs kv_cache.fp8
+  std::optional<MlaSpec> mla;                     // sets num_kv_heads and the head dims (validate_case)
   std::vector<std::string> backends;              // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
@@ -172,6 +190,13 @@ struct CaseSpec {
   bool fp8_kv() const { return kv_cache.fp8.has_value(); }
   bool has_sinks() const { return attention.sinks.has_value(); }
   bool has_trees() const;  // any request has tree_parents
+  bool is_mla() const { return mla.has_value(); }
+  bool mla_absorbed() const { return mla && mla->absorbed; }
+  // Dims of the generator's Q row: the case's head_dim_qk, or MLA's non-absorbed qk_nope + rope (the
+  // absorbed Q is derived from it, docs/conventions.md section 13).
+  int q_gen_dim() const { return mla ? mla->qk_nope_dim + mla->rope_dim : head_dim_qk; }
+  // Bytes of the KV cache per token: K and V per KV head, or MLA's latent row (absorbed form).
+  int64_t kv_bytes_per_token(int elem_bytes) const;
   int effective_page_size() const { return kv_cache.storage == KvStorage::kRagged ? 1 : kv_cache.page_size; }
 };
 

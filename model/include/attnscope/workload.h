@@ -23,7 +23,7 @@
 
 namespace attnscope {
 
-enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3, kSink = 4 };
+enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3, kSink = 4, kWuk = 5, kWuv = 6 };
 
 AS_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -78,7 +78,7 @@ struct Workload {
 
 // Index of an element in the generator's stream (independent of paging and layout).
 inline uint64_t q_index(const CaseSpec& c, int r, int q, int h, int d) {
-  return (static_cast<uint64_t>(q + c.requests[r].q_offset) * c.num_qo_heads + h) * c.head_dim_qk + d;
+  return (static_cast<uint64_t>(q + c.requests[r].q_offset) * c.num_qo_heads + h) * c.q_gen_dim() + d;
 }
 inline uint64_t kv_index(int k, int h, int d, int heads, int dim) { return (static_cast<uint64_t>(k) * heads + h) * dim + d; }
 

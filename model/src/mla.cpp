@@ -1,0 +1,127 @@
+// MLA's tensors: docs/conventions.md section 13.
+#include "attnscope/mla.h"
+
+#include <cmath>
+
+namespace attnscope {
+
+MlaGen mla_gen(const CaseSpec& c) {
+  const MlaSpec& m = *c.mla;
+  MlaGen g;
+  g.rank = m.kv_lora_rank;
+  g.rope = m.rope_dim;
+  g.nope = m.qk_nope_dim;
+  g.vdim = m.v_head_dim;
+  g.heads = c.num_qo_heads;
+  g.inv_sqrt_rank = 1.0 / std::sqrt(static_cast<double>(m.kv_lora_rank));
+  g.mean = c.data.mean;
+  g.std = c.data.std;
+  g.weight_seed = c.data.seed;
+  g.dt = c.dtype;
+  return g;
+}
+
+std::vector<float> mla_latent_rows(const MlaGen& g, uint64_t seed, int64_t k0, int count) {
+  std::vector<float> rows(static_cast<size_t>(count) * g.latent());
+  for (int i = 0; i < count; ++i)
+    for (int d = 0; d < g.latent(); ++d) rows[static_cast<size_t>(i) * g.latent() + d] = mla_latent(g, seed, k0 + i, d);
+  return rows;
+}
+
+MlaWeights mla_weights(const MlaGen& g) {
+  MlaWeights w;
+  w.w_uk.resize(static_cast<size_t>(g.heads) * g.nope * g.rank);
+  w.w_uv.resize(static_cast<size_t>(g.heads) * g.vdim * g.rank);
+  size_t i = 0;
+  for (int h = 0; h < g.heads; ++h)
+    for (int n = 0; n < g.nope; ++n)
+      for (int d = 0; d < g.rank; ++d) w.w_uk[i++] = mla_weight(g, TensorId::kWuk, h, n, d);
+  i = 0;
+  for (int h = 0; h < g.heads; ++h)
+    for (int n = 0; n < g.vdim; ++n)
+      for (int d = 0; d < g.rank; ++d) w.w_uv[i++] = mla_weight(g, TensorId::kWuv, h, n, d);
+  return w;
+}
+
+CaseSpec mla_other_form(const CaseSpec& c) {
+  CaseSpec o = c;
+  o.mla->absorbed = !c.mla->absorbed;
+  o.num_kv_heads = o.mla->absorbed ? 1 : o.num_qo_heads;
+  o.head_dim_qk = o.mla->qk_dim();
+  o.head_dim_vo = o.mla->vo_dim();
+  o.backends.clear();
+  o.comparisons.clear();
+  return o;
+}
+
+std::vector<double> mla_project_output(const CaseSpec& c, const std::vector<float>& o_lat) {
+  const MlaGen g = mla_gen(c);
+  const MlaWeights w = mla_weights(g);
+  const int64_t rows = static_cast<int64_t>(o_lat.size()) / (static_cast<int64_t>(g.heads) * g.rank);
+  std::vector<double> out(static_cast<size_t>(rows) * g.heads * g.vdim);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int h = 0; h < g.heads; ++h) {
+      const float* x = o_lat.data() + (t * g.heads + h) * g.rank;
+      for (int j = 0; j < g.vdim; ++j) {
+        const float* wr = w.w_uv.data() + (static_cast<size_t>(h) * g.vdim + j) * g.rank;
+        double s = 0;
+        for (int d = 0; d < g.rank; ++d) s += static_cast<double>(wr[d]) * x[d];
+        out[(t * g.heads + h) * g.vdim + j] = s;
+      }
+    }
+  return out;
+}
+
+namespace {
+
+// Q rows of request r: the generator's [q_nope ; q_pe] (non-absorbed), or [W_uk^T q_nope ; q_pe].
+void mla_queries(const CaseSpec& c, const MlaGen& g, const MlaWeights& w, int r, float* q) {
+  const int H = c.num_qo_heads, Dq = c.head_dim_qk, Dg = g.q_dim();
+  const uint64_t seed = c.request_seed(r);
+  std::vector<float> qg(Dg);
+  for (int t = 0; t < c.requests[r].q_len; ++t)
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < Dg; ++i) qg[i] = gen_value(seed, TensorId::kQ, q_index(c, r, t, h, i), g.mean, g.std, 1.0, g.dt);
+      float* row = q + (static_cast<size_t>(t) * H + h) * Dq;
+      if (!c.mla->absorbed) {
+        for (int i = 0; i < Dg; ++i) row[i] = qg[i];
+        continue;
+      }
+      const float* wk = w.w_uk.data() + static_cast<size_t>(h) * g.nope * g.rank;
+      for (int d = 0; d < g.rank; ++d) row[d] = mla_dot(g, g.nope, wk + d, g.rank, qg.data(), 1);
+      for (int j = 0; j < g.rope; ++j) row[g.rank + j] = qg[g.nope + j];
+    }
+}
+
+}  // namespace
+
+void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
+  const MlaGen g = mla_gen(c);
+  const MlaWeights wt = mla_weights(g);
+  const int Hk = c.num_kv_heads, Dq = c.head_dim_qk, Dv = c.head_dim_vo, ps = pt.page_size;
+  const KvLayout lay = c.kv_cache.layout;
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    mla_queries(c, g, wt, r, w.q.data() + w.q_indptr[r] * c.num_qo_heads * Dq);
+    const uint64_t seed = c.request_seed(r);
+    for (int k = 0; k < c.requests[r].kv_len; ++k) {
+      const std::vector<float> lat = mla_latent_rows(g, seed, k, 1);
+      const int page = pt.page_of(r, k), slot = k % ps;
+      for (int h = 0; h < Hk; ++h) {
+        float* kr = w.k_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dq);
+        float* vr = w.v_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dv);
+        if (c.mla->absorbed) {  // one latent head: K is the row, V its ckv part
+          for (int d = 0; d < Dq; ++d) kr[d] = lat[d];
+          for (int d = 0; d < Dv; ++d) vr[d] = lat[d];
+          continue;
+        }
+        for (int n = 0; n < g.nope; ++n)
+          kr[n] = mla_dot(g, g.rank, wt.w_uk.data() + (static_cast<size_t>(h) * g.nope + n) * g.rank, 1, lat.data(), 1);
+        for (int j = 0; j < g.rope; ++j) kr[g.nope + j] = lat[g.rank + j];
+        for (int j = 0; j < g.vdim; ++j)
+          vr[j] = mla_dot(g, g.rank, wt.w_uv.data() + (static_cast<size_t>(h) * g.vdim + j) * g.rank, 1, lat.data(), 1);
+      }
+    }
+  }
+}
+
+}  // namespace attnscope
