@@ -101,6 +101,9 @@ std::string case_summary(const CaseSpec& c) {
     << ", " << c.total_q() << " query / " << c.total_kv() << " kv tokens, heads " << c.num_qo_heads << "/" << c.num_kv_heads
     << ", head_dim " << c.head_dim_qk;
   if (c.head_dim_vo != c.head_dim_qk) o << "/" << c.head_dim_vo;  // streamed: GCC 12 -Wrestrict misfires on "/" + string
+  if (c.mla)
+    o << " (MLA " << (c.mla->absorbed ? "absorbed" : "non-absorbed") << ", latent " << c.mla->kv_lora_rank << " + "
+      << c.mla->rope_dim << ")";
   o << ", " << dtype_name(c.dtype);
   if (c.kv_cache.fp8)
     o << (c.fp8_attention ? " out, Q/K/V " : ", KV ") << fp8_name(*c.kv_cache.fp8) << " ("

@@ -72,6 +72,31 @@ std::vector<double> mla_project_output(const CaseSpec& c, const std::vector<floa
   return out;
 }
 
+std::vector<float> mla_query_row(const CaseSpec& c, int r, int t, int h) {
+  const MlaGen g = mla_gen(c);
+  std::vector<float> qg(g.q_dim()), row(c.head_dim_qk);
+  for (int i = 0; i < g.q_dim(); ++i)
+    qg[i] = gen_value(c.request_seed(r), TensorId::kQ, q_index(c, r, t, h, i), g.mean, g.std, 1.0, g.dt);
+  if (!c.mla->absorbed) return qg;
+  for (int d = 0; d < g.rank; ++d)
+    row[d] = mla_dot_f(
+        g, g.nope, [&](int n) { return mla_weight(g, TensorId::kWuk, h, n, d); }, [&](int n) { return qg[n]; });
+  for (int j = 0; j < g.rope; ++j) row[g.rank + j] = qg[g.nope + j];
+  return row;
+}
+
+std::vector<float> mla_key_row(const CaseSpec& c, int r, int k, int h) {
+  const MlaGen g = mla_gen(c);
+  const std::vector<float> lat = mla_latent_rows(g, c.request_seed(r), k, 1);
+  if (c.mla->absorbed) return lat;
+  std::vector<float> row(c.head_dim_qk);
+  for (int n = 0; n < g.nope; ++n)
+    row[n] = mla_dot_f(
+        g, g.rank, [&](int d) { return mla_weight(g, TensorId::kWuk, h, n, d); }, [&](int d) { return lat[d]; });
+  for (int j = 0; j < g.rope; ++j) row[g.nope + j] = lat[g.rank + j];
+  return row;
+}
+
 namespace {
 
 // Q rows of request r: the generator's [q_nope ; q_pe] (non-absorbed), or [W_uk^T q_nope ; q_pe].

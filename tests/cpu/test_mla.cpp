@@ -64,8 +64,8 @@ Result run(const std::string& id, const CaseSpec& c, const Plan& p, const Worklo
 }
 
 const float* pool_row(const CaseSpec& c, const Plan& p, const std::vector<float>& pool, int r, int k, int h, int dim) {
-  return pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(r, k), k % p.pages.page_size, h, 0, p.pages.page_size,
-                                 c.num_kv_heads, dim);
+  return pool.data() +
+         kv_offset(c.kv_cache.layout, p.pages.page_of(r, k), k % p.pages.page_size, h, 0, p.pages.page_size, c.num_kv_heads, dim);
 }
 
 // |a - b| within one unit in the last place of the dtype at b's magnitude: the generator sums in eight
@@ -92,8 +92,8 @@ TEST(Mla, AbsorbedTensorsAreTheLatentAndTheAbsorbedQuery) {
         const float* kr = pool_row(c, p, w.k_pool, r, k, 0, c.head_dim_qk);
         const float* vr = pool_row(c, p, w.v_pool, r, k, 0, c.head_dim_vo);
         for (int d = 0; d < m.latent_dim(); ++d)
-          ASSERT_EQ(kr[d], gen_value(c.request_seed(r), TensorId::kK, static_cast<uint64_t>(k) * m.latent_dim() + d, 0, 1, 1,
-                                     c.dtype));
+          ASSERT_EQ(kr[d],
+                    gen_value(c.request_seed(r), TensorId::kK, static_cast<uint64_t>(k) * m.latent_dim() + d, 0, 1, 1, c.dtype));
         for (int d = 0; d < m.kv_lora_rank; ++d) ASSERT_EQ(vr[d], kr[d]);
       }
       for (int t = 0; t < c.requests[r].q_len; ++t)
@@ -166,7 +166,9 @@ TEST(Mla, BothFormsAgreeThroughTheOutputProjection) {
     EXPECT_LE(err, 2 * lowp + 1e-3) << "seed " << seed << ": forms differ by " << err << ", lowp by " << lowp;
     EXPECT_GT(err, 0.0) << "the forms round different tensors; equal outputs mean one form was not derived";
     for (size_t i = 0; i < ra.lse.size(); ++i) {  // same logits up to the input roundings: LSE agrees closely
-      if (std::isfinite(ra.lse[i])) EXPECT_NEAR(ra.lse[i], rn.lse[i], 0.05) << "seed " << seed << " row " << i;
+      if (std::isfinite(ra.lse[i])) {
+        EXPECT_NEAR(ra.lse[i], rn.lse[i], 0.05) << "seed " << seed << " row " << i;
+      }
     }
   }
 }
@@ -259,4 +261,21 @@ TEST(Mla, RegistryRefusesBackendsWithoutTheForm) {
   EXPECT_NE(r.message.find("cpu.tiled does not take MLA's absorbed form (/mla/absorbed true); cpu.reference, cpu.lowp"),
             std::string::npos)
       << r.message;
+}
+
+// The GUI's pair inspector reads single rows; they are the workload's rows bit for bit.
+TEST(Mla, SingleRowsAreTheWorkloadsRows) {
+  for (bool absorbed : {true, false}) {
+    const CaseSpec c = mla_case(7, absorbed);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+      for (int h = 0; h < c.num_qo_heads; ++h) {
+        const int t = c.requests[r].q_len - 1, k = c.requests[r].kv_len - 1, kvh = absorbed ? 0 : h;
+        const float* q = w.q.data() + ((w.q_indptr[r] + t) * c.num_qo_heads + h) * c.head_dim_qk;
+        EXPECT_EQ(mla_query_row(c, r, t, h), std::vector<float>(q, q + c.head_dim_qk)) << r << " " << h;
+        const float* kr = pool_row(c, p, w.k_pool, r, k, kvh, c.head_dim_qk);
+        EXPECT_EQ(mla_key_row(c, r, k, kvh), std::vector<float>(kr, kr + c.head_dim_qk)) << r << " " << h;
+      }
+  }
 }

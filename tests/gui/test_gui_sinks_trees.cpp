@@ -1,5 +1,5 @@
-// GUI views of issue 28's shapes: the Mask tab's tree view (tree_parents) and the Softmax tab's
-// attention sink, checked as draw items without a window, then as screenshots under Xvfb.
+// GUI views of issue 28's shapes: the Mask tab's tree view (tree_parents), the Softmax tab's
+// attention sink and the Pages tab's MLA latent layout, checked as draw items without a window, then as screenshots under Xvfb.
 #include <gtest/gtest.h>
 #include <stb/stb_image.h>  // the implementation is in test_gui.cpp
 
@@ -15,6 +15,7 @@
 #include "attnscope/mask_bits.h"
 #include "case_json.h"
 #include "explain.h"
+#include "panels/mla_view.h"
 #include "panels/softmax_panel.h"
 #include "panels/tree_view.h"
 #include "session.h"
@@ -315,4 +316,46 @@ TEST(GuiSoftmaxShot, SoftmaxTabDrawsTheSink) {
   const int64_t sink = img.count([](const unsigned char* p) { return near(p, 235, 110, 235); });
   std::printf("sink pixels %lld\n", static_cast<long long>(sink));
   EXPECT_GT(sink, 300) << "the sink's bar and line";
+}
+
+// The MLA view's numbers: the absorbed form reads the latent row once (576 x 2 bytes in bf16); the
+// same model as per-head K and V would store 128 x (192 + 128) x 2; the non-absorbed form reads those.
+TEST(GuiMla, LatentLayoutCountsBytesPerTokenAndPool) {
+  auto d = planned("deepseek-v3-decode.json");
+  const MlaLayoutItems a = build_mla_layout(*d);
+  ASSERT_TRUE(a.mla);
+  EXPECT_TRUE(a.absorbed);
+  EXPECT_EQ(a.latent_bytes, 1152);
+  EXPECT_EQ(a.kernel_bytes, 1152);
+  EXPECT_EQ(a.per_head_bytes, 128 * (192 + 128) * 2);
+  EXPECT_NEAR(a.ratio, 81920.0 / 1152.0, 1e-9);
+  EXPECT_EQ(a.tokens, static_cast<int64_t>(d->plan.pages.num_pages) * 64);
+  auto p = planned("deepseek-v3-prefill.json");
+  const MlaLayoutItems n = build_mla_layout(*p);
+  EXPECT_FALSE(n.absorbed);
+  EXPECT_EQ(n.kernel_bytes, 128 * (192 + 128) * 2);
+  EXPECT_FALSE(build_mla_layout(*planned("eagle-tree-verify.json")).mla);
+}
+
+// The Pages tab of an MLA case draws the latent row: its ckv part (blue) far wider than its kpe (amber).
+TEST(GuiMlaShot, PagesTabDrawsTheLatentRow) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  Shot img;
+  std::string log;
+  // the example's heads and latent, shorter requests: the screenshot waits for the CPU backends
+  CaseSpec c = read_case_file(example("deepseek-v3-decode.json")).spec;
+  c.requests = {{1, 700}, {1, 300}, {1, 65}};
+  c.backends = {"cpu.reference"};
+  c.comparisons.clear();
+  const fs::path file = fs::temp_directory_path() / ("attnscope_mla_" + std::to_string(::getpid()) + ".json");
+  write_text_file(file.string(), case_to_text(c));
+  const bool shot = screenshot(file.string(), "pages", &img, &log);
+  fs::remove(file);
+  ASSERT_TRUE(shot) << log;
+  const int64_t ckv = img.count([](const unsigned char* p) { return near(p, 110, 170, 230); });
+  const int64_t kpe = img.count([](const unsigned char* p) { return near(p, 235, 180, 90); });
+  std::printf("ckv pixels %lld, kpe pixels %lld\n", static_cast<long long>(ckv), static_cast<long long>(kpe));
+  EXPECT_GT(kpe, 500) << "the kpe part";
+  EXPECT_GT(ckv, 5 * kpe) << "ckv is 512 of the row's 576 dims";
 }

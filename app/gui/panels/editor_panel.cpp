@@ -190,6 +190,36 @@ std::string apply_fp8_editor_state(const Fp8EditorState& st, CaseSpec& c) {
 }
 
 // The FP8 fields: the cache's dtype, the scales' granularity and values, FP8 attention.
+// /mla (docs/conventions.md section 13): on/off, the form and the dims; the KV heads and head dims follow.
+bool EditorPanel::draw_mla(CaseSpec& c) {
+  bool on = c.is_mla(), ch = false;
+  if (ImGui::Checkbox("MLA (DeepSeek)", &on)) {
+    ch = true;
+    if (on) {
+      c.mla = MlaSpec{};
+    } else {
+      c.mla.reset();
+      c.num_kv_heads = 1;
+    }
+  }
+  if (!c.mla) return ch;
+  MlaSpec& m = *c.mla;
+  ch |= ImGui::Checkbox("absorbed (decode form)", &m.absorbed);
+  ch |= ImGui::InputInt("kv_lora_rank", &m.kv_lora_rank, 64);
+  ch |= ImGui::InputInt("rope_dim", &m.rope_dim, 16);
+  ch |= ImGui::InputInt("qk_nope_dim", &m.qk_nope_dim, 16);
+  ch |= ImGui::InputInt("v_head_dim", &m.v_head_dim, 16);
+  if (ch || c.num_kv_heads != (m.absorbed ? 1 : c.num_qo_heads) || c.head_dim_qk != m.qk_dim() || c.head_dim_vo != m.vo_dim()) {
+    c.num_kv_heads = m.absorbed ? 1 : c.num_qo_heads;
+    c.head_dim_qk = m.qk_dim();
+    c.head_dim_vo = m.vo_dim();
+    ch = true;
+  }
+  ImGui::TextDisabled("  %s: heads %d/%d, head dims %d/%d, sm_scale 1/sqrt(%d)", m.absorbed ? "absorbed" : "non-absorbed",
+                      c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo, m.qk_nope_dim + m.rope_dim);
+  return ch;
+}
+
 bool EditorPanel::draw_fp8(CaseSpec& c) {
   Fp8EditorState st = fp8_editor_state(c);
   bool ch = false;
@@ -349,11 +379,14 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
   }
   if (ImGui::CollapsingHeader("Heads, dims, dtype", ImGuiTreeNodeFlags_DefaultOpen)) {
     ch |= ImGui::InputInt("qo heads", &c.num_qo_heads);
+    ImGui::BeginDisabled(c.is_mla());  // /mla sets them (draw_mla)
     ch |= ImGui::InputInt("kv heads", &c.num_kv_heads);
     ch |= ImGui::InputInt("head_dim qk", &c.head_dim_qk, 8);
     ch |= ImGui::InputInt("head_dim vo", &c.head_dim_vo, 8);
+    ImGui::EndDisabled();
     ch |= combo("dtype", c.dtype, {{"bf16", DType::kBf16}, {"fp16", DType::kFp16}, {"fp32", DType::kFp32}});
   }
+  if (ImGui::CollapsingHeader("MLA (latent KV cache)", c.is_mla() ? ImGuiTreeNodeFlags_DefaultOpen : 0)) ch |= draw_mla(c);
   if (ImGui::CollapsingHeader("KV cache")) {
     auto& k = c.kv_cache;
     if (combo("storage", k.storage, {{"paged", KvStorage::kPaged}, {"ragged", KvStorage::kRagged}})) {

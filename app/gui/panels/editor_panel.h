@@ -50,6 +50,7 @@ class EditorPanel {
   bool sort_ascending_ = true;
   std::string fp8_error_;  // scale text that did not parse
   bool draw_fp8(CaseSpec& c);
+  bool draw_mla(CaseSpec& c);
 };
 
 }  // namespace attnscope::gui

@@ -9,6 +9,7 @@
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_bits.h"
+#include "attnscope/mla.h"
 #include "attnscope/registry.h"
 #include "attnscope/workload.h"
 #include "draw/axes.h"
@@ -80,7 +81,11 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k, cons
     r.q_scale = fp8->q_scale;
   }
   double dot = 0;
-  for (int d = 0; d < c.head_dim_qk; ++d) {
+  if (c.is_mla()) {  // derived rows (docs/conventions.md section 13); no FP8 or outliers with /mla
+    const std::vector<float> qr = mla_query_row(c, request, q, head), kr = mla_key_row(c, request, k, kvh);
+    for (int d = 0; d < c.head_dim_qk; ++d) dot += static_cast<double>(qr[d]) * kr[d];
+  }
+  for (int d = 0; d < (c.is_mla() ? 0 : c.head_dim_qk); ++d) {
     const double scale =
         std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
     float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);

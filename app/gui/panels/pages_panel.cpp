@@ -9,6 +9,7 @@
 #include "draw/axes.h"
 #include "draw/colormap.h"
 #include "draw/text_fit.h"
+#include "mla_view.h"
 
 namespace attnscope::gui {
 
@@ -76,6 +77,7 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
   }
   const PagesItems& it = items_;
+  if (s.spec().mla) draw_mla_layout(build_mla_layout(s));
   ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
               it.has_null ? ", page 0 is the null page" : "",
               s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");

@@ -46,7 +46,9 @@ AS_HD inline float mla_dot_f(const MlaGen& g, int n, A a, B b) {
 // The same over two strided arrays; unit strides run in blocks of 8 (the same order: partial j takes
 // terms j, j + 8, ...), which the host compiler vectorises.
 AS_HD inline float mla_dot(const MlaGen& g, int n, const float* a, int sa, const float* b, int sb) {
-  if (sa != 1 || sb != 1) return mla_dot_f(g, n, [=](int d) { return a[d * sa]; }, [=](int d) { return b[d * sb]; });
+  if (sa != 1 || sb != 1)
+    return mla_dot_f(
+        g, n, [=](int d) { return a[d * sa]; }, [=](int d) { return b[d * sb]; });
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int d = 0;
   for (; d + 8 <= n; d += 8)
@@ -72,6 +74,11 @@ CaseSpec mla_other_form(const CaseSpec& c);
 // The absorbed form's latent output O_lat [tokens][heads][rank] projected through W_uv to the
 // non-absorbed output [tokens][heads][vdim], in double (for diffing the two forms).
 std::vector<double> mla_project_output(const CaseSpec& absorbed, const std::vector<float>& o_latent);
+
+// One row of the workload without building it (the GUI's pair inspector): query token t of request r,
+// head h ([head_dim_qk]); key k's K row for head h (the latent when absorbed). Same bits as make_workload.
+std::vector<float> mla_query_row(const CaseSpec& c, int r, int t, int h);
+std::vector<float> mla_key_row(const CaseSpec& c, int r, int k, int h);
 
 // Fills w.q / w.k_pool / w.v_pool of an MLA case (make_workload calls it).
 void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w);
