@@ -14,6 +14,7 @@
 #include "attnscope/registry.h"
 #include "dump.h"
 #include "export_fp8.h"
+#include "export_shapes.h"
 #include "expr_numpy.h"
 #include "repro.h"
 
@@ -68,6 +69,11 @@ Choice choose(const CaseSpec& c, const Plan& p, const std::string& target) {
   Choice ch{script_api(c, target), {}};
   if (ch.api == ScriptApi::kFamily) {
     ch.part = family_of(target)->script_part(c, p, target);
+  } else if (ch.api == ScriptApi::kSinksTorch) {
+    ch.part.label = "PyTorch (sinks)";
+    ch.part.library =
+        "PyTorch eager attention with the sink column, upcast to float32 (gpt-oss's formulation; no library kernel here "
+        "takes attnscope's sinks)";
   } else if (ch.api == ScriptApi::kSdpa) {
     ch.part.label = "SDPA";
     ch.part.library = "PyTorch torch.nn.functional.scaled_dot_product_attention, one request at a time";
@@ -102,7 +108,7 @@ std::string case_line(const CaseSpec& c) {
   if (has_padding(c)) o << ", padding";
   if (c.attention.soft_cap) o << ", soft-cap " << py_float(*c.attention.soft_cap);
   if (c.attention.alibi) o << ", ALiBi";
-  o << ", sm_scale " << py_float(c.sm_scale_or_default());
+  o << shapes_case_text(c) << ", sm_scale " << py_float(c.sm_scale_or_default());
   return o.str();
 }
 
@@ -191,7 +197,7 @@ std::string constants(const Session& s, const std::string& target, const Choice&
     o << "# ALiBi: s += ALIBI_SLOPES[h] * (k - q_abs), slopes 2^(-8 (h + 1) / n) (interpolated when n is no power of 2)\n"
       << py_assign("ALIBI_SLOPES", strs(v, py_float));
   }
-  o << fp8_constants(c);
+  o << shapes_constants(c) << fp8_constants(c);
   if (ch.part.refusal.empty()) o << ch.part.constants;
   o << "TWICE_ATOL = " << py_float(twice_atol) << "  # rounding floor of the 2x rule\n";
   return o.str();
@@ -213,6 +219,7 @@ std::string batch_fns(const CaseSpec& c) {
     o << "    doc = np.asarray(DOC_STARTS[r])\n"
       << "    m &= np.searchsorted(doc, k, side=\"right\") == np.searchsorted(doc, q_abs, side=\"right\")  # same document\n";
   if (has_padding(c)) o << "    m &= (k < PAD_START[r]) & (q_abs < PAD_START[r])  # padding\n";
+  o << tree_mask_line(c);
   if (c.attention.mask_mod) {
     // attnscope evaluates a mask_mod with h = 0 (the case rules refuse one that reads h) and the
     // request's own document starts (none: doc() is 0)
@@ -221,7 +228,7 @@ std::string batch_fns(const CaseSpec& c) {
       << (has_documents(c) ? "DOC_STARTS[r]" : "[]") << ", NUM_QO_HEADS)\n"
       << "    m &= np.broadcast_to((value != 0) & (value == value), m.shape)  # non-zero allows, NaN does not\n";
   }
-  o << "    return m\n";
+  o << "    return m\n" << tree_fn(c);
   if (c.attention.mask_mod) {
     const Expr e = Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask);
     o << expr_numpy_helpers(e) << "\n\n" << expr_numpy_def(e, "mask_mod");
@@ -252,6 +259,12 @@ std::string reference_fns(const CaseSpec& c, bool with_naive) {
         "        bias = torch.tensor(ALIBI_SLOPES, device=dev)[:, None, None] * torch.from_numpy(kk - q_abs).to(dev)\n"
         "        s = (s.float() + bias).to(dt)  # the ALiBi bias in float32, as kernels add it\n";
   }
+  const bool sinks = c.has_sinks();
+  // gpt-oss's eager form: the sink as one more score column in the dtype, its probability dropped
+  const std::string sink_col = sinks ? "        s = torch.cat([s, torch.tensor(SINKS, device=dev).to(dt)[:, None, "
+                                       "None].expand(-1, s.shape[1], 1)], dim=-1)\n"
+                                     : "";
+  const std::string sink_drop = sinks ? "        p = p[..., :-1]  # the sink column has no value\n" : "";
   const std::string gqa = c.group_size() > 1
                               ? "        ki, vi = ki.repeat_interleave(GROUP, dim=0), vi.repeat_interleave(GROUP, dim=0)  # GQA\n"
                               : "";
@@ -267,11 +280,12 @@ def naive_lowp(torch, q, k, v):
         qi, ki, vi = (torch.from_numpy(x).to(dev, dt).transpose(0, 1) for x in (q[qs], k[ks], v[ks]))
 $(GQA)        s = (qi * SM_SCALE) @ ki.transpose(1, 2)
 $(T_LOGITS)        s = s.masked_fill(~torch.from_numpy(allowed(r, q_abs, kk)).to(dev), float("-inf"))
-        p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a query that sees no key: 0
-        out.append((p @ vi).transpose(0, 1))
+$(SINK_COL)        p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a query that sees no key: 0
+$(SINK_DROP)        out.append((p @ vi).transpose(0, 1))
     return torch.cat(out).float().cpu().numpy()
 )PY";
-  return py_fill(R"PY(
+  return py_fill(
+      R"PY(
 
 def reference(q, k, v):
     """fp64 attention on the inputs as stored: O [tokens, heads, HEAD_DIM_VO] and LSE in natural log.
@@ -280,18 +294,26 @@ def reference(q, k, v):
     lse = np.full((q.shape[0], NUM_QO_HEADS), -np.inf)
     for r, qs, ks, q_abs, kk in requests():
         mask = allowed(r, q_abs, kk)
-        live = mask.any(axis=1)
+        live = $(LIVE)
         for h in range(NUM_QO_HEADS):
             s = (q[qs, h].astype(np.float64) @ k[ks, h // GROUP].astype(np.float64).T) * SM_SCALE
 $(LOGITS)            s = np.where(mask, s, -np.inf)[live]
             mx = s.max(axis=1, keepdims=True)
-            p = np.exp(s - mx)
+$(SINK_MX)            p = np.exp(s - mx)
             den = p.sum(axis=1)
+$(SINK_DEN)
             o[qs, h][live] = (p @ v[ks, h // GROUP].astype(np.float64)) / den[:, None]
             lse[qs, h][live] = mx[:, 0] + np.log(den)
     return o, lse
 $(NAIVE))PY",
-                 {{"NAIVE", with_naive ? naive : ""}, {"GQA", gqa}, {"LOGITS", logits}, {"T_LOGITS", t_logits}});
+      {{"NAIVE", with_naive ? py_fill(naive, {{"SINK_COL", sink_col}, {"SINK_DROP", sink_drop}}) : ""},
+       {"GQA", gqa},
+       {"LOGITS", logits},
+       {"T_LOGITS", t_logits},
+       {"LIVE", sinks ? "np.ones(mask.shape[0], dtype=bool)  # with a sink every row has a denominator" : "mask.any(axis=1)"},
+       {"SINK_MX", sinks ? "            mx = np.maximum(mx, SINKS[h])  # the sink is one more term\n" : ""},
+       {"SINK_DEN",
+        sinks ? "            den = den + np.exp(SINKS[h] - mx[:, 0])  # no value vector: O's numerator skips it\n" : ""}});
 }
 
 // Loading, statistics, the comparisons of a library run (compare) and of --reference-only.
@@ -553,6 +575,7 @@ std::string script_target(const std::vector<std::string>& backends, const std::o
 }
 
 ScriptApi script_api(const CaseSpec& c, const std::string& target) {
+  if (c.has_sinks()) return ScriptApi::kSinksTorch;  // no library of the script takes them
   if (const BackendFamily* f = family_of(target); f && f->script_part) return ScriptApi::kFamily;
   return c.attention.soft_cap || c.attention.alibi ? ScriptApi::kFlexAttention : ScriptApi::kSdpa;
 }
@@ -565,12 +588,10 @@ ScriptApi script_api(const CaseSpec& c, const std::string& target) {
 CaseSpec script_case(const CaseSpec& c) {
   CaseSpec out = c;
   const auto& a = c.attention;
-  // not written yet (issue 28): refused rather than scripted without them
-  if (c.has_sinks() || c.has_trees())
+  if (c.has_sinks() && c.fp8_kv())  // the FP8 scripts' references have no sink term
     throw std::invalid_argument(
-        std::string("the repro script does not write ") +
-        (c.has_sinks() ? "attention sinks (/attention/sinks)" : "speculative-decoding trees (tree_parents)") +
-        " yet; export the case instead (run --export FILE), which replays it bit for bit");
+        "the repro script does not write attention sinks with an FP8 KV cache; export the case instead (run --export FILE), "
+        "which replays it bit for bit");
   if (!a.score_mod) return out;
   const auto lowered = lower_score_mod(Expr::parse(*a.score_mod, Expr::Kind::kScore));
   if (!lowered)
@@ -598,6 +619,7 @@ std::string make_repro_script(const Session& s_in, const std::string& target) {
   if (runs)
     py += (ch.api == ScriptApi::kSdpa            ? sdpa_fn(c, target)
            : ch.api == ScriptApi::kFlexAttention ? flex_fn(c)
+           : ch.api == ScriptApi::kSinksTorch    ? sinks_run_fn(c)
                                                  : ch.part.run_library) +
           need_fn(ch.part);
   return py + reference_fns(c, runs) + report_fns(runs) + fp8_fns(c, runs) + main_fn(c, ch);

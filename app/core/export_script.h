@@ -26,6 +26,7 @@ enum class ScriptApi {
   kFamily,         // the target's family's own writer (BackendFamily::script_part)
   kSdpa,           // torch.nn.functional.scaled_dot_product_attention, one request at a time
   kFlexAttention,  // torch flex_attention: soft-cap and ALiBi need a score_mod, which SDPA lacks
+  kSinksTorch,     // attention sinks: PyTorch eager attention with the sink column (export_shapes.h)
 };
 
 // The backend a script reproduces: `requested` (--script-backend) when given, which must be one of
