@@ -19,6 +19,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "attnscope/workload.h"
+
 namespace attnscope::peers::cudnn {
 
 namespace {
@@ -63,6 +65,7 @@ std::string GraphKey::describe() const {
   else
     s << (dense ? " dense" : " ragged");
   if (fp8 && (causal || window)) s << (top_left ? " band top-left" : " band bottom-right");
+  if (sinks) s << " sinks";
   return s.str();
 }
 
@@ -77,6 +80,20 @@ std::string refusal_reason(const CaseSpec& c, int cudnn_version) {
     if (d % 8 != 0 || d > 256)
       return "head_dim " + std::string(name) + " " + std::to_string(d) +
              " is not supported: cuDNN SDPA needs head dims that are multiples of 8, at most 256";
+  // Head dims above 128 (MLA's non-absorbed qk 192 / vo 128 among them) through page tables: cuDNN
+  // 9.9 and older page only d <= 128 (the frontend's support check), 9.10.0 / 9.10.1 refuse fp16 /
+  // bf16 SDPA for known bugs, so paged needs 9.10.2. Unpaged, Hopper takes d_qk != d_v up to 256
+  // from cuDNN 9.1 (below this backend's 9.7 floor); other GPUs are left to cuDNN's own check.
+  if (c.kv_cache.storage == KvStorage::kPaged && std::max(c.head_dim_qk, c.head_dim_vo) > 128 && cudnn_version < 91002)
+    return "head dims qk " + std::to_string(c.head_dim_qk) + " / vo " + std::to_string(c.head_dim_vo) +
+           " over a paged KV cache: cuDNN " + version_text(cudnn_version) +
+           " pages only head dims up to 128 (cuDNN 9.10.2 or newer pages up to 256); ragged storage (/kv_cache/storage) "
+           "runs it";
+  // The sink is SDPA's sink_token input: the frontend refuses it before cuDNN 9.13.0, and
+  // Transformer Engine takes it (its "learnable" softmax) from 9.13.1.
+  if (c.has_sinks() && cudnn_version < 91301)
+    return "cuDNN " + version_text(cudnn_version) +
+           " has no sink input: attention sinks (/attention/sinks) need cuDNN 9.13.1 or newer (SDPA's sink_token)";
   if (a.soft_cap)
     return "soft-cap " + number(*a.soft_cap) +
            ": cuDNN expresses a soft-cap only as an attention score modifier, and its SDPA refuses score modifiers "
@@ -153,6 +170,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   k.alibi = c.attention.alibi;
   k.top_left = c.attention.alibi;  // see refusal_reason: only reached when q_len == kv_len
   k.window = c.attention.window.value_or(0);
+  k.sinks = c.has_sinks();
   k.scale = static_cast<float>(c.sm_scale_or_default());
   // Extents over every unit, padded or not, so that editing pad_start keeps the shape class.
   int max_q = 1, max_kv = 1;
@@ -170,8 +188,9 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   // without one, so the graph has no causal band; a window or ALiBi would differ per row (the band
   // and the bias are functions of the row), so those batches are not packed. Measured on an H100
   // (bench/decode-paged.json, 64 x 8192 keys, 32 / 8 heads): unpacked, every query head streams its
-  // K/V again (4x the bytes, 2.1 ms against PyTorch's cuDNN 0.74 ms on dense tensors).
-  if (pack_gqa_decode && max_q == 1 && Hq > Hk && !k.window && !k.alibi) {
+  // K/V again (4x the bytes, 2.1 ms against PyTorch's cuDNN 0.74 ms on dense tensors). Nor with
+  // sinks: the sink_token is one value per cuDNN head, and the packed rows are different query heads.
+  if (pack_gqa_decode && max_q == 1 && Hq > Hk && !k.window && !k.alibi && !k.sinks) {
     k.group = Hq / Hk;
     k.s_q = k.group;
     k.causal = false;
@@ -300,6 +319,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   // col + left_bound - (seq_kv - seq_q) > row, i.e. k > q_abs - left_bound: the same number.
   if (k.window) m << "; window W = " << k.window << " -> left bound " << k.window;
   if (k.alibi) m << "; ALiBi with cuDNN's slopes (the same formula as attnscope's)";
+  if (k.sinks) m << "; sinks: one logit per query head as cuDNN's sink_token (in each row's max, denominator and Stats)";
   if (padded_rows) m << "; " << padded_rows << " padding queries left to attnscope (O = 0, LSE = -inf)";
   if (empty_units) m << ", " << empty_units << " all-padding sequences left out of cuDNN's batch";
   if (!k.dense) m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
@@ -311,13 +331,15 @@ void apply_conventions(const CaseSpec& c, const SdpaProblem& s, std::vector<floa
   // Padding queries are outside every cuDNN sequence (past seq_len_q), so cuDNN neither computes
   // nor writes them; in attnscope they are fully masked rows: O = 0 and LSE = -inf. Rows cuDNN does
   // compute always see at least their own key under the masks accepted here (causal, window >= 1,
-  // chunk, non-causal), so cuDNN's own treatment of an empty row never reaches the result.
+  // chunk, non-causal), so cuDNN's own treatment of an empty row never reaches the result. With
+  // sinks a fully masked row keeps the sink's term: LSE = s_h (docs/conventions.md section 12).
   const int Hq = c.num_qo_heads, dv = c.head_dim_vo;
+  const std::vector<float> sinks = sink_logits(c);
   for (size_t t = 0; t < s.computed.size(); ++t) {
     if (s.computed[t]) continue;
     for (int h = 0; h < Hq; ++h) {
       const size_t row = t * Hq + h;
-      (*lse)[row] = -std::numeric_limits<float>::infinity();
+      (*lse)[row] = sinks.empty() ? -std::numeric_limits<float>::infinity() : sinks[h];
       std::fill(o->begin() + row * dv, o->begin() + (row + 1) * dv, 0.0f);
     }
   }

@@ -34,6 +34,9 @@ struct GraphKey {
   bool top_left = false;             // diagonal alignment top-left (ALiBi only; equals bottom-right there)
   int window = 0;                    // left bound W, 0 = none
   bool alibi = false;
+  // Attention sinks: one fp32 logit per query head joins each row's denominator (cuDNN's sink_token,
+  // a [1, Hq, 1, 1] input bound at execution, so the values are not part of the key).
+  bool sinks = false;
   float scale = 0;  // sm_scale, applied by cuDNN after Q.K
   // > 1: a GQA decode batch packed as FlashInfer's and FlashAttention's decode kernels pack it: the
   // group = hq / hk query heads that share a KV head are the rows of one sequence of hk heads, so
@@ -95,8 +98,8 @@ inline SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_dec
 }
 
 // attnscope's conventions on what cuDNN returned: the rows cuDNN does not compute (padding
-// queries, fully masked in attnscope) get O = 0 and LSE = -inf. `o` is [total_q, Hq, d_v], `lse`
-// [total_q, Hq], both as downloaded.
+// queries, fully masked in attnscope) get O = 0 and LSE = -inf, or the head's sink logit with sinks. `o` is [total_q, Hq, d_v],
+// `lse` [total_q, Hq], both as downloaded.
 void apply_conventions(const CaseSpec& c, const SdpaProblem& s, std::vector<float>* o, std::vector<float>* lse);
 
 // Rounds an extent up to its cache bucket: the next power of two (1 stays 1; translate() declares

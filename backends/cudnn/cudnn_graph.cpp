@@ -40,6 +40,7 @@ enum Uid : int64_t {
   kScaleO,
   kAmaxS,
   kAmaxO,
+  kSink,  // attention sinks: float [1, Hq, 1, 1]
 };
 
 fe::DataType_t fp8_type(Fp8Format f) { return f == Fp8Format::kE4M3 ? fe::DataType_t::FP8_E4M3 : fe::DataType_t::FP8_E5M2; }
@@ -203,6 +204,16 @@ std::shared_ptr<fe::graph::Graph> make_frontend_graph(const GraphKey& k, fe::Att
   if (k.causal) attrs.set_diagonal_alignment(alignment).set_diagonal_band_right_bound(0);
   if (k.window > 0) attrs.set_diagonal_alignment(alignment).set_diagonal_band_left_bound(k.window);
   if (k.alibi) attrs.set_alibi_mask(true);
+  // The sink joins the softmax after the scale and the masks (the frontend's composite softmax:
+  // max(row max, sink), then exp(sink - max) added to the sum), so it is in the scaled logits' units
+  // and Stats includes it, as attnscope's LSE does. Never packed (translate()): one value per head.
+  if (k.sinks)
+    attrs.set_sink_token(g->tensor(fg::Tensor_attributes()
+                                       .set_name("sink_token")
+                                       .set_uid(kSink)
+                                       .set_dim({1, Hq, 1, 1})
+                                       .set_stride({Hq, 1, 1, 1})
+                                       .set_data_type(fe::DataType_t::FLOAT)));
   if (k.paged)
     attrs.set_paged_attention_k_table(table_k).set_paged_attention_v_table(table_v).set_paged_attention_max_seq_len_kv(
         static_cast<int>(Skv));
@@ -272,6 +283,7 @@ class BuiltGraph final : public SdpaGraph {
       pack[kAmaxS] = b.amax_s;
       pack[kAmaxO] = b.amax_o;
     }
+    if (key_.sinks) pack[kSink] = const_cast<float*>(b.sinks);
     if (key_.paged) {
       pack[kPageTableK] = const_cast<int32_t*>(b.page_table);
       pack[kPageTableV] = const_cast<int32_t*>(b.page_table);

@@ -40,6 +40,7 @@ struct Bindings {
   const int32_t* v_offsets = nullptr;   // ragged storage only
   const int32_t* page_table = nullptr;  // paged only (the same table serves K and V)
   void* workspace = nullptr;            // SdpaGraph::workspace_bytes
+  const float* sinks = nullptr;         // GraphKey::sinks only: [Hq] fp32 sink logits
   // FP8 attention only (GraphKey::fp8): float scalars on the device.
   const float* descale_q = nullptr;
   const float* descale_k = nullptr;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "attnscope/plan.h"
+#include "attnscope/workload.h"
 #include "cuda_backends.h"
 #include "cudnn_conventions.h"
 #include "cudnn_graph.h"
@@ -45,8 +46,9 @@ class SdpaBackend final : public Backend {
     SdpaProblem s = translate(c, p);
     const int Hq = c.num_qo_heads, dv = c.head_dim_vo, eb = dtype_bytes(c.dtype);
     const int64_t total_q = c.total_q();
-    cuda::require_device_memory(cuda::device_workload_bytes(c, p) + total_q * Hq * (dv * eb + 4) + DeviceIndices::bytes(s),
-                                "cudnn.sdpa (inputs, outputs, index tensors)");
+    cuda::require_device_memory(
+        cuda::device_workload_bytes(c, p) + total_q * Hq * (dv * eb + 4) + DeviceIndices::bytes(s) + Hq * 4,
+        "cudnn.sdpa (inputs, outputs, index tensors)");
     cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
     DeviceBuffer o(std::max<int64_t>(total_q * Hq * dv, 1) * eb), lse(std::max<int64_t>(total_q * Hq, 1) * 4);
     // Poison both outputs: an element cuDNN does not write stays NaN (0xffff is NaN in fp16 and
@@ -89,7 +91,8 @@ class SdpaBackend final : public Backend {
       res.message = e.what();
       return res;
     }
-    DeviceIndices idx(s);  // after the lookup: a refused packed view re-translates `s`
+    DeviceIndices idx(s);                                           // after the lookup: a refused packed view re-translates `s`
+    const DeviceBuffer sinks = DeviceBuffer::from(sink_logits(c));  // empty without sinks
     DeviceBuffer workspace(static_cast<size_t>(g.graph->workspace_bytes));
     Bindings b;
     b.q = w.q.as<void>();
@@ -99,6 +102,7 @@ class SdpaBackend final : public Backend {
     b.lse = lse.as<float>();
     idx.bind(&b);
     b.workspace = workspace.as<void>();
+    if (s.key.sinks) b.sinks = sinks.as<float>();
 
     g.graph->execute(b);
     cuda::check(cudaDeviceSynchronize(), "cudnn.sdpa graph execution");

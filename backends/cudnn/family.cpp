@@ -14,7 +14,9 @@ BackendFamily cudnn_family() {
   f.backends = {
       {"cudnn.sdpa",
        "cuDNN's fused scaled-dot-product attention (frontend graph API): ragged Q/O/LSE, paged K/V through page tables",
-       "bf16 / fp16, head dims up to 256, paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods",
+       "bf16 / fp16, head dims up to 256 (d_qk != d_v too: MLA's non-absorbed qk 192 / vo 128; over pages from cuDNN "
+       "9.10.2), paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods, attention sinks "
+       "(cuDNN 9.13.1+)",
        Expressions::kNone, Expressions::kLowered, true, true},
       {"cudnn.sdpa_fp8",
        "cuDNN's FP8 scaled-dot-product attention (frontend sdpa_fp8): Q, K, V as FP8 bytes with per-tensor descale factors, "
@@ -27,6 +29,10 @@ BackendFamily cudnn_family() {
   // cuDNN's descale factors are one value per tensor
   f.backends[1].fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor);
   f.backends[1].fp8_attention = true;
+  // MLA's non-absorbed form is plain MHA with d_qk != d_v; the absorbed form (one 576 / 512 latent
+  // head) is the registry's refusal. Sinks are SDPA's sink_token (refusal_reason: its cuDNN versions).
+  f.backends[0].mla = kMlaNonAbsorbed;
+  f.backends[0].sinks = true;
   // a repro script runs it as PyTorch's SDPA with the cuDNN backend
   f.backends[0].script_sdpa_backend = "CUDNN_ATTENTION";
   f.backends[0].script_sdpa_note =

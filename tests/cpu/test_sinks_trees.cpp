@@ -412,7 +412,7 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
   Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("cpu.tiled does not take attention sinks (/attention/sinks); cpu.reference, cpu.lowp, cpu.tiled, "
-                           "cuda.reference, cuda.naive, cuda.flash and cuda.flash_padded do"),
+                           "cuda.reference, cuda.naive, cuda.flash, cuda.flash_padded and cudnn.sdpa do"),
             std::string::npos)
       << r.message;
   c.attention.sinks.reset();
@@ -429,10 +429,11 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
             std::string::npos)
       << r.message;
   // the real descriptors: the CPU and cuda families take both (each tested on its own: here, and the GPU
-  // tests SinksTreesGpu.*), flashinfer.prefill trees only (its custom mask), nothing else either
+  // tests SinksTreesGpu.*), cudnn.sdpa sinks only (its sink_token: CudnnMla.*), flashinfer.prefill trees only
+  // (its custom mask), nothing else either
   for (const auto& f : backend_families())
     for (const auto& i : f.backends) {
-      EXPECT_EQ(i.sinks, f.name == "cpu" || f.name == "cuda") << i.id;
+      EXPECT_EQ(i.sinks, f.name == "cpu" || f.name == "cuda" || i.id == "cudnn.sdpa") << i.id;
       EXPECT_EQ(i.trees, f.name == "cpu" || f.name == "cuda" || i.id == "flashinfer.prefill") << i.id;
     }
 }
