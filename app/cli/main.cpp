@@ -16,6 +16,7 @@
 #include "../core/explain.h"
 #include "../core/export_script.h"
 #include "../core/invariance.h"
+#include "../core/mla_forms.h"
 #include "../core/report_json.h"
 #include "../core/repro.h"
 #include "../core/session.h"
@@ -68,6 +69,10 @@ commands:
       --backends a,b,...   check these backends instead of the case's list; an entry P>D runs
                            the prefill on P and the decode steps on D (flashinfer.prefill>flashinfer.decode)
       --json               the verdicts and the per-position series as JSON
+  mla-forms CASE [options] an MLA case in both forms (docs/conventions.md section 13): each backend on the
+                           absorbed form (its output times W_uv) and the non-absorbed one, against
+                           cpu.reference on the non-absorbed form under the 2x rule (cpu.lowp's error)
+      --backends a,b,...   these backends instead of the case's list
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default {BENCH})
       --reps N             timed repetitions after 3 warm-ups (default 20)
@@ -300,6 +305,20 @@ int cmd_consistency(const Args& a) {
   return r.exit_code();
 }
 
+int cmd_mla_forms(const Args& a) {
+  const CaseFile f = read_case_file(a.case_path());
+  std::vector<std::string> ids;
+  if (a.value("backends")) {
+    ids = a.list_value("backends");
+    for (const auto& id : ids)
+      if (!is_known_backend(id))
+        throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
+  }
+  const MlaFormsReport r = check_mla_forms(f.spec, ids);
+  print_mla_forms(std::cout, r);
+  return r.exit_code();
+}
+
 int cmd_bench(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   std::vector<std::string> ids = default_bench_backends();
@@ -445,6 +464,7 @@ int main(int argc, char** argv) {
     if (cmd == "invariance")
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "consistency") return cmd_consistency(parse_args(argc, argv, {"json"}, {"last", "backends"}));
+    if (cmd == "mla-forms") return cmd_mla_forms(parse_args(argc, argv, {}, {"backends"}));
     if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
     if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
@@ -453,9 +473,9 @@ int main(int argc, char** argv) {
       parse_args(argc, argv, {}, {});
       return cmd_backends();
     }
-    throw UsageError(
-        "unknown command \"" + cmd +
-        "\" (commands: validate, plan, run, invariance, consistency, bench, sweep, explain, devices, backends; see --help)");
+    throw UsageError("unknown command \"" + cmd +
+                     "\" (commands: validate, plan, run, invariance, consistency, mla-forms, bench, sweep, explain, devices, "
+                     "backends; see --help)");
   } catch (const HelpRequested&) {
     std::cout << usage();
     return 0;

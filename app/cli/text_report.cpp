@@ -336,6 +336,24 @@ void print_invariance(std::ostream& o, const InvarianceReport& r) {
   }
 }
 
+void print_mla_forms(std::ostream& o, const MlaFormsReport& r) {
+  o << "MLA forms of " << (r.case_name.empty() ? "(unnamed)" : r.case_name) << " (given "
+    << (r.given_absorbed ? "absorbed" : "non-absorbed") << ", the other form derived): every output in the non-absorbed "
+    << "space (absorbed x W_uv) against cpu.reference on the non-absorbed form\n";
+  o << "bound  2 x max|cpu.lowp - ref| + " << fmt("%g", kMlaFormsFloor) << " = " << fmt("%.3g", r.bound) << " (cpu.lowp "
+    << fmt("%.3g", r.lowp_max_abs) << ")\n\n";
+  o << pad("backend", 18) << pad("form", 22) << pad("max abs", 11) << "verdict\n";
+  for (const auto& x : r.rows) {
+    o << pad(x.backend, 18) << pad(x.absorbed ? "absorbed (x W_uv)" : "non-absorbed", 22);
+    if (x.status != Status::kOk)
+      o << pad("-", 11)
+        << (x.reason.rfind(status_name(x.status), 0) == 0 ? x.reason : std::string(status_name(x.status)) + ": " + x.reason)
+        << "\n";
+    else
+      o << pad(sci(x.max_abs), 11) << (x.pass ? "PASS" : "FAIL") << "\n";
+  }
+}
+
 void print_bench(std::ostream& o, const BenchReport& r) {
   const std::string name = r.case_name.empty() ? "(unnamed)" : r.case_name;
   o << "bench  " << name << (r.device_found ? " on " + r.device : ": no device to time on: " + r.device) << "\n";

@@ -7,6 +7,7 @@
 
 #include "../core/bench.h"
 #include "../core/invariance.h"
+#include "../core/mla_forms.h"
 #include "../core/session.h"
 #include "../core/sweep.h"
 #include "attnscope/plan.h"
@@ -18,6 +19,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p);
 void print_session(std::ostream& o, const Session& s);
 void print_invariance(std::ostream& o, const InvarianceReport& r);
 void print_bench(std::ostream& o, const BenchReport& r);
+void print_mla_forms(std::ostream& o, const MlaFormsReport& r);
 void print_sweep(std::ostream& o, const SweepReport& r);
 
 }  // namespace attnscope::cli

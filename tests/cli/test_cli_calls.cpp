@@ -71,7 +71,7 @@ TEST(CliCalls, HelpListsEveryCommandAndExitCodeThreeVersionAndNoArgumentsOnStder
   const Out h = cli("--help");
   EXPECT_EQ(h.code, 0);
   EXPECT_TRUE(h.err.empty()) << h.err;
-  for (const char* cmd : {"validate", "plan", "run", "invariance", "bench", "sweep", "explain", "devices"}) {
+  for (const char* cmd : {"validate", "plan", "run", "invariance", "mla-forms", "bench", "sweep", "explain", "devices"}) {
     SCOPED_TRACE(cmd);
     EXPECT_NE(line_starting(h.out, std::string("  ") + cmd + " "), "") << "the help lists " << cmd << ":\n" << h.out;
     // and the CLI runs it: without its arguments it names what is missing, never "unknown command"
@@ -343,4 +343,30 @@ TEST(BenchCounts, AnFp8CacheCountsOneBytePerElement) {
   EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).kv_bytes, f.kv_bytes + 1300.0 * 2 * 2 * 4);
   c.fp8_attention = Fp8AttentionSpec{};
   EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).bytes - work_counts(c, make_plan(c)).kv_bytes, 2.0 * 8 * (128 + 128 * 2));
+}
+
+// mla-forms: every CPU backend on both forms of a small MLA case, in the non-absorbed output space; the
+// reference's own form is exact, its absorbed form is not (the forms round different derived inputs).
+TEST(CliCalls, MlaFormsDiffsBothFormsAndRefusesWhatItCannotRun) {
+  const Out o = cli("mla-forms " + src("tests/data/readme/mla-forms-small.json"));
+  EXPECT_EQ(o.code, 0) << o.out << o.err;
+  const std::regex row("\\n(cpu\\.[a-z]+) +(absorbed \\(x W_uv\\)|non-absorbed) +([0-9.e+-]+) +(PASS|FAIL)");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(o.out.begin(), o.out.end(), row); it != std::sregex_iterator(); ++it) {
+    ++rows;
+    EXPECT_EQ((*it)[4].str(), "PASS") << (*it)[0].str();
+    const double e = std::stod((*it)[3].str());
+    if ((*it)[1].str() == "cpu.reference") {
+      EXPECT_EQ(e == 0.0, (*it)[2].str() == "non-absorbed") << (*it)[0].str();
+    }
+  }
+  EXPECT_EQ(rows, 6) << o.out;
+  const Out plain = cli("mla-forms " + src("examples/prefix-lm.json"));
+  EXPECT_EQ(plain.code, 2);
+  EXPECT_NE(plain.err.find("error: /mla: mla-forms needs an MLA case"), std::string::npos) << plain.err;
+  const Out big = cli("mla-forms " + src("examples/deepseek-v3-decode.json"));
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("error: /requests: the non-absorbed form's K and V would take"), std::string::npos) << big.err;
+  const Out unknown = cli("mla-forms " + src("tests/data/readme/mla-forms-small.json") + " --backends cpu.nope");
+  EXPECT_EQ(unknown.code, 2);
 }

@@ -14,18 +14,18 @@ namespace attnscope::gui {
 
 struct MlaLaneItem {
   int request = 0;
-  int q_start = 0;              // the tile's first packed row (query * heads + head)
+  int q_start = 0;               // the tile's first packed row (query * heads + head)
   int kv_start = 0, kv_end = 0;  // keys of the item
-  bool split = false;           // writes a partial (partial_indptr >= 0)
+  bool split = false;            // writes a partial (partial_indptr >= 0)
 };
 
 struct MlaPlanItems {
   bool mla = false;        // an absorbed MLA case: the view is drawn
   bool available = false;  // FlashInfer's plan ran: the lanes are its schedule, else the model's
   bool agrees = false;
-  std::string line;                      // flashinfer_mla_agreement_line
-  std::string source;                    // where the device answers came from
-  std::vector<PlanFieldDiff> diffs;      // fields where the model differs
+  std::string line;                  // flashinfer_mla_agreement_line
+  std::string source;                // where the device answers came from
+  std::vector<PlanFieldDiff> diffs;  // fields where the model differs
   int cluster_size = 1, kv_len_limit = 0, merge_ctas = 0, work_items = 0;
   std::vector<std::vector<MlaLaneItem>> lanes;  // [clusters] in work order
   int64_t longest_lane = 0;                     // keys of the busiest cluster
