@@ -1,0 +1,238 @@
+// cuda.flash's MLA absorbed-decode kernel (docs/architecture.md, "MLA absorbed decode"): plain attention
+// with one latent KV head of head dims qk 576 ([ckv ; kpe]) and vo 512 (ckv), the query heads packed as
+// rows (row = query token x head, as GQA groups are packed). One CTA runs one work item (16, 32 or 64
+// rows: the planners' tiles at head dim vo 512) over the item's key range in 64-key tiles gathered from the
+// paged (or ragged) K pool into shared memory; V is the first 512 columns of the same K tile, so the
+// latent is read once. 2 x RG warps: warp (rg, h) owns rows 16 rg .. 16 rg + 15 and, for the logits,
+// keys 32 h .. 32 h + 31 of each tile, for the output, head dims 256 h .. 256 h + 255 (its 16 x 256 fp32
+// accumulators: 128 registers). The two warps of a row group share their tile maxima and P (rounded
+// to the dtype) through shared memory; each keeps the row sum of its own keys, summed at the end.
+// Online softmax in base 2 with the flash kernel's steps (flash_device.cuh); output: the final O and
+// LSE or a split-KV partial for the merge kernel.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "flash_device.cuh"
+#include "flash_mla.h"
+
+namespace attnscope::cuda {
+
+// Element offset of row r's column col (a multiple of 8) in a shared-memory tile of rows of W elements
+// (W a multiple of 64): 16-byte vectors XOR-swizzled by the row's low three bits within each 128-byte
+// panel, so the 8 rows an ldmatrix reads fall on 8 bank groups (flash_kernel.cuh's tile_at).
+template <int W>
+__device__ __forceinline__ int mla_at(int r, int col) {
+  static_assert(W % 64 == 0, "whole 128-byte panels");
+  return r * W + (((col >> 3) ^ (r & 7)) << 3);
+}
+
+// The output of warp (rg, h): its rows' head dims 256 h .. 256 h + 255 of O / den, final (dtype) or a
+// split-KV partial (fp32) for the merge kernel; the LSE once per row (h = 0). FlashCta::store's rules
+// (no sink: cuda.flash refuses sinks with MLA).
+// The byte offsets in a 128-byte panel of the swizzled 16-byte vectors 2 q + c (q = 0 .. 3) of a row whose
+// low three bits are r7: a lane's ldmatrix addresses along a row are its row base + 128 x panel + x[q].
+struct PanelX {
+  uint32_t x[4];
+  __device__ PanelX(int c, int r7) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) x[q] = static_cast<uint32_t>(((2 * q + c) ^ r7) << 4);
+  }
+};
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+template <class T>
+__device__ __forceinline__ void flash_mla_store(const FlashCta& c, int rg, int h, const float (&o)[kMlaVoDim / 16][4],
+                                                const float (&mx)[2], const float (&den)[2]) {
+  constexpr int DV = kMlaVoDim, DH = DV / 2;
+  const FlashParams& p = c.p;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = c.row_of(rg, i);
+    if (row >= c.it.row_end) continue;
+    const int q_local = row / c.G;
+    const int hd = c.kvh * c.G + row % c.G;
+    const bool empty = den[i] == 0.f;
+    const float inv = empty ? 0.f : 1.f / den[i];
+    const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
+    const bool lse_here = h == 0 && c.t4 == 0;
+    if (p.split) {
+      const int64_t pr = p.o_indptr[c.it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[c.it.unit] + c.it.kv_chunk;
+      float* dst = p.part_o + (pr * p.hq + hd) * DV + h * DH;
+#pragma unroll
+      for (int j = 0; j < DH / 8; ++j) {
+        float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
+        if (p.round_partials) {
+          a = round_to(Mma<T>::kDType, a);
+          b = round_to(Mma<T>::kDType, b);
+        }
+        *reinterpret_cast<float2*>(dst + 8 * j + 2 * c.t4) = make_float2(a, b);
+      }
+      if (lse_here) p.part_lse[pr * p.hq + hd] = lse2;
+    } else {
+      const int64_t token = c.tok0 + q_local;
+      T* dst = static_cast<T*>(p.o) + (token * p.hq + hd) * DV + h * DH;
+#pragma unroll
+      for (int j = 0; j < DH / 8; ++j)
+        *reinterpret_cast<uint32_t*>(dst + 8 * j + 2 * c.t4) = Mma<T>::pack(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+      if (lse_here) p.lse[token * p.hq + hd] = lse2 == -INFINITY ? -INFINITY : lse2 * 0.6931471805599453f;
+    }
+  }
+}
+
+template <class T, int RG>
+__global__ void __launch_bounds__(RG * 64, 1) flash_mla_kernel(const FlashParams p) {
+  constexpr int kThreads = RG * 64;
+  constexpr int kRows = RG * 16;
+  constexpr int DK = kMlaQkDim, DV = kMlaVoDim, DH = DV / 2;  // 576, 512, a warp's 256 output dims
+  constexpr int kVec = DK / 8;                                // 16-byte vectors per K / Q row
+  constexpr int NT = 4;                                       // a warp's 32 keys of a tile: 4 n-tiles
+  if (static_cast<int>(blockIdx.x) >= p.num_items) return;    // CUDA-graph padding CTA
+
+  extern __shared__ __align__(128) unsigned char smem_dyn[];
+  T* qs = reinterpret_cast<T*>(smem_dyn);  // [kRows][576], swizzled (mla_at<576>)
+  T* stage0 = qs + kRows * DK;             // K of a tile [64][576]; its first 512 columns are V
+  T* stage1 = stage0 + kKvTile * DK;
+  T* ps = stage1 + kKvTile * DK;  // P [kRows][64] in the dtype, swizzled (mla_at<64>)
+  __shared__ int s_lo, s_hi;
+  __shared__ int s_rlo[kRows], s_rhi[kRows], s_wlo[RG], s_whi[RG];
+  __shared__ float s_red[2][kRows];  // each half's tile maxima (then: row sums)
+  __shared__ int64_t s_row[3][kKvTile];
+  __shared__ bool s_full[3];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int rg = warp % RG, h = warp / RG;
+  const FlashCta c(p, tid, p.item_of_cta(blockIdx.x), 0);
+  const int g = c.g, t4 = c.t4;
+
+  for (int i = tid; i < kRows * kVec; i += kThreads) {
+    const int r = i / kVec, cv = i % kVec;
+    *reinterpret_cast<uint4*>(qs + mla_at<DK>(r, cv * 8)) = q_vector<DK, T>(c, r, cv);
+  }
+  if (tid == 0) {
+    s_lo = INT_MAX;
+    s_hi = INT_MIN;
+  }
+  __syncthreads();
+  if (h == 0) c.row_ranges(rg, &s_lo, &s_hi, s_rlo, s_rhi, s_wlo, s_whi);
+  __syncthreads();
+  const int kv_lo = s_lo, kv_hi = s_hi;
+  const FlashRowBlock<FlashMode::kPlain> no_terms;
+  const float exp_scale = p.scale_log2;
+
+  float o[DH / 8][4];
+#pragma unroll
+  for (int j = 0; j < DH / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
+  float s[NT][4];
+
+  const ItemTiles tiles(c, kv_lo, kv_hi, false);
+  auto fetch_pages = [&](int i) { return load_tile_page(c, tid, tiles, i, kv_hi); };
+  auto put_pages = [&](int i, const TilePage& t) { store_tile_slot(c, t, s_row[i % 3], &s_full[i % 3], tid, DK); };
+  auto stage_of = [&](int i) { return (i & 1) ? stage1 : stage0; };
+  auto copy = [&](int i, bool, bool) {
+    T* ks = stage_of(i);
+#pragma unroll 2
+    for (int l = 0; l < kKvTile * kVec / kThreads; ++l) {
+      const int idx = tid + l * kThreads;
+      const int r = idx / kVec, cv = idx % kVec;
+      bool ok = false;
+      const int64_t off = kv_source(s_row[i % 3][r], cv, &ok);
+      cp_async16(ks + mla_at<DK>(r, cv * 8), pool_at(p.k, off), ok);
+    }
+  };
+  // S = Q K^T: rows of row group rg, keys 32 h .. 32 h + 31 of the tile, over the 576 dims. Each lane's
+  // ldmatrix rows have the same low three bits (lane % 8), so its swizzled addresses are a row base plus
+  // a panel and one of four offsets (PanelX): no address per k-step held in registers.
+  const int mi = lane / 8;
+  const PanelX xq(lane / 16, lane % 8), xk(mi % 2, lane % 8), xv(mi / 2, lane % 8);
+  const uint32_t q_base = smem_u32(qs) + (rg * 16 + lane % 16) * DK * 2;
+  const uint32_t k_row = (h * 32 + (mi / 2) * 8 + lane % 8) * DK * 2;
+  auto qk = [&](int ti) {
+    const uint32_t k_base = smem_u32(stage_of(ti)) + k_row;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, q_base + (kk / 4) * 128 + xq.x[kk % 4]);
+#pragma unroll
+      for (int jj = 0; jj < NT / 2; ++jj) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_base + jj * 16 * DK * 2 + (kk / 4) * 128 + xk.x[kk % 4]);
+        Mma<T>::run(s[2 * jj], a, b[0], b[1]);
+        Mma<T>::run(s[2 * jj + 1], a, b[2], b[3]);
+      }
+    }
+  };
+  // the logits, the shared maxima, the online softmax, P through shared memory and O += P V
+  auto pv = [&](int ti) {
+    float tile_max[2];
+    c.logits<FlashMode::kPlain, NT>(s, tile_max, no_terms, rg, tiles.key(ti) + h * 32, false, s_rlo, s_rhi, s_wlo, s_whi, 0.f);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+      if (t4 == 0) s_red[h][rg * 16 + g + 8 * i] = tile_max[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 2; ++i) tile_max[i] = fmaxf(s_red[0][rg * 16 + g + 8 * i], s_red[1][rg * 16 + g + 8 * i]);
+    float corr[2];
+    softmax_step<NT>(s, tile_max, mx, den, corr, exp_scale);  // the same maxima in both halves
+    rescale_o<DH>(o, corr);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = rg * 16 + g + 8 * i, key = h * 32 + 8 * j + 2 * t4;
+        *reinterpret_cast<uint32_t*>(ps + mla_at<kKvTile>(r, key & ~7) + (key & 7)) = Mma<T>::pack(s[j][2 * i], s[j][2 * i + 1]);
+      }
+    __syncthreads();
+    // V: the tile's keys 16 kk .. as rows, this half's 256 dims (4 h panels on) through ldmatrix.trans
+    const uint32_t v_base = smem_u32(stage_of(ti)) + ((mi % 2) * 8 + lane % 8) * DK * 2 + h * DH * 2;
+    const uint32_t p_base = smem_u32(ps) + (rg * 16 + lane % 16) * kKvTile * 2;
+#pragma unroll
+    for (int kk = 0; kk < kKvTile / 16; ++kk) {
+      uint32_t a[4];
+      ldmatrix_x4(a, p_base + ((((2 * kk + lane / 16) ^ (lane % 8))) << 4));
+#pragma unroll
+      for (int nn = 0; nn < DH / 16; ++nn) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_base + kk * 16 * DK * 2 + (nn / 4) * 128 + xv.x[nn % 4]);
+        Mma<T>::run(o[2 * nn], a, b[0], b[1]);
+        Mma<T>::run(o[2 * nn + 1], a, b[2], b[3]);
+      }
+    }
+  };
+  kv_tile_loop<false, false, false>(tiles.n, copy, fetch_pages, put_pages, qk, pv);
+
+  quad_row_sums(den);
+  __syncthreads();  // every warp is past its last reads of s_red
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+    if (t4 == 0) s_red[h][rg * 16 + g + 8 * i] = den[i];
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; ++i) den[i] = s_red[0][rg * 16 + g + 8 * i] + s_red[1][rg * 16 + g + 8 * i];
+  flash_mla_store<T>(c, rg, h, o, mx, den);
+}
+
+// The launcher of the instance table (instances/flash_mla_instances.def): D is the qk head dim, 576.
+template <int D, class T>
+void launch_flash_mla(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
+  static_assert(D == kMlaQkDim, "the absorbed form's qk head dim");
+  auto go = [&](auto kernel, int rg) {
+    const size_t smem = flash_mla_smem_bytes(rg);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "cudaFuncSetAttribute");
+    kernel<<<grid, rg * 64, smem, stream>>>(p);
+  };
+  const int rg = flash_mla_row_groups(rows);
+  if (rg == 1) return go(flash_mla_kernel<T, 1>, 1);
+  if (rg == 2) return go(flash_mla_kernel<T, 2>, 2);
+  return go(flash_mla_kernel<T, 4>, 4);
+}
+
+}  // namespace attnscope::cuda
