@@ -3,7 +3,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "attnscope/softmax_state.h"
 #include "cuda_util.h"
@@ -43,6 +46,48 @@ std::string flash_mla_check(const CaseSpec& c) {
   return "";
 }
 
+namespace {
+
+// The CTAs of a plan: its items grouped, in plan order, by (unit, KV chunk, key range), runs of adjacent
+// row tiles of up to 64 rows (slots = 64 / tile per CTA, -1 filling a short run), so a CTA reads a
+// chunk's latent once for up to 64 rows. The grouping changes no row's sums (each row's logits, maxima
+// and output are its own): a request's bits do not depend on its neighbours. heavy_first: the plan's
+// last groups first, as flash.cu orders items.
+std::vector<int> group_items(const SplitPlan& sp, int slots, bool heavy_first, int* n_ctas) {
+  std::map<std::tuple<int, int, int, int>, std::vector<int>> runs;
+  std::vector<std::tuple<int, int, int, int>> order;
+  for (int i = 0; i < sp.num_items; ++i) {
+    const WorkItem& it = sp.items[i];
+    const auto key = std::make_tuple(it.unit, it.kv_chunk, it.kv_begin, it.kv_end);
+    auto [pos, fresh] = runs.try_emplace(key);
+    if (fresh) order.push_back(key);
+    pos->second.push_back(i);
+  }
+  std::vector<std::vector<int>> ctas;
+  for (const auto& key : order) {
+    std::vector<int> items = runs[key];
+    std::sort(items.begin(), items.end(), [&](int a, int b) { return sp.items[a].row_begin < sp.items[b].row_begin; });
+    for (size_t i = 0; i < items.size(); ++i) {
+      const bool joins = !ctas.empty() && static_cast<int>(ctas.back().size()) < slots && i > 0 &&
+                         sp.items[items[i - 1]].row_end == sp.items[items[i]].row_begin;
+      if (joins)
+        ctas.back().push_back(items[i]);
+      else
+        ctas.push_back({items[i]});
+    }
+  }
+  if (heavy_first) std::reverse(ctas.begin(), ctas.end());
+  std::vector<int> flat;
+  for (const auto& c : ctas) {
+    flat.insert(flat.end(), c.begin(), c.end());
+    flat.insert(flat.end(), slots - c.size(), -1);
+  }
+  *n_ctas = static_cast<int>(ctas.size());
+  return flat;
+}
+
+}  // namespace
+
 Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bool heavy_first) {
   Result res;
   res.backend = "cuda.flash";
@@ -81,8 +126,23 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   fp.unit_tok = d_tok.as<int64_t>();
   fp.unit_chunks = d_chunks.as<int>();
   fp.o_indptr = d_oind.as<int>();
-  fp.num_items = sp.num_items;
-  fp.heavy_first = heavy_first ? 1 : 0;
+  // up to 64 rows per CTA: as many items of one chunk as fit (a plan of one item per chunk: one slot)
+  const int ib = std::max(1, sp.cta_tile_q / 16);
+  // slots per CTA: the longest run of items sharing a chunk, at most 64 rows (grouped at the most first)
+  const int most = 64 / (ib * 16);
+  int n_ctas = 0, max_run = 1;
+  const std::vector<int> widest = group_items(sp, most, false, &n_ctas);
+  for (int x = 0; x < n_ctas; ++x) {
+    int used = 0;
+    for (int s = 0; s < most; ++s) used += widest[x * most + s] >= 0;
+    max_run = std::max(max_run, used);
+  }
+  const int slots = max_run == 3 ? 4 : max_run;  // kernels of 1, 2 and 4 row groups
+  const std::vector<int> cta_items = group_items(sp, slots, heavy_first, &n_ctas);
+  DeviceBuffer d_cta_items = DeviceBuffer::from(cta_items.empty() ? std::vector<int>{-1} : cta_items);
+  fp.mla_items = d_cta_items.as<int>();
+  fp.mla_item_blocks = ib;
+  fp.num_items = n_ctas;
   fp.hq = Hq;
   fp.hk = 1;
   fp.group = c.group_size();
@@ -98,16 +158,17 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
 
   const FlashMlaLauncher launch = find_flash_mla_launcher(c.dtype);
   if (!launch) throw CudaError("cuda.flash: no MLA kernel built for " + std::string(dtype_name(c.dtype)));
-  const int rg = flash_mla_row_groups(sp.cta_tile_q);
-  const dim3 grid(static_cast<unsigned>(std::max(sp.padded_items, 1)), 1, 1);
+  const int rg = slots * ib;
+  const dim3 grid(static_cast<unsigned>(std::max(n_ctas, 1)), 1, 1);
   const dim3 block(static_cast<unsigned>(rg * 64));
   const size_t smem = flash_mla_smem_bytes(rg);
   const std::string kname = "flash_mla_kernel<" + std::string(dtype_name(c.dtype)) + ", " + std::to_string(rg) +
-                            " row groups x 2 output halves, qk 576 / vo 512, V read from K's tile> (mma.sync)";
+                            " row groups x 2 output halves, qk 576 / vo 512, V read from K's tile> (mma.sync), " +
+                            std::to_string(slots) + " item(s) of " + std::to_string(sp.cta_tile_q) + " rows per CTA";
   res.message = "kernel " + kname;
   auto once = [&](bool sync) {
-    if (sp.num_items > 0) {
-      launch(fp, sp.cta_tile_q, grid, nullptr);
+    if (n_ctas > 0) {
+      launch(fp, rg * 16, grid, nullptr);
       check_launch(kname.c_str(), grid, block, smem, sync);
     }
     if (sp.split_kv) {

@@ -14,7 +14,7 @@ namespace attnscope::cuda {
 constexpr int kMlaRank = 512, kMlaRope = 64;
 constexpr int kMlaQkDim = kMlaRank + kMlaRope, kMlaVoDim = kMlaRank;
 
-// 16-row groups of a CTA for a plan tile of `rows` rows (16, 32 or 64: the planners' tiles at vo 512);
+// 16-row groups of a CTA of `rows` rows (16, 32 or 64: one or more of the plan's items, flash_mla.cu);
 // a CTA has 2 warps per group (each owning half of the 512 output dims).
 constexpr int flash_mla_row_groups(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
 // Dynamic shared memory: Q [16 rg][576], two K stages [64][576], P [16 rg][64], all in the dtype.
@@ -22,7 +22,7 @@ constexpr size_t flash_mla_smem_bytes(int rg) {
   return static_cast<size_t>(rg * 16 * kMlaQkDim + 2 * kKvTile * kMlaQkDim + rg * 16 * kKvTile) * 2;
 }
 
-// The launcher of a dtype (instances/flash_mla_instances.def), nullptr when not built.
+// The launcher of a dtype (instances/flash_mla_instances.def; rows: the CTA's), nullptr when not built.
 using FlashMlaLauncher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
 FlashMlaLauncher find_flash_mla_launcher(DType dt);
 

@@ -103,11 +103,18 @@ __global__ void __launch_bounds__(RG * 64, 1) flash_mla_kernel(const FlashParams
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int rg = warp % RG, h = warp / RG;
-  const FlashCta c(p, tid, p.item_of_cta(blockIdx.x), 0);
+  // this warp's item: slot rg / ib of the CTA's items (ib blocks each); an empty slot takes slot 0's
+  // item with its rows moved past the item's end (blk0 one item back), so it loads zeros, sees no key
+  // and stores nothing
+  const int ib = p.mla_item_blocks, slots = RG / ib, slot = rg / ib;
+  const int* items = p.mla_items + static_cast<int64_t>(blockIdx.x) * slots;
+  const int mine = items[slot];
+  const FlashCta c(p, tid, mine >= 0 ? mine : items[0], mine >= 0 ? slot * ib : (slot - 1) * ib);
   const int g = c.g, t4 = c.t4;
 
-  for (int i = tid; i < kRows * kVec; i += kThreads) {
-    const int r = i / kVec, cv = i % kVec;
+  // Q: the row group's two warps load its 16 rows
+  for (int i = lane + 32 * h; i < 16 * kVec; i += 64) {
+    const int r = rg * 16 + i / kVec, cv = i % kVec;
     *reinterpret_cast<uint4*>(qs + mla_at<DK>(r, cv * 8)) = q_vector<DK, T>(c, r, cv);
   }
   if (tid == 0) {
