@@ -163,7 +163,8 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   const dim3 block(static_cast<unsigned>(rg * 64));
   const size_t smem = flash_mla_smem_bytes(rg);
   const std::string kname = "flash_mla_kernel<" + std::string(dtype_name(c.dtype)) + ", " + std::to_string(rg) +
-                            " row groups x 2 output halves, qk 576 / vo 512, V read from K's tile> (mma.sync), " +
+                            " row groups, qk 576 / vo 512, V read from K's tile, P V on " +
+                            (rg >= 2 ? "32 rows x 128 dims" : "16 rows x 256 dims") + " per warp> (mma.sync), " +
                             std::to_string(slots) + " item(s) of " + std::to_string(sp.cta_tile_q) + " rows per CTA";
   res.message = "kernel " + kname;
   auto once = [&](bool sync) {
