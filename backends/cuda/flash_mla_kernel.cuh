@@ -1,9 +1,9 @@
 // cuda.flash's MLA absorbed-decode kernel (docs/architecture.md, "MLA absorbed decode"): plain attention
 // with one latent KV head of head dims qk 576 ([ckv ; kpe]) and vo 512 (ckv), the query heads packed as
-// rows (row = query token x head, as GQA groups are packed). One CTA runs one work item (16, 32 or 64
-// rows: the planners' tiles at head dim vo 512) over the item's key range in 64-key tiles gathered from the
-// paged (or ragged) K pool into shared memory; V is the first 512 columns of the same K tile, so the
-// latent is read once. 2 x RG warps: for the logits, warp (rg, h) owns rows 16 rg .. 16 rg + 15 and keys
+// rows (row = query token x head, as GQA groups are packed). One CTA runs up to 64 rows: the plan items
+// (16, 32 or 64 rows each, the planners' tiles at vo 512) of one KV chunk that flash_mla.cu grouped, over
+// the chunk's keys in 64-key tiles gathered from the paged (or ragged) K pool into shared memory; V is the first 512 columns of
+// the same K tile, so the latent is read once. 2 x RG warps: for the logits, warp (rg, h) owns rows 16 rg .. 16 rg + 15 and keys
 // 32 h .. 32 h + 31 of each tile; the two warps of a row group share their tile maxima, the rescale
 // factors and P (rounded to the dtype) through shared memory, and each keeps the row sum of its own
 // keys, summed at the end. For O += P V each warp owns 32 rows x 128 head dims (one row group: 16 x 256),
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(RG * 64, 1) flash_mla_kernel(const FlashParams
   // P V's warps: with 2+ row groups each warp owns 32 rows (two blocks) x 128 dims (every V fragment read
   // from shared memory feeds both blocks); with one, 16 rows x 256 dims
   constexpr int kRB = RG >= 2 ? 2 : 1, kDW = DV / (2 * kRB);
-  if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // CUDA-graph padding CTA
+  if (static_cast<int>(blockIdx.x) >= p.num_items) return;  // num_items: the CTAs (groups), not the plan's items
 
   extern __shared__ __align__(128) unsigned char smem_dyn[];
   T* qs = reinterpret_cast<T*>(smem_dyn);  // [kRows][576], swizzled (mla_at<576>)
