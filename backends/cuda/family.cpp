@@ -25,7 +25,8 @@ BackendFamily cuda_family() {
        "bf16 / fp16, the head dims of instances/flash_instances.def, every mask and storage, any mask_mod and score_mod "
        "(soft-cap / ALiBi as parameters, others interpreted), any planner; FP8 KV caches (e4m3, e5m2) with per-tensor or "
        "per-head scales at head dims 64, 128, 256 with the plain logit (no soft-cap, ALiBi, mask_mod or score_mod), not "
-       "per-token scales nor FP8 attention",
+       "per-token scales nor FP8 attention; MLA's absorbed form (kv_lora_rank 512, rope_dim 64; bf16 / fp16, the built-in "
+       "masks, no sinks, trees, FP8, soft-cap, ALiBi, mask_mod or score_mod), not the non-absorbed form",
        E::kFull, E::kFull, true, true, false, Role::kNone, fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
        false},
       {"cuda.flash_padded", "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (FlashInfer's head_dim-32 workaround)",
@@ -34,6 +35,7 @@ BackendFamily cuda_family() {
   // attention sinks (folded into each row at its store or merge) and trees (the plan's mask bits)
   for (auto& b : f.backends) b.sinks = b.trees = true;
   f.backends[0].mla = f.backends[1].mla = kMlaBoth;  // the naive kernels: any head dims (tests/gpu/test_mla_gpu.cpp)
+  f.backends[2].mla = kMlaAbsorbed;                  // its MLA kernel (flash_mla_kernel.cuh); cuDNN runs the non-absorbed prefill
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = "attnscope's CUDA kernels, CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +

@@ -11,6 +11,7 @@
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
 #include "flash_debug.h"
+#include "flash_mla.h"
 #include "flash_params.h"
 #include "gpu_timer.h"
 
@@ -81,7 +82,7 @@ __global__ void merge_kernel(const MergeParams p, int fp16) {
   const int h = static_cast<int>(row % p.hq);
   const int64_t first = p.merge_indptr[t];
   const int n = p.merge_indptr[t + 1] - p.merge_indptr[t];
-  constexpr int kPer = 8;  // head_dim <= 256: up to 8 values per lane
+  constexpr int kPer = 16;  // head_dim <= 512 (MLA's absorbed vo): up to 16 values per lane
   const int per = (p.d + 31) / 32;
   float acc[kPer];
   float lse = p.part_lse[first * p.hq + h];
@@ -163,6 +164,12 @@ class FlashBackend final : public Backend {
   int kernel_dim(const CaseSpec& c) const { return padded_ ? c.pad_head_dim_to.value_or(64) : c.head_dim_qk; }
   std::string check(const CaseSpec& c) const override {
     if (auto why = device_check(); !why.empty()) return why;
+    if (c.is_mla()) {  // the absorbed form runs its own kernel (flash_mla.cu)
+      if (padded_ || !c.mla_absorbed())
+        return std::string(padded_ ? "/mla: cuda.flash_padded" : "/mla/absorbed false: cuda.flash") +
+               " does not run this MLA form; cuda.flash runs the absorbed form (/mla/absorbed true)";
+      return flash_mla_check(c);
+    }
     if (auto why = fp8_check(c); !why.empty()) return why;
     if (padded_ && kernel_dim(c) <= std::max(c.head_dim_qk, c.head_dim_vo))
       return "head_dim " + std::to_string(c.head_dim_qk) + " is not below the padded size " + std::to_string(kernel_dim(c)) +
@@ -198,6 +205,7 @@ class FlashBackend final : public Backend {
   }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
+    if (c.mla_absorbed() && !padded_) return run_flash_mla(c, p, opt, debug_.heavy_first);
     Result res;
     res.backend = id();
     const SplitPlan& sp = p.split;

@@ -52,6 +52,10 @@ struct FlashParams {
   // attention sinks (docs/conventions.md section 12): [hq] each qo head's sink logit in base 2, folded
   // into the row once: at its final store, or into its first KV chunk's partial (tiled_fold_sink); nullptr: none
   const float* sink2;
+  // MLA absorbed decode (flash_mla_kernel.cuh): CTA x runs items mla_items[x * n + s], n = slots per CTA,
+  // each of mla_item_blocks 16-row blocks (-1: an empty slot); the items of a CTA share their keys
+  const int* mla_items;
+  int mla_item_blocks;
   int split;           // 1: write partials (fp32 buffer) for the merge kernel
   int round_partials;  // partials rounded to the dtype (FlashInfer)
   void* o;             // [total_q, hq, D] dtype (split == 0)
