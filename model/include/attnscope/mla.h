@@ -18,8 +18,8 @@ struct MlaGen {
   double mean = 0, std = 1;
   uint64_t weight_seed = 1;  // data.seed: the matrices are the model's, shared by every request
   DType dt = DType::kBf16;
-  int latent() const { return rank + rope; }
-  int q_dim() const { return nope + rope; }
+  AS_HD int latent() const { return rank + rope; }
+  AS_HD int q_dim() const { return nope + rope; }
 };
 MlaGen mla_gen(const CaseSpec& c);
 
