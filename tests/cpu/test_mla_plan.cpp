@@ -220,6 +220,7 @@ TEST(MlaPlan, RefusesBatchesBeyondTheWorkBuffers) {
 TEST(MlaPlan, ComparisonNamesTheFieldThatDiffers) {
   REQUIRE_FLASHINFER_PLANNER();
   CaseSpec c = random_batch(7);
+  c.split.num_sms = 132;
   const MlaPlanModel m = model_plan(c);
   FlashInferMlaPlan lib = library_plan(c);
   ASSERT_TRUE(compare_flashinfer_mla_plan(m, lib).empty());
