@@ -13,6 +13,7 @@
 #include "attnscope/registry.h"
 #include "attnscope/rng.h"
 #include "fi_library_plan.h"
+#include "report_json.h"
 
 using namespace attnscope;
 
@@ -266,4 +267,25 @@ TEST(MlaPlan, PlanCaseFillsTheLibraryPlan) {
   EXPECT_EQ(lib.inputs.kv_len, (std::vector<int>{300, 77}));
   const MlaPlanModel m = model_mla_plan(mla_plan_inputs(c, p.units, lib.device.sm_count));
   EXPECT_TRUE(compare_flashinfer_mla_plan(m, lib).empty()) << flashinfer_mla_agreement_line(m, lib);
+}
+
+// plan --json: library_plans.flashinfer_mla for an absorbed MLA case (inputs, the model's schedule, the
+// agreement), no such key for other cases.
+TEST(MlaPlan, PlanJsonCarriesTheMlaPlanForMlaCasesOnly) {
+  CaseSpec c = mla_case();
+  c.requests = {{1, 300}, {2, 77}};
+  c.kv_cache.page_size = 64;
+  c.backends = {"cpu.reference"};
+  const auto j = library_plans_to_json(plan_case(c));
+  ASSERT_TRUE(j.contains("flashinfer_mla"));
+  const auto& m = j["flashinfer_mla"];
+  EXPECT_EQ(m["inputs"]["kv_len"], (std::vector<int>{300, 77}));
+  EXPECT_EQ(m["model"]["kv_len_limit"], 32);  // 377 keys over 132 clusters: a share of 3, the smallest limit
+  EXPECT_EQ(m["model"]["schedule"]["works"].size(), 13u);
+  EXPECT_TRUE(m["agreement"]["line"].get<std::string>().find("FlashInfer's MLA planner") == 0);
+  if (flashinfer_planner_compiled()) EXPECT_EQ(m["agreement"]["agrees"], true);
+  CaseSpec plain;
+  plain.requests = {{1, 10}};
+  plain.backends = {"cpu.reference"};
+  EXPECT_FALSE(library_plans_to_json(plan_case(plain)).contains("flashinfer_mla"));
 }
