@@ -93,6 +93,33 @@ void print_library_plans(std::ostream& o, const Plan& p) {
   o << "  " << flashinfer_agreement_line(p.split, f) << "\n";
 }
 
+// FlashInfer's MLA planner (absorbed MLA cases) beside attnscope's model of it.
+void print_mla_library_plan(std::ostream& o, const Plan& p) {
+  const FlashInferMlaPlan& f = p.library.flashinfer_mla;
+  if (f.inputs.kv_len.empty()) return;  // not an absorbed MLA case
+  const MlaPlanModel m = flashinfer_mla_model(f);
+  o << "\nFLASHINFER'S MLA PLAN  MLAPlan";
+  if (!f.pin.empty()) o << " (" << f.pin << ")";
+  if (f.ran) o << ", device answers from " << f.device.source;
+  o << "\n  inputs  qo_indptr " << list(f.inputs.qo_indptr, 12) << ", kv_indptr " << list(f.inputs.kv_indptr, 12)
+    << " pages, kv_len " << list(f.inputs.kv_len, 12) << ", " << f.inputs.num_heads << " heads, "
+    << (f.inputs.causal ? "causal" : "no mask") << "\n";
+  if (m.refusal.empty())
+    o << "  model   " << m.cluster_size << " CTA" << (m.cluster_size > 1 ? "s" : "") << " per cluster x " << m.schedule.num_blks_y
+      << " clusters (" << m.inputs.num_sm << " SMs), tile " << m.cluster_tile_q << " rows, " << m.total_kv
+      << " keys over the tiles, kv_len_limit " << m.kv_len_limit << ", " << m.schedule.works.size() << " work items, "
+      << m.partial_rows << " partial rows, " << m.merge_ctas << " merge CTAs\n";
+  if (f.available) {
+    const MlaSchedule& s = f.schedule;
+    std::vector<int> kv_end;
+    for (size_t i = 0; i < s.works.size() && i < 24; ++i) kv_end.push_back(s.works[i].kv_end);
+    o << "  result  grid (" << s.num_blks_x << ", " << s.num_blks_y << "), " << s.works.size() << " work items, work_indptr "
+      << list(s.work_indptr, 12) << "\n";
+    o << "  workspaces int " << f.int_workspace_bytes << " B staged, float " << f.float_workspace_bytes << " B\n";
+  }
+  o << "  " << flashinfer_mla_agreement_line(m, f) << "\n";
+}
+
 }  // namespace
 
 std::string case_summary(const CaseSpec& c) {
@@ -224,6 +251,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   if (p.units.size() > 8) o << "  ... " << p.units.size() - 8 << " more units\n";
 
   print_library_plans(o, p);
+  print_mla_library_plan(o, p);
 
   o << "\nBLOCK MAP  ";
   o << block_map_text(p.blocks);
@@ -237,6 +265,8 @@ void print_session(std::ostream& o, const Session& s) {
   o << "plan    " << planner_name(sp.planner) << ", tile " << sp.cta_tile_q << ", chunk " << sp.chunk_pages << " pages, "
     << (sp.split_kv ? "split-KV" : "no split") << ", " << sp.num_items << " items (" << fmt("%.1f", s.plan.plan_us) << " us)\n";
   o << "library " << flashinfer_agreement_line(sp, s.plan.library.flashinfer) << "\n";
+  if (const FlashInferMlaPlan& mla = s.plan.library.flashinfer_mla; !mla.inputs.kv_len.empty())
+    o << "library " << flashinfer_mla_agreement_line(flashinfer_mla_model(mla), mla) << "\n";
   if (c.fp8_kv()) {
     o << "fp8     ";
     if (s.quantisation)

@@ -86,8 +86,71 @@ ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPla
   return j;
 }
 
+ordered_json flashinfer_mla_plan_to_json(const FlashInferMlaPlan& f) {
+  ordered_json j;
+  j["compiled"] = f.compiled;
+  j["ran"] = f.ran;
+  j["available"] = f.available;
+  j["refused"] = f.refused;
+  j["why"] = f.why;
+  j["pin"] = f.pin;
+  j["device"] = {{"source", f.device.source}, {"from_device", f.device.from_device}, {"sm_count", f.device.sm_count}};
+  const MlaPlanInputs& in = f.inputs;
+  j["inputs"] = {{"qo_indptr", in.qo_indptr},   {"kv_indptr", in.kv_indptr}, {"kv_len", in.kv_len}, {"num_heads", in.num_heads},
+                 {"head_dim_o", in.head_dim_o}, {"causal", in.causal},       {"num_sm", in.num_sm}};
+  auto schedule = [](const MlaSchedule& s) {
+    ordered_json w = ordered_json::array();
+    for (const MlaWork& x : s.works)
+      w.push_back({{"q_indptr", x.q_indptr},
+                   {"kv_indptr", x.kv_indptr},
+                   {"partial_indptr", x.partial_indptr},
+                   {"q_len", x.q_len},
+                   {"kv_len", x.kv_len},
+                   {"q_start", x.q_start},
+                   {"kv_start", x.kv_start},
+                   {"kv_end", x.kv_end}});
+    return ordered_json{{"num_blks_x", s.num_blks_x},
+                        {"num_blks_y", s.num_blks_y},
+                        {"work_indptr", s.work_indptr},
+                        {"works", w},
+                        {"merge_packed_offset_start", s.merge_packed_start},
+                        {"merge_packed_offset_end", s.merge_packed_end},
+                        {"merge_partial_packed_offset_start", s.merge_partial_start},
+                        {"merge_partial_packed_offset_end", s.merge_partial_end},
+                        {"merge_partial_stride", s.merge_partial_stride}};
+  };
+  const MlaPlanModel m = flashinfer_mla_model(f);
+  ordered_json model = {{"num_sm", m.inputs.num_sm}, {"refusal", m.refusal}};
+  if (m.refusal.empty()) {
+    model["cluster_size"] = m.cluster_size;
+    model["cluster_tile_q"] = m.cluster_tile_q;
+    model["total_kv"] = m.total_kv;
+    model["kv_len_limit"] = m.kv_len_limit;
+    model["merge_ctas"] = m.merge_ctas;
+    model["partial_rows"] = m.partial_rows;
+    model["schedule"] = schedule(m.schedule);
+  }
+  j["model"] = model;
+  if (f.available) {
+    j["schedule"] = schedule(f.schedule);
+    j["int_workspace_bytes"] = f.int_workspace_bytes;
+    j["float_workspace_bytes"] = f.float_workspace_bytes;
+  }
+  const auto diffs = compare_flashinfer_mla_plan(m, f);
+  ordered_json dj = ordered_json::array();
+  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flashinfer", x.library}});
+  j["agreement"] = {{"agrees", f.ran || f.refused ? ordered_json(diffs.empty()) : ordered_json(nullptr)},
+                    {"line", flashinfer_mla_agreement_line(m, f)},
+                    {"differences", dj}};
+  return j;
+}
+
 ordered_json library_plans_to_json(const Plan& p) {
-  return {{"flashinfer", flashinfer_plan_to_json(p.split, p.library.flashinfer)}};
+  ordered_json j = {{"flashinfer", flashinfer_plan_to_json(p.split, p.library.flashinfer)}};
+  // absorbed MLA cases only, so that the other cases' reports keep their form
+  if (!p.library.flashinfer_mla.inputs.kv_len.empty())
+    j["flashinfer_mla"] = flashinfer_mla_plan_to_json(p.library.flashinfer_mla);
+  return j;
 }
 
 ordered_json plan_to_json(const CaseSpec& c, const Plan& p) {

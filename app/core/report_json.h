@@ -14,6 +14,8 @@ nlohmann::ordered_json plan_to_json(const CaseSpec& c, const Plan& p);
 // its inputs, the device profile it answered from) and its field-by-field agreement with the model.
 nlohmann::ordered_json library_plans_to_json(const Plan& p);
 nlohmann::ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f);
+// library_plans.flashinfer_mla: FlashInfer's MLAPlan, attnscope's model of it and their agreement.
+nlohmann::ordered_json flashinfer_mla_plan_to_json(const FlashInferMlaPlan& f);
 nlohmann::ordered_json result_to_json(const Result& r);
 nlohmann::ordered_json diff_to_json(const DiffReport& d);
 nlohmann::ordered_json session_to_json(const Session& s);

@@ -31,10 +31,21 @@ BackendFamily flashinfer_family() {
        "single-token queries, bf16 / fp16, the head dims of fi_instances.def, paged KV, window, soft-cap / ALiBi; an FP8 KV "
        "cache (bf16 queries) with tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
        E::kNone, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
+      {"flashinfer.mla", "FlashInfer MLA decode (mla.cuh BatchMLAPagedAttention, FA2 style) planned by its MLAPlan",
+       "absorbed MLA (kv_lora_rank 512, rope_dim 64) in bf16 / fp16 on sm_80+, paged or ragged latent cache, causal or not; "
+       "no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
+       E::kNone, E::kNone, true, false, true, Role::kNone, 0},
+      {"flashinfer.mla_sm90", "FlashInfer Hopper MLA decode (mla_hopper.cuh BatchMLAPageAttentionHopper) planned by its MLAPlan",
+       "absorbed MLA (kv_lora_rank 512, rope_dim 64) in bf16 / fp16 on sm_90, paged or ragged latent cache, causal or not; "
+       "no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
+       E::kNone, E::kNone, true, false, true, Role::kNone, 0},
   };
-  f.backends[0].trees = true;  // flashinfer.prefill: a tree's mask bits go in as its custom mask (choose_mask)
+  f.backends[0].trees = true;        // flashinfer.prefill: a tree's mask bits go in as its custom mask (choose_mask)
+  f.backends[3].mla = kMlaAbsorbed;  // flashinfer.mla / mla_sm90: the absorbed form only
+  f.backends[4].mla = kMlaAbsorbed;
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flashinfer = flashinfer_library_plan(c, units);
+    out->flashinfer_mla = flashinfer_mla_library_plan(c, units);
   };
   f.script_part = peers::flashinfer::script_part;  // host code: scripts export from any build
 #if ATTNSCOPE_FAMILY_COMPILED
@@ -44,6 +55,8 @@ BackendFamily flashinfer_family() {
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
     if (id == "flashinfer.prefill") return peers::flashinfer::make_prefill_backend();
     if (id == "flashinfer.prefill_sm90") return peers::flashinfer::make_prefill_sm90_backend();
+    if (id == "flashinfer.mla" || id == "flashinfer.mla_sm90")
+      return peers::flashinfer::make_mla_backend(id == "flashinfer.mla_sm90");
     return peers::flashinfer::make_decode_backend();
   };
 #else

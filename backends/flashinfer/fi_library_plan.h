@@ -18,4 +18,13 @@ bool flashinfer_planner_compiled();
 FlashInferPlan flashinfer_library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
                                        const DeviceProfile* force = nullptr);
 
+// FlashInfer's MLA planner (MLAPlan) on an absorbed MLA case's units (fi_mla_planner.cu), its device
+// queries answered as above. Not compiled, not an absorbed MLA case, or refused: available = false.
+FlashInferMlaPlan flashinfer_mla_library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units,
+                                              const DeviceProfile* force = nullptr);
+
+// The profile the planners answer from: device 0's own attributes, else the H100 SXM profile with
+// `num_sms` (fi_planner.cu).
+DeviceProfile flashinfer_planner_device(int num_sms);
+
 }  // namespace attnscope

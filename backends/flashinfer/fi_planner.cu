@@ -137,6 +137,11 @@ class ProfileScope {
 
 bool flashinfer_planner_compiled() { return true; }
 
+DeviceProfile flashinfer_planner_device(int num_sms) {
+  const DeviceAnswer& d = device0();
+  return d.present ? d.profile : h100_profile(num_sms, d.why);
+}
+
 FlashInferPlan flashinfer_library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units, const DeviceProfile* force) {
   FlashInferPlan fp;
   fp.compiled = true;

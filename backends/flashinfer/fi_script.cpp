@@ -281,6 +281,11 @@ ScriptPart script_part(const CaseSpec& c, const Plan& p, const std::string& id) 
   ScriptPart part;
   const Api api = api_of(id);
   choose(c, p, api, &part);
+  if (id == "flashinfer.mla" || id == "flashinfer.mla_sm90") {
+    part.label = "FlashInfer MLA";
+    part.library = std::string("FlashInfer ") + kPin + " BatchMLAPagedAttentionWrapper";
+    part.refusal = "the repro script of " + id + " (FlashInfer's MLA wrapper) is not written yet";
+  }
   part.files_note = std::string(" k_cache.npy / v_cache.npy: attnscope's paged pool") +
                     (c.fp8_kv() ? " (its stored FP8 values)" : "") +
                     "; qo_indptr, kv_indptr, kv_indices, kv_last_page_len.npy: its page table;";

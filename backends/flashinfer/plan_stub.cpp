@@ -11,4 +11,16 @@ FlashInferPlan flashinfer_library_plan(const CaseSpec&, const std::vector<WorkUn
   return p;
 }
 
+FlashInferMlaPlan flashinfer_mla_library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units, const DeviceProfile*) {
+  FlashInferMlaPlan p;
+  p.why = "not compiled: flashinfer family: " ATTNSCOPE_FAMILY_WHY;
+  if (c.mla_absorbed()) {  // the model's side still has its inputs
+    p.inputs = mla_plan_inputs(c, units, c.split.num_sms);
+    p.model_num_sms = c.split.num_sms;
+  }
+  return p;
+}
+
+DeviceProfile flashinfer_planner_device(int num_sms) { return h100_profile(num_sms, "flashinfer family not compiled"); }
+
 }  // namespace attnscope

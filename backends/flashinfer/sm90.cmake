@@ -117,8 +117,8 @@ endif()
 
 if(_sm90_why)
   # The backend alone, saying why it is not compiled.
-  target_sources(attnscope_family_flashinfer PRIVATE ${_sm90_dir}/fi_prefill_sm90.cu)
-  set_property(SOURCE ${_sm90_dir}/fi_prefill_sm90.cu APPEND PROPERTY COMPILE_DEFINITIONS "ATTNSCOPE_FI_SM90_WHY=\"${_sm90_why}\"")
+  target_sources(attnscope_family_flashinfer PRIVATE ${_sm90_dir}/fi_prefill_sm90.cu ${_sm90_dir}/fi_mla_sm90.cu)
+  set_property(SOURCE ${_sm90_dir}/fi_prefill_sm90.cu ${_sm90_dir}/fi_mla_sm90.cu APPEND PROPERTY COMPILE_DEFINITIONS "ATTNSCOPE_FI_SM90_WHY=\"${_sm90_why}\"")
   message(STATUS "attnscope: flashinfer.prefill_sm90: not compiled (${_sm90_why})")
   return()
 endif()
@@ -127,6 +127,7 @@ file(CONFIGURE OUTPUT ${_sm90_gen_dir}/fi_sm90_instances_built.def CONTENT "${_s
 add_library(attnscope_flashinfer_sm90 STATIC
   ${_sm90_dir}/fi_prefill_sm90.cu  # the backend (PrefillSM90Plan, buffers, checks, timing) and the table's lookup
   ${_sm90_units}                   # the kernels, one unit per head dim
+  ${_sm90_dir}/fi_mla_sm90.cu      # flashinfer.mla_sm90's kernel (mla_hopper.cuh)
 )
 target_include_directories(attnscope_flashinfer_sm90 BEFORE PRIVATE ${ATTNSCOPE_CCCL_INCLUDE})
 target_include_directories(attnscope_flashinfer_sm90 PRIVATE

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/mla_plan.h"
 #include "attnscope/split_plan.h"
 
 namespace attnscope {
@@ -66,11 +67,32 @@ struct FlashInferPlan {
   int64_t int_workspace_bytes = 0;    // the plan's index arrays
 };
 
+// FlashInfer's MLA planner (MLAPlan in scheduler.cuh) for an absorbed MLA case: its inputs and the
+// schedule read back from its buffers, beside attnscope's model (mla_plan.h).
+struct FlashInferMlaPlan {
+  bool compiled = false;   // false: the flashinfer family is not compiled (why says why)
+  bool ran = false;        // MLAPlan was called (false: not compiled, not an absorbed MLA case, refused before)
+  bool refused = false;    // the planner threw or failed (why says so), or attnscope refused before calling it
+  bool available = false;  // ran && !refused: the schedule below is FlashInfer's
+  std::string why;         // why not available; empty when available
+  std::string pin;
+  DeviceProfile device;
+  MlaPlanInputs inputs;               // as passed (num_sm: the device's answer); filled for every absorbed MLA case
+  int model_num_sms = 132;            // the case's /split/num_sms, which attnscope's model plans for
+  MlaSchedule schedule;               // as MLAPlan wrote it
+  int64_t int_workspace_bytes = 0;    // staged_int_workspace_bytes: what is copied to the device
+  int64_t float_workspace_bytes = 0;  // end of its partial_o / partial_lse regions
+};
+
 // Filled by the backends floor (plan_case asks each family with a planner of its own); make_plan
 // alone leaves them unplanned, with that as the reason.
 struct LibraryPlans {
-  FlashInferPlan flashinfer;  // for the flashinfer / fixed / off planner models; why says when not run
-  LibraryPlans() { flashinfer.why = "not planned: the library planners run in plan_case (backends floor)"; }
+  FlashInferPlan flashinfer;         // for the flashinfer / fixed / off planner models; why says when not run
+  FlashInferMlaPlan flashinfer_mla;  // absorbed MLA cases: FlashInfer's MLAPlan
+  LibraryPlans() {
+    flashinfer.why = "not planned: the library planners run in plan_case (backends floor)";
+    flashinfer_mla.why = flashinfer.why;
+  }
 };
 
 // One field where attnscope's model and FlashInfer's own planner differ.
@@ -88,5 +110,18 @@ std::vector<PlanFieldDiff> compare_flashinfer_plan(const SplitPlan& model, const
 // "FlashInfer's own planner (profile H100 SXM, 132 SMs, no CUDA device here): agrees with the model
 // on every field", or the differing fields, or why there is no FlashInfer plan.
 std::string flashinfer_agreement_line(const SplitPlan& model, const FlashInferPlan& lib);
+
+// attnscope's model of the same plan: model_mla_plan on lib.inputs with num_sm = lib.model_num_sms
+// (refusal set when there are no inputs: not an absorbed MLA case).
+MlaPlanModel flashinfer_mla_model(const FlashInferMlaPlan& lib);
+
+// The MLA plan's fields where the model and FlashInfer's MLAPlan differ: "refusal", "num_blks_x",
+// "num_blks_y", "work_indptr", "works" (q_indptr, kv_indptr, partial_indptr, q_len, kv_len, q_start,
+// kv_start, kv_end of every item), "merge" (the five merge arrays). Empty: every field agrees.
+std::vector<PlanFieldDiff> compare_flashinfer_mla_plan(const MlaPlanModel& model, const FlashInferMlaPlan& lib);
+
+// "FlashInfer's MLA planner (profile H100 SXM, 132 SMs, ...): agrees with the model on every field
+// (N work items on C clusters of X CTAs, kv_len_limit L, M merge CTAs)", the differing fields, or why not run.
+std::string flashinfer_mla_agreement_line(const MlaPlanModel& model, const FlashInferMlaPlan& lib);
 
 }  // namespace attnscope
