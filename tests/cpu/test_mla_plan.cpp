@@ -283,7 +283,9 @@ TEST(MlaPlan, PlanJsonCarriesTheMlaPlanForMlaCasesOnly) {
   EXPECT_EQ(m["model"]["kv_len_limit"], 32);  // 377 keys over 132 clusters: a share of 3, the smallest limit
   EXPECT_EQ(m["model"]["schedule"]["works"].size(), 13u);
   EXPECT_TRUE(m["agreement"]["line"].get<std::string>().find("FlashInfer's MLA planner") == 0);
-  if (flashinfer_planner_compiled()) EXPECT_EQ(m["agreement"]["agrees"], true);
+  if (flashinfer_planner_compiled()) {
+    EXPECT_EQ(m["agreement"]["agrees"], true);
+  }
   CaseSpec plain;
   plain.requests = {{1, 10}};
   plain.backends = {"cpu.reference"};

@@ -15,6 +15,7 @@
 #include "attnscope/mask_bits.h"
 #include "case_json.h"
 #include "explain.h"
+#include "panels/mla_plan_view.h"
 #include "panels/mla_view.h"
 #include "panels/softmax_panel.h"
 #include "panels/tree_view.h"
@@ -358,4 +359,24 @@ TEST(GuiMlaShot, PagesTabDrawsTheLatentRow) {
   std::printf("ckv pixels %lld, kpe pixels %lld\n", static_cast<long long>(ckv), static_cast<long long>(kpe));
   EXPECT_GT(kpe, 500) << "the kpe part";
   EXPECT_GT(ckv, 5 * kpe) << "ckv is 512 of the row's 576 dims";
+}
+
+// The Split-KV tab's MLA view: one lane per cluster whose items cover every request's keys once per
+// query tile; FlashInfer's own plan where the family is compiled (then it agrees), else the model's.
+TEST(GuiMla, SplitKvLanesCoverEveryTilesKeys) {
+  auto d = planned("deepseek-v3-decode.json");
+  const MlaPlanItems it = build_mla_plan_items(*d);
+  ASSERT_TRUE(it.mla);
+  ASSERT_FALSE(it.lanes.empty());
+  int64_t keys = 0, want = 0;
+  for (const auto& lane : it.lanes)
+    for (const auto& w : lane) keys += w.kv_end - w.kv_start;
+  const int tile = 64 * it.cluster_size;
+  for (const auto& r : d->spec().requests) want += static_cast<int64_t>(r.kv_len) * ((r.q_len * 128 + tile - 1) / tile);
+  EXPECT_EQ(keys, want);
+  EXPECT_FALSE(it.line.empty());
+  if (it.available) {
+    EXPECT_TRUE(it.agrees) << it.line;
+  }
+  EXPECT_FALSE(build_mla_plan_items(*planned("deepseek-v3-prefill.json")).mla) << "the non-absorbed form has no MLAPlan";
 }

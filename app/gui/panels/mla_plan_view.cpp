@@ -70,7 +70,7 @@ void draw_mla_plan(const MlaPlanItems& it) {
   for (size_t c = 0; c < it.lanes.size(); ++c) {
     const float y = p0.y + c * lane_h;
     if (c % std::max<size_t>(1, static_cast<size_t>(14 / lane_h)) == 0) {
-      char b[16];
+      char b[24];
       std::snprintf(b, sizeof b, "%zu", c);
       dl->AddText(ImVec2(p0.x - 52, y - 3), IM_COL32(170, 170, 170, 255), b);
     }

@@ -109,6 +109,7 @@ SplitItems build_split_items(const Session& s) {
     it.models.push_back(row);
   }
   it.library = build_library_items(s);
+  it.mla = build_mla_plan_items(s);
   it.padded_extra = s.plan.split.padded_items - s.plan.split.num_items;
   int item = 0;
   for (size_t u = 0; u < s.plan.units.size(); ++u) {
@@ -201,6 +202,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTable();
   }
   draw_library(it.library, planner_name(sp.planner));
+  draw_mla_plan(it.mla);  // absorbed MLA cases: FlashInfer's MLAPlan beside the model
   // batch invariance, computed on demand on a worker
   const std::string& key = key_;
   if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {

@@ -12,6 +12,7 @@
 
 #include "gui_state.h"
 #include "invariance.h"
+#include "mla_plan_view.h"
 #include "session.h"
 
 namespace attnscope::gui {
@@ -54,6 +55,7 @@ struct SplitItems {
   int padded_extra = 0;            // CUDA-graph CTAs that do nothing
   std::vector<int> first_item;     // [units] id of the unit's first work item
   LibraryItems library;            // FlashInfer's own plan beside the model
+  MlaPlanItems mla;                // absorbed MLA cases: FlashInfer's MLAPlan beside the model
 };
 
 SplitItems build_split_items(const Session& s);
