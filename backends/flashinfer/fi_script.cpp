@@ -7,6 +7,7 @@
 #include "attnscope/fp8.h"
 #include "attnscope/py_text.h"
 #include "fi_conventions.h"
+#include "fi_mla_script.h"
 
 namespace attnscope::peers::flashinfer {
 
@@ -281,10 +282,14 @@ ScriptPart script_part(const CaseSpec& c, const Plan& p, const std::string& id) 
   ScriptPart part;
   const Api api = api_of(id);
   choose(c, p, api, &part);
-  if (id == "flashinfer.mla" || id == "flashinfer.mla_sm90") {
-    part.label = "FlashInfer MLA";
-    part.library = std::string("FlashInfer ") + kPin + " BatchMLAPagedAttentionWrapper";
-    part.refusal = "the repro script of " + id + " (FlashInfer's MLA wrapper) is not written yet";
+  const bool mla = id == "flashinfer.mla" || id == "flashinfer.mla_sm90";
+  if (mla) {
+    part.label = id == "flashinfer.mla" ? "FlashInfer MLA (fa2)" : "FlashInfer MLA (fa3)";
+    part.library = std::string("FlashInfer ") + kPin + " BatchMLAPagedAttentionWrapper, backend \"" +
+                   (id == "flashinfer.mla" ? "fa2" : "fa3") + "\"";
+    part.refusal = mla_script_refusal(c);
+  } else if (c.is_mla() && part.refusal.empty()) {
+    part.refusal = id + " does not run MLA cases (its descriptor); flashinfer.mla's script runs FlashInfer's MLA wrapper";
   }
   part.files_note = std::string(" k_cache.npy / v_cache.npy: attnscope's paged pool") +
                     (c.fp8_kv() ? " (its stored FP8 values)" : "") +
@@ -295,8 +300,8 @@ ScriptPart script_part(const CaseSpec& c, const Plan& p, const std::string& id) 
   part.pin = kPin;
   part.write_arrays = write_arrays;
   if (part.refusal.empty()) {
-    part.constants = units_constant(c, p);
-    part.run_library = run_library_fn(c, p, api);
+    part.constants = mla ? "" : units_constant(c, p);
+    part.run_library = mla ? mla_run_library_fn(c, p, id == "flashinfer.mla_sm90") : run_library_fn(c, p, api);
   }
   return part;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "attnscope/mask.h"
+#include "attnscope/mla.h"
 #include "attnscope/plan.h"
 #include "attnscope/py_text.h"
 #include "attnscope/registry.h"
@@ -568,4 +569,37 @@ TEST(ExportScript, TheAppIncludesNoFamilyHeaderAndQuotesNoFamilyId) {
     }
   }
   EXPECT_GT(files, 10);
+}
+
+// flashinfer.mla's script: FlashInfer's MLA wrapper on the latent pool (ckv / kpe views of k_cache.npy),
+// planned with the case's requests; the non-absorbed form is refused naming the form it takes.
+TEST(ExportScript, MlaWritesFlashInfersMlaWrapperAndRefusesTheOtherForm) {
+  const std::string py = python_with("py_compile");
+  if (py.empty()) GTEST_SKIP() << "python3 is not installed";
+  attnscope::CaseSpec c = attnscope::read_case_file(src("tests/data/readme/mla-forms-small.json")).spec;
+  TempDir d("mla");
+  fs::create_directories(d.path);
+  const fs::path non = d.path / "non.json", abs = d.path / "abs.json";
+  attnscope::write_text_file(non.string(), attnscope::case_to_text(c));
+  attnscope::write_text_file(abs.string(), attnscope::case_to_text(attnscope::mla_other_form(c)));
+  for (const std::string id : {"flashinfer.mla", "flashinfer.mla_sm90"}) {
+    SCOPED_TRACE(id);
+    const fs::path out = d.path / id;
+    const Out o = cli("run " + abs.string() + " --backends cpu.reference," + id + " --script-backend " + id +
+                      " --export-script " + out.string());
+    ASSERT_NE(o.code, 2) << o.out;
+    const std::string text = read(out / "repro.py");
+    EXPECT_NE(text.find("flashinfer.mla.BatchMLAPagedAttentionWrapper(workspace, backend=\"" +
+                        std::string(id == "flashinfer.mla" ? "fa2" : "fa3") + "\")"),
+              std::string::npos);
+    EXPECT_NE(text.find("ckv_cache, kpe_cache = pool[..., :512], pool[..., 512:]"), std::string::npos);
+    EXPECT_EQ(sh(py + " -m py_compile " + (out / "repro.py").string()).code, 0);
+  }
+  const fs::path out = d.path / "non";
+  const Out o = cli("run " + non.string() +
+                    " --backends cpu.reference,flashinfer.mla --script-backend flashinfer.mla --export-script " + out.string());
+  ASSERT_NE(o.code, 2) << o.out;
+  const std::string text = read(out / "repro.py");
+  EXPECT_EQ(text.find("def run_library"), std::string::npos);
+  EXPECT_NE(text.find("FlashInfer's MLA wrapper runs the absorbed form"), std::string::npos);
 }
