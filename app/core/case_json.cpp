@@ -215,28 +215,8 @@ RequestSpec parse_request(const json& j, const std::string& path) {
   return r;
 }
 
-}  // namespace
-
-CaseFile parse_case(const json& j) {
-  Obj top(j, "",
-          {"schema", "name", "description", "requests", "heads", "head_dim", "mla", "dtype", "kv_cache", "attention", "split",
-           "data", "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
-  top.require("schema");
-  const std::string schema = top.get_str("schema", "");
-  if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
-
-  CaseFile f;
-  CaseSpec& c = f.spec;
-  c.name = top.get_str("name", "");
-  c.description = top.get_str("description", "");
-
-  top.require("requests");
-  const json& reqs = top.array("requests");
-  if (reqs.size() > kMaxRequests)  // before reading any: a value built in code has not met the reader's limit
-    throw CaseError("/requests/" + std::to_string(kMaxRequests),
-                    "one past the limit: at most " + std::to_string(kMaxRequests) + " requests are allowed");
-  for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
-
+// /mla, /heads and /head_dim: /mla first, since it sets the KV heads and head dims the others may leave out.
+void read_shape(const Obj& top, CaseSpec& c) {
   if (top.has("mla")) {  // read first: it sets the KV heads and head dims the keys below may leave out
     Obj m(top.raw("mla"), "/mla", {"kv_lora_rank", "rope_dim", "absorbed", "qk_nope_dim", "v_head_dim"});
     MlaSpec ml;
@@ -271,6 +251,31 @@ CaseFile parse_case(const json& j) {
       c.head_dim_vo = h.get_int("vo", c.head_dim_qk);
     }
   }
+}
+
+}  // namespace
+
+CaseFile parse_case(const json& j) {
+  Obj top(j, "",
+          {"schema", "name", "description", "requests", "heads", "head_dim", "mla", "dtype", "kv_cache", "attention", "split",
+           "data", "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
+  top.require("schema");
+  const std::string schema = top.get_str("schema", "");
+  if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
+
+  CaseFile f;
+  CaseSpec& c = f.spec;
+  c.name = top.get_str("name", "");
+  c.description = top.get_str("description", "");
+
+  top.require("requests");
+  const json& reqs = top.array("requests");
+  if (reqs.size() > kMaxRequests)  // before reading any: a value built in code has not met the reader's limit
+    throw CaseError("/requests/" + std::to_string(kMaxRequests),
+                    "one past the limit: at most " + std::to_string(kMaxRequests) + " requests are allowed");
+  for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
+
+  read_shape(top, c);
   top.require("dtype");
   c.dtype = top.get_enum("dtype", DType::kBf16, kDtypes);
 

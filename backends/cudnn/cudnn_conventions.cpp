@@ -152,6 +152,38 @@ std::string fp8_refusal_reason(const CaseSpec& c) {
   return "";
 }
 
+namespace {
+
+// The mask and form of a translated problem in words (SdpaProblem::masks).
+std::string describe(const CaseSpec& c, const GraphKey& k, int units, bool local, int padded_rows, int empty_units) {
+  std::ostringstream m;
+  if (k.dense)
+    m << "dense: " << k.batch << " sequences of " << (k.group > 1 ? 1 : k.s_q) << " queries and " << k.s_kv
+      << " keys back to back, plain strided tensors (no padding mask, no ragged offsets)";
+  else
+    m << "padding mask with seq_len_q/seq_len_kv per sequence";
+  if (k.group > 1)
+    m << "; GQA decode packed: the " << k.group << " query heads of each KV head as " << k.group
+      << " rows of one sequence (each sees all of its unit's keys), K/V read once per KV head";
+  if (local) m << "; chunked local attention as " << units << " vLLM virtual batches";
+  if (c.attention.causal && !k.causal && k.group == 1)
+    m << "; causal decode: each sequence's one query is its last key and sees every key (no band)";
+  if (k.causal && k.group == 1)
+    m << (k.top_left ? "; causal: right bound 0, top-left (= bottom-right, q_len == kv_len)"
+                     : "; causal: right bound 0, bottom-right (q_abs = kv_len - q_len + q)");
+  // attnscope's W counts the query itself (visible iff q_abs - W < k); cuDNN's left bound keeps
+  // col + left_bound - (seq_kv - seq_q) > row, i.e. k > q_abs - left_bound: the same number.
+  if (k.window) m << "; window W = " << k.window << " -> left bound " << k.window;
+  if (k.alibi) m << "; ALiBi with cuDNN's slopes (the same formula as attnscope's)";
+  if (k.sinks) m << "; sinks: one logit per query head as cuDNN's sink_token (in each row's max, denominator and Stats)";
+  if (padded_rows) m << "; " << padded_rows << " padding queries left to attnscope (O = 0, LSE = -inf)";
+  if (empty_units) m << ", " << empty_units << " all-padding sequences left out of cuDNN's batch";
+  if (!k.dense) m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
+  return m.str();
+}
+
+}  // namespace
+
 SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& opt) {
   const bool pack_gqa_decode = opt.pack_gqa_decode, dense_when_uniform = opt.dense_when_uniform;
   SdpaProblem s;
@@ -300,30 +332,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   }
   if (opt.prefer_top_left && square && k.batch > 0) k.top_left = true;
 
-  std::ostringstream m;
-  if (k.dense)
-    m << "dense: " << k.batch << " sequences of " << (k.group > 1 ? 1 : k.s_q) << " queries and " << k.s_kv
-      << " keys back to back, plain strided tensors (no padding mask, no ragged offsets)";
-  else
-    m << "padding mask with seq_len_q/seq_len_kv per sequence";
-  if (k.group > 1)
-    m << "; GQA decode packed: the " << k.group << " query heads of each KV head as " << k.group
-      << " rows of one sequence (each sees all of its unit's keys), K/V read once per KV head";
-  if (local) m << "; chunked local attention as " << units << " vLLM virtual batches";
-  if (c.attention.causal && !k.causal && k.group == 1)
-    m << "; causal decode: each sequence's one query is its last key and sees every key (no band)";
-  if (k.causal && k.group == 1)
-    m << (k.top_left ? "; causal: right bound 0, top-left (= bottom-right, q_len == kv_len)"
-                     : "; causal: right bound 0, bottom-right (q_abs = kv_len - q_len + q)");
-  // attnscope's W counts the query itself (visible iff q_abs - W < k); cuDNN's left bound keeps
-  // col + left_bound - (seq_kv - seq_q) > row, i.e. k > q_abs - left_bound: the same number.
-  if (k.window) m << "; window W = " << k.window << " -> left bound " << k.window;
-  if (k.alibi) m << "; ALiBi with cuDNN's slopes (the same formula as attnscope's)";
-  if (k.sinks) m << "; sinks: one logit per query head as cuDNN's sink_token (in each row's max, denominator and Stats)";
-  if (padded_rows) m << "; " << padded_rows << " padding queries left to attnscope (O = 0, LSE = -inf)";
-  if (empty_units) m << ", " << empty_units << " all-padding sequences left out of cuDNN's batch";
-  if (!k.dense) m << (k.paged ? "; K/V through page tables over the pool" : "; K/V through ragged offsets into the pool");
-  s.masks = m.str();
+  s.masks = describe(c, k, units, local, padded_rows, empty_units);
   return s;
 }
 

@@ -251,132 +251,122 @@ bool EditorPanel::draw_fp8(CaseSpec& c) {
   return fp8_error_.empty();
 }
 
-bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, std::string* preset) {
+// The Requests section: the table (filter, sort, edit, add, remove), the selected request's advanced
+// fields and the generator.
+bool EditorPanel::draw_requests(CaseSpec& c) {
   bool ch = false;
-  ImGui::PushItemWidth(-110);
-  if (ImGui::BeginCombo("preset", "examples/...")) {
-    for (const auto& e : examples)
-      if (ImGui::Selectable(std::filesystem::path(e).filename().string().c_str())) *preset = e;
-    ImGui::EndCombo();
-  }
-  ch |= ImGui::InputText("name", &c.name);
-  ch |= ImGui::InputTextMultiline("description", &c.description, ImVec2(-110, 44));
-  // the field does not wrap: the whole description, wrapped, on hover
-  if (!c.description.empty() && ImGui::IsItemHovered() && !ImGui::IsItemActive()) {
-    ImGui::BeginTooltip();
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-    ImGui::TextUnformatted(c.description.c_str());
-    ImGui::PopTextWrapPos();
-    ImGui::EndTooltip();
-  }
-  if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) {
-    ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
-                static_cast<long long>(c.total_kv()));
-    // filter and sort (click a header): a case can hold hundreds of requests
-    ImGui::SetNextItemWidth(-110);
-    ImGui::InputTextWithHint("filter", "q=1 kv>=4096", &filter_);
-    std::string filter_error;
-    const std::vector<int> rows = request_rows(c, sort_col_, sort_ascending_, filter_, &filter_error);
-    if (!filter_error.empty())
-      ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", filter_error.c_str());
-    else if (!filter_.empty())
-      ImGui::TextDisabled("%zu of %zu requests", rows.size(), c.requests.size());
-    if (ImGui::BeginTable(
-            "reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Sortable,
-            ImVec2(0, 170))) {
-      ImGui::TableSetupScrollFreeze(0, 1);
-      ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort, 30);
-      ImGui::TableSetupColumn("q_len");
-      ImGui::TableSetupColumn("kv_len");
-      ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 44);
-      ImGui::TableHeadersRow();
-      if (ImGuiTableSortSpecs* sort = ImGui::TableGetSortSpecs(); sort && sort->SpecsCount > 0) {
-        sort_col_ = sort->Specs[0].ColumnIndex;
-        sort_ascending_ = sort->Specs[0].SortDirection != ImGuiSortDirection_Descending;
-      }
-      int remove = -1, dup = -1;
-      ImGuiListClipper clip;  // only the visible rows are laid out
-      clip.Begin(static_cast<int>(rows.size()));
-      while (clip.Step())
-        for (int k = clip.DisplayStart; k < clip.DisplayEnd; ++k) {
-          const size_t i = static_cast<size_t>(rows[k]);
-          ImGui::PushID(static_cast<int>(i));
-          ImGui::TableNextRow();
-          ImGui::TableNextColumn();
-          ImGui::Text("%zu", i);
-          ImGui::TableNextColumn();
-          ImGui::SetNextItemWidth(-1);
-          ch |= ImGui::InputInt("##q", &c.requests[i].q_len, 0);
-          ImGui::TableNextColumn();
-          ImGui::SetNextItemWidth(-1);
-          ch |= ImGui::InputInt("##kv", &c.requests[i].kv_len, 0);
-          ImGui::TableNextColumn();
-          if (ImGui::SmallButton("+")) dup = static_cast<int>(i);
-          ImGui::SameLine();
-          if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
-          ImGui::PopID();
-        }
-      clip.End();
-      ImGui::EndTable();
-      if (dup >= 0) {
-        c.requests.insert(c.requests.begin() + dup + 1, c.requests[dup]);
-        c.requests[dup + 1].seed.reset();
-        ch = true;
-      }
-      if (remove >= 0 && c.requests.size() > 1) {
-        c.requests.erase(c.requests.begin() + remove);
-        ch = true;
-      }
+  ImGui::Text("%zu requests, %lld query / %lld kv tokens", c.requests.size(), static_cast<long long>(c.total_q()),
+              static_cast<long long>(c.total_kv()));
+  // filter and sort (click a header): a case can hold hundreds of requests
+  ImGui::SetNextItemWidth(-110);
+  ImGui::InputTextWithHint("filter", "q=1 kv>=4096", &filter_);
+  std::string filter_error;
+  const std::vector<int> rows = request_rows(c, sort_col_, sort_ascending_, filter_, &filter_error);
+  if (!filter_error.empty())
+    ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "%s", filter_error.c_str());
+  else if (!filter_.empty())
+    ImGui::TextDisabled("%zu of %zu requests", rows.size(), c.requests.size());
+  if (ImGui::BeginTable(
+          "reqs", 4, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Sortable,
+          ImVec2(0, 170))) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("#", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort, 30);
+    ImGui::TableSetupColumn("q_len");
+    ImGui::TableSetupColumn("kv_len");
+    ImGui::TableSetupColumn("", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoSort, 44);
+    ImGui::TableHeadersRow();
+    if (ImGuiTableSortSpecs* sort = ImGui::TableGetSortSpecs(); sort && sort->SpecsCount > 0) {
+      sort_col_ = sort->Specs[0].ColumnIndex;
+      sort_ascending_ = sort->Specs[0].SortDirection != ImGuiSortDirection_Descending;
     }
-    if (ImGui::TreeNode("Selected request: prefix, documents, padding, seed")) {
-      sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
-      ImGui::InputInt("request #", &sel_);
-      sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
-      RequestSpec& r = c.requests[sel_];
-      // an expression may read prefix_len without the built-in prefix-LM
-      if (c.attention.prefix_lm || c.attention.mask_mod || c.attention.score_mod)
-        ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
-      else
-        ImGui::TextDisabled("prefix_len: enable prefix-LM (or write a mask_mod) under Attention");
-      ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
-      std::string docs;
-      for (int d : r.doc_starts) {  // appended in two steps: "x" + to_string() trips GCC 12's -Wrestrict
-        if (!docs.empty()) docs += ' ';
-        docs += std::to_string(d);
+    int remove = -1, dup = -1;
+    ImGuiListClipper clip;  // only the visible rows are laid out
+    clip.Begin(static_cast<int>(rows.size()));
+    while (clip.Step())
+      for (int k = clip.DisplayStart; k < clip.DisplayEnd; ++k) {
+        const size_t i = static_cast<size_t>(rows[k]);
+        ImGui::PushID(static_cast<int>(i));
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::Text("%zu", i);
+        ImGui::TableNextColumn();
+        ImGui::SetNextItemWidth(-1);
+        ch |= ImGui::InputInt("##q", &c.requests[i].q_len, 0);
+        ImGui::TableNextColumn();
+        ImGui::SetNextItemWidth(-1);
+        ch |= ImGui::InputInt("##kv", &c.requests[i].kv_len, 0);
+        ImGui::TableNextColumn();
+        if (ImGui::SmallButton("+")) dup = static_cast<int>(i);
+        ImGui::SameLine();
+        if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+        ImGui::PopID();
       }
-      if (ImGui::InputTextWithHint("doc_starts", "0 100 180", &docs, ImGuiInputTextFlags_EnterReturnsTrue)) {
-        r.doc_starts = parse_int_list(docs);
-        ch = true;
-      }
-      bool has_seed = r.seed.has_value();
-      if (ImGui::Checkbox("own data seed", &has_seed)) {
-        r.seed = has_seed ? std::optional<uint64_t>(c.request_seed(sel_)) : std::nullopt;
-        ch = true;
-      }
-      ImGui::TreePop();
-    }
-    if (ImGui::Button("Add request")) {
-      c.requests.push_back(c.requests.empty() ? RequestSpec{1, 128} : c.requests.back());
-      c.requests.back().seed.reset();
+    clip.End();
+    ImGui::EndTable();
+    if (dup >= 0) {
+      c.requests.insert(c.requests.begin() + dup + 1, c.requests[dup]);
+      c.requests[dup + 1].seed.reset();
       ch = true;
     }
-    if (ImGui::TreeNode("Generate N requests")) {
-      ImGui::InputInt("count", &gen_.count);
-      ImGui::Combo("kind", &gen_.kind, "mixed (uniform q, kv)\0decode (q = 1)\0prefill (q = kv)\0");
-      ImGui::InputInt("q min", &gen_.q_min);
-      ImGui::InputInt("q max", &gen_.q_max);
-      ImGui::InputInt("kv min", &gen_.kv_min);
-      ImGui::InputInt("kv max", &gen_.kv_max);
-      int seed = static_cast<int>(gen_.seed);
-      if (ImGui::InputInt("seed", &seed)) gen_.seed = static_cast<uint64_t>(std::max(0, seed));
-      if (ImGui::Button("Replace requests")) {
-        gen_.count = std::clamp(gen_.count, 1, 4096);
-        c.requests = generate_requests(gen_);
-        ch = true;
-      }
-      ImGui::TreePop();
+    if (remove >= 0 && c.requests.size() > 1) {
+      c.requests.erase(c.requests.begin() + remove);
+      ch = true;
     }
   }
+  if (ImGui::TreeNode("Selected request: prefix, documents, padding, seed")) {
+    sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
+    ImGui::InputInt("request #", &sel_);
+    sel_ = std::clamp(sel_, 0, static_cast<int>(c.requests.size()) - 1);
+    RequestSpec& r = c.requests[sel_];
+    // an expression may read prefix_len without the built-in prefix-LM
+    if (c.attention.prefix_lm || c.attention.mask_mod || c.attention.score_mod)
+      ch |= opt_int("prefix_len", r.prefix_len, std::min(16, r.kv_len), 0, r.kv_len);
+    else
+      ImGui::TextDisabled("prefix_len: enable prefix-LM (or write a mask_mod) under Attention");
+    ch |= opt_int("pad_start", r.pad_start, r.kv_len, 0, r.kv_len);
+    std::string docs;
+    for (int d : r.doc_starts) {  // appended in two steps: "x" + to_string() trips GCC 12's -Wrestrict
+      if (!docs.empty()) docs += ' ';
+      docs += std::to_string(d);
+    }
+    if (ImGui::InputTextWithHint("doc_starts", "0 100 180", &docs, ImGuiInputTextFlags_EnterReturnsTrue)) {
+      r.doc_starts = parse_int_list(docs);
+      ch = true;
+    }
+    bool has_seed = r.seed.has_value();
+    if (ImGui::Checkbox("own data seed", &has_seed)) {
+      r.seed = has_seed ? std::optional<uint64_t>(c.request_seed(sel_)) : std::nullopt;
+      ch = true;
+    }
+    ImGui::TreePop();
+  }
+  if (ImGui::Button("Add request")) {
+    c.requests.push_back(c.requests.empty() ? RequestSpec{1, 128} : c.requests.back());
+    c.requests.back().seed.reset();
+    ch = true;
+  }
+  if (ImGui::TreeNode("Generate N requests")) {
+    ImGui::InputInt("count", &gen_.count);
+    ImGui::Combo("kind", &gen_.kind, "mixed (uniform q, kv)\0decode (q = 1)\0prefill (q = kv)\0");
+    ImGui::InputInt("q min", &gen_.q_min);
+    ImGui::InputInt("q max", &gen_.q_max);
+    ImGui::InputInt("kv min", &gen_.kv_min);
+    ImGui::InputInt("kv max", &gen_.kv_max);
+    int seed = static_cast<int>(gen_.seed);
+    if (ImGui::InputInt("seed", &seed)) gen_.seed = static_cast<uint64_t>(std::max(0, seed));
+    if (ImGui::Button("Replace requests")) {
+      gen_.count = std::clamp(gen_.count, 1, 4096);
+      c.requests = generate_requests(gen_);
+      ch = true;
+    }
+    ImGui::TreePop();
+  }
+  return ch;
+}
+
+// Heads and dims, MLA, the KV cache, FP8, attention, split and data sections.
+bool EditorPanel::draw_settings(CaseSpec& c) {
+  bool ch = false;
   if (ImGui::CollapsingHeader("Heads, dims, dtype", ImGuiTreeNodeFlags_DefaultOpen)) {
     ch |= ImGui::InputInt("qo heads", &c.num_qo_heads);
     ImGui::BeginDisabled(c.is_mla());  // /mla sets them (draw_mla)
@@ -470,6 +460,29 @@ bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, st
     if (!c.data.outlier_channels.empty()) ch |= ImGui::InputDouble("outlier scale", &c.data.outlier_scale, 0, 0, "%.4g");
     ch |= opt_int("reference sample rows", c.sample_rows, 16, 1, 1 << 22);
   }
+  return ch;
+}
+
+bool EditorPanel::draw(CaseSpec& c, const std::vector<std::string>& examples, std::string* preset) {
+  bool ch = false;
+  ImGui::PushItemWidth(-110);
+  if (ImGui::BeginCombo("preset", "examples/...")) {
+    for (const auto& e : examples)
+      if (ImGui::Selectable(std::filesystem::path(e).filename().string().c_str())) *preset = e;
+    ImGui::EndCombo();
+  }
+  ch |= ImGui::InputText("name", &c.name);
+  ch |= ImGui::InputTextMultiline("description", &c.description, ImVec2(-110, 44));
+  // the field does not wrap: the whole description, wrapped, on hover
+  if (!c.description.empty() && ImGui::IsItemHovered() && !ImGui::IsItemActive()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+    ImGui::TextUnformatted(c.description.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+  if (ImGui::CollapsingHeader("Requests", ImGuiTreeNodeFlags_DefaultOpen)) ch |= draw_requests(c);
+  ch |= draw_settings(c);
   if (ImGui::CollapsingHeader("Backends", ImGuiTreeNodeFlags_DefaultOpen)) {
     for (const auto& id : known_backends()) {
       bool on = std::find(c.backends.begin(), c.backends.end(), id) != c.backends.end();

@@ -51,6 +51,8 @@ class EditorPanel {
   std::string fp8_error_;  // scale text that did not parse
   bool draw_fp8(CaseSpec& c);
   bool draw_mla(CaseSpec& c);
+  bool draw_requests(CaseSpec& c);
+  bool draw_settings(CaseSpec& c);
 };
 
 }  // namespace attnscope::gui
