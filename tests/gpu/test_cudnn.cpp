@@ -18,8 +18,10 @@
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "cudnn_case.h"
 
 using namespace attnscope;
+using attnscope::testing::cudnn_ok;
 using attnscope::testing::random_case;
 using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
@@ -73,29 +75,6 @@ void check_twice_lowp(const CaseSpec& c, Result* out = nullptr) {
   EXPECT_EQ(d.lse.nonfinite_mismatch, 0) << c.name << ": fully masked rows differ";
   EXPECT_LT(d.lse.max_abs, 1e-3) << c.name << ": LSE (natural log) differs\n  " << a.message;
   if (out) *out = a;
-}
-
-// A random case made runnable by cuDNN, keeping everything cuDNN can express: head dims cuDNN
-// runs, fp16/bf16, no soft-cap, one document, prefixes inside the causal range, ALiBi only where
-// q_len == kv_len.
-CaseSpec cudnn_ok(CaseSpec c, uint64_t seed) {
-  const int dims[] = {32, 64, 96, 128, 256};
-  set_head_dim(c, dims[seed % 5]);
-  if (c.dtype == DType::kFp32) c.dtype = seed % 2 ? DType::kFp16 : DType::kBf16;
-  c.attention.soft_cap.reset();
-  if (c.attention.alibi) {
-    if (c.attention.causal && !c.attention.local_chunk)
-      for (auto& r : c.requests) r.q_len = r.kv_len;
-    else
-      c.attention.alibi = false;
-  }
-  for (auto& r : c.requests) {
-    if (r.doc_starts.size() > 1) r.doc_starts = {0};
-    if (r.prefix_len) r.prefix_len = std::min(*r.prefix_len, r.kv_len - r.q_len + 1);
-  }
-  c.data.outlier_channels.clear();
-  validate_case(c);
-  return c;
 }
 
 // A small paged case for the targeted tests.

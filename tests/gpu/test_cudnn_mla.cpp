@@ -17,6 +17,7 @@
 #include "attnscope/rng.h"
 #include "attnscope/workload.h"
 #include "case_gen.h"
+#include "cudnn_case.h"
 #include "gpu_test_util.h"
 
 using namespace attnscope;
@@ -109,27 +110,12 @@ void check_case(const CaseSpec& c, const std::string& lowp, const Workload& w = 
   EXPECT_LT(d.lse.max_abs, 1e-3) << c.name << ": LSE (natural log) differs\n  " << a.message;
 }
 
-// A random case cuDNN runs (cudnn_ok in test_cudnn.cpp: its head dims, fp16 / bf16, no soft-cap, one
+// A random case cuDNN runs (cudnn_case.h cudnn_ok: its head dims, fp16 / bf16, no soft-cap, one
 // document, prefixes inside the causal range, ALiBi only where q_len == kv_len), unpoisoned, with
 // sinks (seeded, or given with some far above any logit so the sink holds most of the mass) and a
 // window in every other case, none in the rest.
 CaseSpec sink_case(uint64_t seed) {
-  CaseSpec c = random_case(seed);
-  const int dims[] = {64, 128, 32, 96, 256};
-  set_head_dim(c, dims[seed % 5]);
-  if (c.dtype == DType::kFp32) c.dtype = seed % 3 ? DType::kBf16 : DType::kFp16;
-  c.attention.soft_cap.reset();
-  if (c.attention.alibi) {
-    if (c.attention.causal && !c.attention.local_chunk)
-      for (auto& r : c.requests) r.q_len = r.kv_len;
-    else
-      c.attention.alibi = false;
-  }
-  for (auto& r : c.requests) {
-    if (r.doc_starts.size() > 1) r.doc_starts = {0};
-    if (r.prefix_len) r.prefix_len = std::min(*r.prefix_len, r.kv_len - r.q_len + 1);
-  }
-  c.data.outlier_channels.clear();
+  CaseSpec c = attnscope::testing::cudnn_ok(random_case(seed), seed);
   c.kv_cache.poison_unused = false;
   if (seed % 2) {
     // a window combines with neither a local chunk nor a prefix (case_rules.cpp)
