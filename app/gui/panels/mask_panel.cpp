@@ -283,7 +283,13 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
     const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
     const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
-    const Readout r = mask_readout(s, m.request, ui.head, q, k, fp8.get());
+    const std::array<int, 4> at{m.request, ui.head, q, k};
+    if (at != readout_at_ || readout_for_ != &s || fp8) {  // FP8: the cache may still be filling
+      readout_ = mask_readout(s, m.request, ui.head, q, k, fp8.get());
+      readout_at_ = at;
+      readout_for_ = &s;
+    }
+    const Readout& r = readout_;
     ImGui::BeginTooltip();
     ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
     if (!r.score_mod.empty())

@@ -3,6 +3,7 @@
 // probability against the reference's LSE).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -79,6 +80,11 @@ class MaskPanel {
   Texture tex_;
   TreeItems tree_;          // the request's tree_parents (empty without)
   int tree_selected_ = -1;  // the clicked tree token, highlighted while none is hovered
+  // The hovered pair's readout, recomputed only when the pair moves: an MLA case derives its Q and K
+  // rows (65k weights each) for it, too much to redo every frame on the GUI thread.
+  Readout readout_;
+  std::array<int, 4> readout_at_{-1, -1, -1, -1};  // request, head, q, k
+  const Session* readout_for_ = nullptr;
 };
 
 }  // namespace attnscope::gui
