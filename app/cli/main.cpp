@@ -25,6 +25,7 @@
 #include "cli_args.h"
 #include "consistency_report.h"
 #include "explain_report.h"
+#include "python_options.h"
 #include "text_report.h"
 
 using namespace attnscope;
@@ -459,14 +460,15 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask"}));
     if (cmd == "run")
-      return cmd_run(parse_args(argc, argv, {"json"},
-                                {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
+      return cmd_run(parse_backend_args(
+          argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
     if (cmd == "invariance")
-      return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
-    if (cmd == "consistency") return cmd_consistency(parse_args(argc, argv, {"json"}, {"last", "backends"}));
-    if (cmd == "mla-forms") return cmd_mla_forms(parse_args(argc, argv, {}, {"backends"}));
-    if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
-    if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
+      return cmd_invariance(
+          parse_backend_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
+    if (cmd == "consistency") return cmd_consistency(parse_backend_args(argc, argv, {"json"}, {"last", "backends"}));
+    if (cmd == "mla-forms") return cmd_mla_forms(parse_backend_args(argc, argv, {}, {"backends"}));
+    if (cmd == "bench") return cmd_bench(parse_backend_args(argc, argv, {"json"}, {"backends", "reps"}));
+    if (cmd == "sweep") return cmd_sweep(parse_backend_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
     if (cmd == "backends") {
