@@ -419,7 +419,9 @@ int cmd_explain(const Args& a) {
 int cmd_backends() {
   for (const auto& f : backend_families()) {
     std::cout << "  family " << f.name << ": " << (f.compiled ? "compiled, " : "not compiled: ") << f.note << "\n";
-    for (const auto& b : f.backends)
+    std::vector<BackendInfo> shown = f.backends;
+    if (!f.id_prefix.empty()) shown.push_back(f.pattern);  // ids the user writes (python:PATH.py:FUNCTION)
+    for (const auto& b : shown)
       std::cout << b.id << std::string(b.id.size() < 24 ? 24 - b.id.size() : 1, ' ') << b.summary << "\n"
                 << std::string(24, ' ') << "takes: " << b.takes << "\n";
   }

@@ -49,7 +49,6 @@ nlohmann::json metadata(const CaseSpec& c, const Plan& p, const Workload& w, Arr
   for (int r = 0; r < B; ++r)
     for (int i = 0; i < pt.pages_of(r); ++i) table[static_cast<size_t>(r) * width + i] = pt.indices[pt.indptr[r] + i];
   const int64_t tq = c.total_q();
-  for (auto& x : hi) x = std::max(x, 0);
   a->i32("cu_seqlens_q", cu_q, {B + 1});
   a->i32("cu_seqlens_k", cu_k, {B + 1});
   a->i32("cache_seqlens", seqlens, {B});
