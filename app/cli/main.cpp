@@ -100,6 +100,9 @@ commands:
 
 backends: {IDS}
 
+  --allow-python           run the python:PATH.py:FUNCTION backends a case names (run, bench, sweep,
+                           invariance, consistency, mla-forms; refused without it, exit 2)
+  --python-timeout S       seconds one call of such a backend may take (default 60)
   --help, -h               this text (also after a command); --version: the version
 
 exit codes: 0 ok; 1 a comparison, a replay check or a backend failed; 2 bad case or arguments (one
