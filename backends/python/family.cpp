@@ -56,10 +56,26 @@ BackendFamily python_family() {
       "every dtype (values in float32 arrays), head dim, built-in mask (as each query row's key range, beside causal, "
       "window_left and soft_cap), paged or ragged storage; not ALiBi, a mask_mod or score_mod, sinks, trees, MLA nor FP8; "
       "runs only with --allow-python";
+  // the named adapters: attnscope's own Python, on the case's inputs as CPU tensors in this landing
+  const std::string masks =
+      "every dtype, head dim, built-in mask (each query row's key range as a mask), paged or ragged storage; not ALiBi, a "
+      "mask_mod or score_mod, sinks, trees, MLA nor FP8; needs PyTorch (\"PyTorch not importable\" otherwise)";
+  f.backends = {
+      {"python.sdpa",
+       "PyTorch's scaled_dot_product_attention on CPU tensors (fp64) in attnscope's Python worker; the GPU path with a "
+       "chosen SDPA backend is not yet",
+       masks + "; no soft-cap"},
+      {"python.flex_attention",
+       "PyTorch's flex_attention (eager, CPU tensors in fp64) with the mask and soft-cap as its score_mod; compiled on the "
+       "GPU is not yet",
+       masks + "; soft-cap"},
+  };
   f.compiled = ATTNSCOPE_FAMILY_COMPILED;
 #if ATTNSCOPE_FAMILY_COMPILED
   f.note = "Python backends through attnscope's worker (NumPy arrays; PyTorch tensors over CUDA IPC not yet)";
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
+    if (id == "python.sdpa") return python::make_python_backend(id, "", "sdpa");
+    if (id == "python.flex_attention") return python::make_python_backend(id, "", "flex_attention");
     const auto at = id.rfind(':');
     return python::make_python_backend(id, python_file(id), id.substr(at + 1));
   };

@@ -97,12 +97,18 @@ std::string non_finite(const std::vector<float>& v, const char* name, int64_t pe
 
 class PythonBackend final : public Backend {
  public:
+  // file empty: fn is one of the worker's named adapters (python.sdpa's "sdpa")
   PythonBackend(std::string id, std::string file, std::string fn)
       : id_(std::move(id)), file_(std::move(file)), fn_(std::move(fn)) {}
   std::string id() const override { return id_; }
-  std::string describe() const override { return "the function " + fn_ + " in " + file_ + ", run by attnscope's Python worker"; }
+  std::string describe() const override {
+    return file_.empty() ? "attnscope's " + fn_ + " adapter in its Python worker"
+                         : "the function " + fn_ + " in " + file_ + ", run by attnscope's Python worker";
+  }
   std::string check(const CaseSpec& c) const override {
-    if (c.attention.alibi) return "python: backends are not handed ALiBi slopes (docs/python-backends.md)";
+    if (c.attention.alibi) return id_ + " is not handed ALiBi slopes (docs/python-backends.md)";
+    if (fn_ == "sdpa" && file_.empty() && c.attention.soft_cap)
+      return "python.sdpa: PyTorch's SDPA has no soft-cap (/attention/soft_cap); python.flex_attention runs it";
     return "";
   }
   Result run(const CaseSpec& c, const Plan& p, const Workload& w_in, const RunOptions& opt) override;
@@ -124,8 +130,9 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   Arrays a;
   nlohmann::json h;
   h["op"] = "call";
-  h["file"] = file_;
+  h["file"] = file_.empty() ? "attnscope's adapters" : file_;
   h["function"] = fn_;
+  if (file_.empty()) h["adapter"] = fn_;
   h["reps"] = std::max(1, opt.bench_reps);
   h["meta"] = metadata(c, p, *w, &a);
   const int64_t tq = c.total_q(), kvh = c.num_kv_heads;
@@ -155,8 +162,8 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     }
   }
   if (rep.header.value("status", "") != "ok") {
-    r.status = Status::kError;
     const std::string kind = rep.header.value("kind", "");
+    r.status = kind == "unavailable" ? Status::kUnsupported : Status::kError;  // a library missing here
     r.message = (kind == "exception"  ? "Python exception: "
                  : kind == "contract" ? "contract: "
                                       : "") +

@@ -105,6 +105,92 @@ class ContractError(Exception):
     pass
 
 
+class Unavailable(Exception):
+    """A named adapter's library is missing here: the backend's status is unsupported, not an error."""
+
+
+# ---- named adapters (python.sdpa, python.flex_attention): attnscope's own code, run on CPU tensors in
+# this landing (the GPU path, through CUDA IPC, is not yet)
+
+def _torch():
+    try:
+        import torch
+    except Exception as e:
+        raise Unavailable("PyTorch not importable in %s: %s" % (sys.executable, e))
+    return torch
+
+
+def _request_kv(b, cache, r):
+    kv_len = int(b.cache_seqlens[r])
+    if b.storage == "ragged":
+        return cache[b.cu_seqlens_k[r]:b.cu_seqlens_k[r + 1]]
+    ps = b.page_size
+    x = cache[b.block_table[r, :(kv_len + ps - 1) // ps]]
+    if b.layout == "HND":
+        x = x.transpose(0, 2, 1, 3)
+    return x.reshape(-1, x.shape[2], x.shape[3])[:kv_len]
+
+
+def _per_request(b, torch, attend):
+    """O (and the LSE when `attend` gives one) of every request: attend(q, k, v, lo, hi) on [1, H, len, D]
+    float64 tensors, K and V repeated to the query heads; a row that sees no key gets O 0, LSE -inf."""
+    o = np.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), np.float32)
+    lse = np.full((b.total_q, b.num_qo_heads), -np.inf, np.float32)
+    group = b.num_qo_heads // b.num_kv_heads
+    have_lse = False
+    for r in range(b.num_requests):
+        rows = slice(b.cu_seqlens_q[r], b.cu_seqlens_q[r + 1])
+        t = lambda a: torch.tensor(np.array(a, np.float64)).transpose(0, 1)[None]
+        q = t(b.q[rows])
+        k = t(_request_kv(b, b.k_cache, r)).repeat_interleave(group, dim=1)
+        v = t(_request_kv(b, b.v_cache, r)).repeat_interleave(group, dim=1)
+        lo = torch.tensor(np.array(b.mask_lo[rows], np.int64))
+        hi = torch.tensor(np.array(b.mask_hi[rows], np.int64))
+        out, l = attend(q, k, v, lo, hi)
+        empty = (hi <= lo).numpy()
+        oo = out[0].transpose(0, 1).numpy()
+        oo[empty] = 0
+        o[rows] = oo
+        if l is not None:
+            have_lse = True
+            ll = l[0].transpose(0, 1).numpy()
+            ll[empty] = -np.inf
+            lse[rows] = ll
+    return (o, lse) if have_lse else o
+
+
+def adapter_sdpa(b):
+    torch = _torch()
+    import torch.nn.functional as F
+
+    def attend(q, k, v, lo, hi):
+        keys = torch.arange(k.shape[2])
+        mask = (keys[None, :] >= lo[:, None]) & (keys[None, :] < hi[:, None])
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None], scale=b.sm_scale), None
+    return _per_request(b, torch, attend)
+
+
+def adapter_flex_attention(b):
+    torch = _torch()
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+    except Exception as e:
+        raise Unavailable("FlexAttention not importable (PyTorch %s): %s" % (torch.__version__, e))
+
+    def attend(q, k, v, lo, hi):
+        cap = b.soft_cap
+
+        def score_mod(score, batch, head, qi, ki):
+            s = cap * torch.tanh(score / cap) if cap > 0 else score
+            return torch.where((ki >= lo[qi]) & (ki < hi[qi]), s, -float("inf"))
+        out, lse = flex_attention(q, k, v, score_mod=score_mod, scale=b.sm_scale, return_lse=True)
+        return out, lse
+    return _per_request(b, torch, attend)
+
+
+ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
+
+
 def checked(value, name, shape):
     a = np.asarray(value)
     if a.dtype.kind != "f":
@@ -136,7 +222,7 @@ def outputs(ret, meta):
 def call(header, arrays):
     t0 = time.perf_counter()
     meta = header["meta"]
-    fn = load(header["file"], header["function"])
+    fn = ADAPTERS[header["adapter"]] if "adapter" in header else load(header["file"], header["function"])
     batch = types.SimpleNamespace(**meta, **arrays)
     reps = max(1, int(header.get("reps", 1)))
     times = []
@@ -163,6 +249,8 @@ def main():
             call(header, arrays)
         except ContractError as e:
             send({"status": "error", "kind": "contract", "message": str(e)})
+        except Unavailable as e:
+            send({"status": "error", "kind": "unavailable", "message": str(e)})
         except Exception as e:
             send({"status": "error", "kind": "exception", "message": short_traceback(e)})
 

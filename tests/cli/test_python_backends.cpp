@@ -281,3 +281,30 @@ TEST_F(PythonBackends, CliRefusesThenRecordsAndChecksTheSourceHash) {
   const auto missing = cli("run " + repro.string() + " --allow-python");
   EXPECT_NE(missing.out.find("NOT CHECKED (why: its code file is missing here"), std::string::npos) << missing.out;
 }
+
+// The named adapters need PyTorch: where it is missing they say so (unsupported, not an error); where
+// it is importable they run and meet the 2x rule like the example.
+TEST_F(PythonBackends, AdaptersNeedPyTorch) {
+  const bool torch = std::system((py_ + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  CaseSpec c = small_case();
+  c.dtype = DType::kBf16;
+  const Plan p = plan_case(c);
+  const Workload w = make_workload(c, p.pages);
+  auto go = [&](const std::string& b) { return run_backend(*make_backend(b), c, p, w, RunOptions{}); };
+  const Result ref = go("cpu.reference"), low = go("cpu.lowp");
+  for (const char* id : {"python.sdpa", "python.flex_attention"}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(user_code_file(id), "") << "attnscope's own code needs no permission";
+    const Result r = go(id);
+    if (!torch) {
+      EXPECT_EQ(r.status, Status::kUnsupported);
+      EXPECT_EQ(r.message.rfind("PyTorch not importable in " + py_, 0), 0u) << r.message;
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.message;
+    const DiffReport d = compare_results(c, r, ref, {id, "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &low);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+  }
+  c.attention.soft_cap = 30;
+  EXPECT_NE(refusal("python.sdpa", c).find("no soft-cap"), std::string::npos);
+}
