@@ -6,6 +6,7 @@
 # the header is JSON and the buffers are plain arrays.
 import importlib.util
 import json
+import mmap
 import os
 import struct
 import sys
@@ -20,14 +21,14 @@ sys.stdout = sys.stderr
 
 
 def read_exact(n):
-    parts = []
-    while n:
-        b = os.read(PROTO_IN, min(n, 1 << 24))
-        if not b:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    while view:
+        k = os.readv(PROTO_IN, [view])
+        if not k:
             sys.exit(0)  # attnscope closed its end: it is done with this worker
-        parts.append(b)
-        n -= len(b)
-    return b"".join(parts)
+        view = view[k:]
+    return buf
 
 
 def write_all(data):
@@ -53,16 +54,32 @@ except Exception as e:  # the hello says why; attnscope reports it as every pyth
 DTYPES = {"f32": np.dtype("<f4"), "i32": np.dtype("<i4")}
 
 
+_shm = None  # the inputs' shared memory; its pages are rewritten for the next call: arrays are valid
+             # during the call they were given to
+
+
 def receive():
     head = read_exact(8)
     if head[:4] != b"ASPY":
         raise SystemExit("attnscope worker: bad frame")
-    header = json.loads(read_exact(struct.unpack("<I", head[4:])[0]))
+    header = json.loads(bytes(read_exact(struct.unpack("<I", head[4:])[0])))
     arrays = {}
+    global _shm
+    shm = None
+    if "shm" in header:  # large inputs: shared memory attnscope wrote, mapped here once (no copy)
+        if header["shm"] != "mapped":  # a new file (attnscope unlinks it once this call is answered)
+            with open(header["shm"], "rb") as f:
+                _shm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        shm = _shm
     for d in header.get("buffers", []):
         dt = DTYPES[d["dtype"]]
-        n = int(np.prod(d["shape"], dtype=np.int64)) * dt.itemsize
-        arrays[d["name"]] = np.frombuffer(read_exact(n), dtype=dt).reshape(d["shape"])
+        count = int(np.prod(d["shape"], dtype=np.int64))
+        if shm is not None:
+            a = np.frombuffer(shm, dtype=dt, count=count, offset=d["offset"])
+        else:
+            a = np.frombuffer(read_exact(count * dt.itemsize), dtype=dt)
+            a.flags.writeable = False
+        arrays[d["name"]] = a.reshape(d["shape"])
     return header, arrays
 
 

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,7 +38,24 @@ std::string signal_text(int sig) {
   return "signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
 }
 
-constexpr double kStartMs = 30000;  // the interpreter's start and NumPy's import, beside the call's timeout
+constexpr double kStartMs = 30000;           // the interpreter's start and NumPy's import, beside the call's timeout
+constexpr size_t kShmMin = size_t{1} << 20;  // inputs from this size on go through shared memory
+
+// A file in /dev/shm of `bytes`, mapped here; nullptr when it cannot be made (no /dev/shm, no room:
+// posix_fallocate reserves the space first, so a full tmpfs fails here and not as a SIGBUS later).
+void* make_shm(const std::string& path, size_t bytes) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return nullptr;
+  void* m = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0
+                ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                : MAP_FAILED;
+  ::close(fd);
+  if (m == MAP_FAILED) {
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -46,7 +64,48 @@ std::string Worker::interpreter() {
   return p && *p ? p : "python3";
 }
 
-Worker::~Worker() { kill_worker(); }
+Worker::~Worker() {
+  kill_worker();
+  drop_shm();
+}
+
+void Worker::drop_shm() {
+  if (shm_) ::munmap(shm_, shm_bytes_);
+  shm_ = nullptr;
+  shm_bytes_ = 0;
+  shm_pid_ = -1;
+}
+
+// Large inputs go through shared memory: a file in /dev/shm that this worker mapped read-only once and
+// that is unlinked as soon as it has (both mappings keep it). Later calls copy their inputs into the same
+// pages (already there: no page faults) and say "mapped"; a new worker or larger inputs make a new file.
+// Returns the file to unlink after the call ("" when none); `header` gets "shm" and the offsets, unless
+// the inputs are small or no file can be made, when the socket carries them.
+std::string Worker::place_inputs(nlohmann::json& header, const std::vector<Buffer>& buffers) {
+  static std::atomic<unsigned> seq{0};
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const auto& b : buffers) {
+    offsets.push_back(total);
+    total += (b.bytes + 63) / 64 * 64;
+  }
+  if (total < kShmMin) return "";
+  std::string fresh;
+  if (!shm_ || shm_pid_ != pid_ || total > shm_bytes_) {
+    drop_shm();
+    fresh = "/dev/shm/attnscope-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
+    shm_ = make_shm(fresh, total);
+    if (!shm_) return "";
+    shm_bytes_ = total;
+    shm_pid_ = pid_;
+  }
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].bytes) std::memcpy(static_cast<char*>(shm_) + offsets[i], buffers[i].data, buffers[i].bytes);
+    header["buffers"][i]["offset"] = offsets[i];
+  }
+  header["shm"] = fresh.empty() ? "mapped" : fresh;
+  return fresh;
+}
 
 void Worker::kill_worker() {
   if (fd_ >= 0) ::close(fd_);
@@ -202,9 +261,17 @@ Reply Worker::call(nlohmann::json header, const std::vector<Buffer>& buffers, do
                                            : w);
     }
   }
-  const double t1 = now_ms(), deadline = t1 + timeout_s * 1000.0 * header.value("reps", 1);
+  const double t1 = now_ms();  // the hand-off from here: the inputs' copy into shared memory included
+  struct Unlink {
+    std::string path;
+    ~Unlink() {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
+  } fresh{place_inputs(header, buffers)};
+  const bool by_shm = header.contains("shm");
+  const double deadline = t1 + timeout_s * 1000.0 * header.value("reps", 1);
   try {
-    send_frame(header, buffers, deadline, cancel);
+    send_frame(header, by_shm ? std::vector<Buffer>{} : buffers, deadline, cancel);
     Reply r = read_frame(deadline, cancel);
     r.round_trip_ms = now_ms() - t1;
     return r;

@@ -60,7 +60,12 @@ class Worker {
   Reply read_frame(double deadline_ms, const std::atomic<bool>* cancel);
   void wait_io(short events, double deadline_ms, const std::atomic<bool>* cancel);
   std::string death_reason();
+  std::string place_inputs(nlohmann::json& header, const std::vector<Buffer>& buffers);
+  void drop_shm();
   pid_t pid_ = -1;
+  void* shm_ = nullptr;  // the inputs' shared memory, mapped by worker shm_pid_ too
+  size_t shm_bytes_ = 0;
+  pid_t shm_pid_ = -1;
   int fd_ = -1;
   std::string what_;  // "the call of FUNCTION in FILE", for the messages
 };
