@@ -29,7 +29,10 @@ std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DI
 std::string numpy_python() {
   if (const char* p = std::getenv("ATTNSCOPE_PYTHON")) return p;
   for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
+    if (std::system((std::string(py) +  // finds NumPy without importing it: each test process asks once
+                     " -c 'import importlib.util as u, sys; sys.exit(u.find_spec(\"numpy\") is None)' >/dev/null 2>&1")
+                        .c_str()) == 0)
+      return py;
   return "";
 }
 
