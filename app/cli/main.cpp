@@ -26,6 +26,7 @@
 #include "cli_args.h"
 #include "consistency_report.h"
 #include "explain_report.h"
+#include "python_options.h"
 #include "text_report.h"
 
 using namespace attnscope;
@@ -104,6 +105,9 @@ commands:
 
 backends: {IDS}
 
+  --allow-python           run the python:PATH.py:FUNCTION backends a case names (run, bench, sweep,
+                           invariance, consistency, mla-forms; refused without it, exit 2)
+  --python-timeout S       seconds one call of such a backend may take (default 60)
   --help, -h               this text (also after a command); --version: the version
 
 exit codes: 0 ok; 1 a comparison, a replay check or a backend failed; 2 bad case or arguments (one
@@ -444,7 +448,9 @@ int cmd_explain(const Args& a) {
 int cmd_backends() {
   for (const auto& f : backend_families()) {
     std::cout << "  family " << f.name << ": " << (f.compiled ? "compiled, " : "not compiled: ") << f.note << "\n";
-    for (const auto& b : f.backends)
+    std::vector<BackendInfo> shown = f.backends;
+    if (!f.id_prefix.empty()) shown.push_back(f.pattern);  // ids the user writes (python:PATH.py:FUNCTION)
+    for (const auto& b : shown)
       std::cout << b.id << std::string(b.id.size() < 24 ? 24 - b.id.size() : 1, ' ') << b.summary << "\n"
                 << std::string(24, ' ') << "takes: " << b.takes << "\n";
   }
@@ -485,14 +491,15 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask"}));
     if (cmd == "run")
-      return cmd_run(parse_args(argc, argv, {"json"},
-                                {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
+      return cmd_run(parse_backend_args(
+          argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
     if (cmd == "invariance")
-      return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
-    if (cmd == "consistency") return cmd_consistency(parse_args(argc, argv, {"json"}, {"last", "backends"}));
-    if (cmd == "mla-forms") return cmd_mla_forms(parse_args(argc, argv, {}, {"backends"}));
-    if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches"}));
-    if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
+      return cmd_invariance(
+          parse_backend_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
+    if (cmd == "consistency") return cmd_consistency(parse_backend_args(argc, argv, {"json"}, {"last", "backends"}));
+    if (cmd == "mla-forms") return cmd_mla_forms(parse_backend_args(argc, argv, {}, {"backends"}));
+    if (cmd == "bench") return cmd_bench(parse_backend_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches"}));
+    if (cmd == "sweep") return cmd_sweep(parse_backend_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));
     if (cmd == "backends") {

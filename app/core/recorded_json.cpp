@@ -80,7 +80,23 @@ bool is_digest(const std::string& s) {
 
 void validate_recorded(const json& rec) {
   check_object(rec, "/recorded",
-               {{"digests", T::kObject}, {"verdicts", T::kArray}, {"plan", T::kObject}, {"library_plans", T::kObject}}, false);
+               {{"digests", T::kObject},
+                {"verdicts", T::kArray},
+                {"plan", T::kObject},
+                {"library_plans", T::kObject},
+                {"sources", T::kObject}},
+               false);
+  // sources: the user code file (and its sha256) of each backend that runs one (python: ids)
+  if (rec.contains("sources"))
+    for (auto it = rec["sources"].begin(); it != rec["sources"].end(); ++it) {
+      const std::string p = "/recorded/sources/" + it.key();
+      if (user_code_file(it.key()).empty())
+        throw CaseError(p, "\"" + it.key() + "\" is not a backend that runs a code file (python:PATH.py:FUNCTION)");
+      check_object(it.value(), p, {{"file", T::kString}, {"sha256", T::kString}}, true);
+      const std::string h = it.value()["sha256"].get<std::string>();
+      if (h.size() != 64 || h.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw CaseError(p + "/sha256", "must be 64 lowercase hex digits (as `run --export` writes), got \"" + h + "\"");
+    }
   if (rec.contains("digests"))
     for (auto it = rec["digests"].begin(); it != rec["digests"].end(); ++it) {
       const std::string p = "/recorded/digests/" + it.key();

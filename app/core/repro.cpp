@@ -2,6 +2,8 @@
 // plan), which `attnscope-cli run` on the file replays and re-checks.
 #include "repro.h"
 
+#include "attnscope/registry.h"
+#include "attnscope/sha256.h"
 #include "environment.h"
 #include "report_json.h"
 
@@ -17,6 +19,15 @@ CaseFile make_repro(const Session& s) {
   for (const auto& r : s.results)
     if (r.ok()) dig[r.backend] = result_digest(r);
   rec["digests"] = dig;
+  // the user code a backend ran (python: backends): its file's sha256, which a replay checks first
+  nlohmann::json src = nlohmann::json::object();
+  for (const auto& r : s.results) {
+    const std::string file = user_code_file(r.backend);
+    std::string why;
+    const std::string sha = r.ok() && !file.empty() ? file_sha256(file, &why) : "";
+    if (!sha.empty()) src[r.backend] = {{"file", file}, {"sha256", sha}};
+  }
+  if (!src.empty()) rec["sources"] = src;
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& d : s.diffs)
     verdicts.push_back({{"backend", d.backend},

@@ -3,6 +3,7 @@
 
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
+#include "attnscope/sha256.h"
 
 namespace attnscope {
 
@@ -188,13 +189,27 @@ namespace {
 
 // One check per recorded digest (validate_recorded has checked their shape): a digest whose
 // backend did not run, or could not, is NOT CHECKED with the reason, never left out.
-void replay_digests(Session& s, const nlohmann::json& digests) {
+// "" when the code file a backend ran (/recorded/sources) has the recorded sha256 here, else why not.
+std::string source_change(const std::string& id, const nlohmann::json& sources) {
+  if (!sources.is_object() || !sources.contains(id)) return "";
+  const std::string file = user_code_file(id), was = sources[id]["sha256"].get<std::string>();
+  std::string why;
+  const std::string now = file_sha256(file, &why);
+  if (now.empty()) return "its code file is missing here (" + why + "); the repro recorded sha256 " + was;
+  if (now != was) return "its code file " + file + " changed since the repro was recorded (sha256 " + was + ", now " + now + ")";
+  return "";
+}
+
+void replay_digests(Session& s, const nlohmann::json& digests, const nlohmann::json& sources) {
   for (auto it = digests.begin(); it != digests.end(); ++it) {
     ReplayCheck rc;
     rc.backend = it.key();
     rc.recorded = it.value().get<std::string>();
     const Result* r = s.result(rc.backend);
-    if (!r) {
+    const std::string changed = source_change(rc.backend, sources);
+    if (!changed.empty()) {
+      rc.why = changed;
+    } else if (!r) {
       rc.why = "backend not in this run";
     } else if (!r->ok()) {
       const std::string st = r->status == Status::kNotCompiled ? "not compiled"
@@ -280,7 +295,7 @@ void replay_recorded(Session& s) {
   s.replay_records.clear();
   const nlohmann::json& rec = s.file.recorded;
   if (!rec.is_object()) return;
-  if (rec.contains("digests")) replay_digests(s, rec["digests"]);
+  if (rec.contains("digests")) replay_digests(s, rec["digests"], rec.value("sources", nlohmann::json()));
   if (rec.contains("plan")) replay_plan(s, rec["plan"]);
   if (rec.contains("verdicts")) replay_verdicts(s, rec["verdicts"]);
 }

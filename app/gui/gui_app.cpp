@@ -149,6 +149,8 @@ void App::draw_menu() {
   if (ImGui::BeginMenu("Edit")) {
     if (ImGui::MenuItem("Undo", "Ctrl+Z", false, history_.can_undo())) undo_redo(false);
     if (ImGui::MenuItem("Redo", "Ctrl+Shift+Z", false, history_.can_redo())) undo_redo(true);
+    ImGui::Separator();
+    python_consent_.draw_timeout_setting();
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("View")) {
@@ -209,6 +211,7 @@ void App::draw_status() {
 }
 
 void App::draw_dialogs() {
+  python_consent_.draw();
   if (!dialog_error_.empty()) ImGui::OpenPopup("Error");
   ImGui::SetNextWindowSize(ImVec2(640, 0));
   if (ImGui::BeginPopupModal("Error", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
@@ -234,7 +237,9 @@ void App::frame() {
     edit_at_ = Clock::now();
     apply_edit();
   }
-  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= debounce_s_) {
+  // python: backends wait for the user's permission (python_consent.h); headless screenshots never ask
+  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= debounce_s_ &&
+      !python_consent_.holds_run(current_.spec.backends, !persistent())) {
     want_gen_ = runner_.submit(current_);
     run_pending_ = false;
   }

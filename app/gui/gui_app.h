@@ -26,6 +26,7 @@
 #include "panels/split_panel.h"
 #include "panels/sweep_panel.h"
 #include "panels/timing_panel.h"
+#include "python_consent.h"
 #include "runner.h"
 
 struct GLFWwindow;
@@ -116,6 +117,7 @@ class App {
   std::chrono::steady_clock::time_point edit_at_;
   std::vector<double> latency_debounced_, latency_direct_;
 
+  PythonConsent python_consent_;  // asks before a case's python: backends run
   EditorPanel editor_;
   MaskPanel mask_;
   PagesPanel pages_;

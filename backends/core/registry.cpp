@@ -2,27 +2,102 @@
 // helpers that run any backend (expressions, check, exceptions as statuses).
 #include "attnscope/registry.h"
 
+#include <atomic>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <mutex>
+#include <set>
 
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
 
 namespace attnscope {
 
+namespace {
+
+// The family whose written ids (BackendFamily::id_prefix) `id` is one of, well-formed.
+const BackendFamily* pattern_family(const std::string& id) {
+  for (const auto& f : backend_families())
+    if (!f.id_prefix.empty() && id.rfind(f.id_prefix, 0) == 0 && f.parse_id && f.parse_id(id).empty()) return &f;
+  return nullptr;
+}
+
+// Descriptors of written ids, made on first use; a map's nodes stay put, so the pointers handed out
+// stay valid (the GUI's runner and the CLI ask from different threads).
+std::mutex written_mu;
+std::map<std::string, BackendInfo>& written_infos() {
+  static std::map<std::string, BackendInfo> m;
+  return m;
+}
+
+struct UserCodePolicy {
+  std::mutex mu;
+  bool all = false;
+  std::set<std::string> files;
+  std::atomic<double> timeout{kDefaultUserCodeTimeout};
+};
+UserCodePolicy& user_code_policy() {
+  static UserCodePolicy p;
+  return p;
+}
+
+}  // namespace
+
 const BackendFamily* family_of(const std::string& id) {
   for (const auto& f : backend_families())
     for (const auto& b : f.backends)
       if (b.id == id) return &f;
-  return nullptr;
+  return pattern_family(id);
 }
 
 const BackendInfo* backend_info(const std::string& id) {
   for (const auto& f : backend_families())
     for (const auto& b : f.backends)
       if (b.id == id) return &b;
-  return nullptr;
+  const BackendFamily* f = pattern_family(id);
+  if (!f) return nullptr;
+  std::lock_guard<std::mutex> l(written_mu);
+  auto it = written_infos().find(id);
+  if (it == written_infos().end()) {
+    BackendInfo b = f->pattern;
+    b.id = id;
+    it = written_infos().emplace(id, std::move(b)).first;
+  }
+  return &it->second;
 }
+
+std::string user_code_file(const std::string& id) {
+  const BackendFamily* f = family_of(id);
+  return f && f->user_code_file ? f->user_code_file(id) : "";
+}
+
+void allow_all_user_code(bool on) {
+  std::lock_guard<std::mutex> l(user_code_policy().mu);
+  user_code_policy().all = on;
+}
+
+void allow_user_code_file(const std::string& path) {
+  std::lock_guard<std::mutex> l(user_code_policy().mu);
+  user_code_policy().files.insert(path);
+}
+
+bool user_code_allowed(const std::string& id) {
+  const std::string file = user_code_file(id);
+  if (file.empty()) return true;
+  std::lock_guard<std::mutex> l(user_code_policy().mu);
+  return user_code_policy().all || user_code_policy().files.count(file) > 0;
+}
+
+std::vector<std::string> user_code_needing_permission(const std::vector<std::string>& ids) {
+  std::vector<std::string> v;
+  for (const auto& id : ids)
+    if (!user_code_allowed(id)) v.push_back(id);
+  return v;
+}
+
+void set_user_code_timeout(double seconds) { user_code_policy().timeout = seconds; }
+double user_code_timeout() { return user_code_policy().timeout; }
 
 const std::vector<std::string>& known_backends() {
   static const std::vector<std::string> ids = [] {
@@ -39,6 +114,8 @@ bool is_known_backend(const std::string& id) { return backend_info(id) != nullpt
 std::string known_backends_text() {
   std::string s;
   for (const auto& k : known_backends()) s += (s.empty() ? "" : ", ") + k;
+  for (const auto& f : backend_families())
+    if (!f.id_prefix.empty()) s += (s.empty() ? "" : ", ") + f.pattern.id;
   return s;
 }
 
@@ -123,6 +200,14 @@ std::string shapes_for(const BackendInfo& b, const CaseSpec& c) {
   return "";
 }
 
+// "" when `id` runs no user code or the user allowed its file, else the refusal with the way to allow it.
+std::string permission_for(const std::string& id) {
+  if (user_code_allowed(id)) return "";
+  return "refused: " + id + " runs the code in " + user_code_file(id) +
+         ", which came with the case; it runs only with your permission (attnscope-cli --allow-python; the GUI asks once "
+         "per file)";
+}
+
 }  // namespace
 
 std::string expressions_for(const BackendInfo& b, const CaseSpec& c, CaseSpec* out) {
@@ -173,7 +258,8 @@ std::string refusal(const std::string& id, const CaseSpec& c) {
   CaseSpec run_as = c;
   std::string why;
   if (!f || f->compiled) {  // as run_backend: a family absent from this build says "not compiled"
-    why = expressions_for(*info, c, &run_as);
+    why = permission_for(id);
+    if (why.empty()) why = expressions_for(*info, c, &run_as);
     if (why.empty()) why = fp8_for(*info, c);
     if (why.empty()) why = shapes_for(*info, c);
   }
@@ -192,7 +278,8 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     std::string why;
     // a family absent from this build: check() says "not compiled", the more basic reason
     const BackendFamily* f = family_of(b.id());
-    if (!f || f->compiled) why = expressions_for(*info, c_in, &c);
+    if (!f || f->compiled) why = permission_for(b.id());
+    if (why.empty() && (!f || f->compiled)) why = expressions_for(*info, c_in, &c);
     if (why.empty() && (!f || f->compiled)) why = fp8_for(*info, c_in);
     if (why.empty() && (!f || f->compiled)) why = shapes_for(*info, c_in);
     if (why.empty()) why = b.check(c);

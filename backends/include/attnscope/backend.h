@@ -125,6 +125,15 @@ struct BackendFamily {
   // writes it (nullptr: the app's PyTorch SDPA / flex_attention writers). Compiled in every build,
   // so a CPU-only build exports scripts for every backend.
   ScriptPart (*script_part)(const CaseSpec& c, const Plan& p, const std::string& id) = nullptr;
+  // Optional: ids the user writes rather than picks from `backends` ("python:PATH.py:FUNCTION"). An id
+  // starting with id_prefix is this family's; parse_id gives "" for a well-formed one (its descriptor
+  // is `pattern` with that id) or the rule it breaks. pattern.id is the form listings show.
+  std::string id_prefix;
+  BackendInfo pattern;
+  std::string (*parse_id)(const std::string& id) = nullptr;
+  // Optional: the file of code a backend id names, which a case file can come with ("" = none).
+  // Such a backend runs only with the user's permission (registry.h), and repros record its sha256.
+  std::string (*user_code_file)(const std::string& id) = nullptr;
 };
 
 // A backend that only reports "not compiled: <why>" (families absent from this build).

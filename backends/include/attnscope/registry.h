@@ -52,6 +52,20 @@ std::string refusal(const std::string& id, const CaseSpec& c);
 Result run_backend(Backend& b, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt,
                    const BackendInfo* info = nullptr);
 
+// User code (BackendFamily::user_code_file): a backend that runs a file named by its id runs only
+// with the user's permission, for every file (the CLI's --allow-python) or for a file the user was
+// shown (the GUI asks once per file); otherwise run_backend refuses it with that instruction.
+std::string user_code_file(const std::string& id);  // "" = the id runs no user code
+// The ids of `ids` that run user code not yet allowed, in order.
+std::vector<std::string> user_code_needing_permission(const std::vector<std::string>& ids);
+void allow_all_user_code(bool on);
+void allow_user_code_file(const std::string& path);
+bool user_code_allowed(const std::string& id);
+// How long one call of user code may take, seconds (the CLI's --python-timeout, a GUI setting).
+void set_user_code_timeout(double seconds);
+double user_code_timeout();
+constexpr double kDefaultUserCodeTimeout = 60;
+
 // make_plan, then each family's own planner on the same units (Plan::library), timed with the plan.
 Plan plan_case(const CaseSpec& c);
 

@@ -1,0 +1,313 @@
+// python:PATH.py:FUNCTION backends (docs/python-backends.md): the contract on the example, every
+// containment case, the permission and the repro's source hash. In-process tests share one worker
+// (the process's), so only the cases that kill it pay for a new one.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "attnscope/compare.h"
+#include "attnscope/registry.h"
+#include "attnscope/sha256.h"
+#include "case_gen.h"
+#include "case_json.h"
+#include "cli_run.h"
+#include "session.h"
+
+using namespace attnscope;
+namespace fs = std::filesystem;
+using attnscope::testing::cli;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
+
+// An interpreter with NumPy: ATTNSCOPE_PYTHON, else python3, else /usr/bin/python3 (CI installs
+// python3-numpy); "" when none has it.
+std::string numpy_python() {
+  if (const char* p = std::getenv("ATTNSCOPE_PYTHON")) return p;
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) +  // finds NumPy without importing it: each test process asks once
+                     " -c 'import importlib.util as u, sys; sys.exit(u.find_spec(\"numpy\") is None)' >/dev/null 2>&1")
+                        .c_str()) == 0)
+      return py;
+  return "";
+}
+
+const char* kModule = R"(import os, time
+import numpy as np
+def zeros(b):
+    return np.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), np.float32)
+def pid(b):
+    o = zeros(b)
+    o[0, 0, 0] = os.getpid() % 100000
+    return o
+def boom(b):
+    x = 1
+    return x / 0
+def segv(b):
+    os.kill(os.getpid(), 11)
+def exit3(b):
+    os._exit(3)
+def hang(b):
+    time.sleep(120)
+def bad_shape(b):
+    return np.zeros((2, 3), np.float32)
+def bad_dtype(b):
+    return zeros(b).astype(np.int64)
+def bad_lse(b):
+    return zeros(b), np.zeros((1,), np.float32)
+def nan_out(b):
+    o = zeros(b)
+    o[1, 0, 2] = np.nan
+    return o
+def metadata(b):
+    # the engines' forms describe the same cache: FlashInfer's CSR and vLLM's block table agree
+    for r in range(b.num_requests):
+        n = b.kv_indptr[r + 1] - b.kv_indptr[r]
+        assert list(b.kv_indices[b.kv_indptr[r]:b.kv_indptr[r + 1]]) == list(b.block_table[r, :n]), r
+        assert (n - 1) * b.page_size + b.kv_last_page_len[r] == b.cache_seqlens[r], r
+        assert b.cu_seqlens_k[r + 1] - b.cu_seqlens_k[r] == b.cache_seqlens[r], r
+    assert b.cu_seqlens_q[-1] == b.total_q == b.q.shape[0]
+    assert b.k_cache.shape == (b.num_pages, b.page_size, b.num_kv_heads, b.head_dim_qk), b.k_cache.shape
+    assert not b.q.flags.writeable
+    return zeros(b)
+)";
+
+class PythonBackends : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    py_ = numpy_python();
+    if (py_.empty()) return;
+    setenv("ATTNSCOPE_PYTHON", py_.c_str(), 1);  // the CLI runs below inherit it
+    dir_ = fs::temp_directory_path() / ("attnscope_py_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "k.py") << kModule;
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    if (py_.empty()) GTEST_SKIP() << "no Python with NumPy here (python3 -c 'import numpy' failed; set ATTNSCOPE_PYTHON)";
+    allow_all_user_code(true);
+    set_user_code_timeout(kDefaultUserCodeTimeout);
+  }
+  void TearDown() override {
+    allow_all_user_code(false);
+    set_user_code_timeout(kDefaultUserCodeTimeout);
+  }
+  static std::string id(const std::string& fn) { return "python:" + (dir_ / "k.py").string() + ":" + fn; }
+  static CaseSpec small_case() {
+    CaseSpec c;
+    c.name = "py";
+    c.requests = {{5, 40}, {1, 33}};
+    c.num_qo_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim_qk = c.head_dim_vo = 16;
+    c.kv_cache.page_size = 8;
+    c.kv_cache.allocation = PageAlloc::kShuffled;
+    c.dtype = DType::kFp32;  // worker_pid's value exact
+    validate_case(c);
+    return c;
+  }
+  static Result run(const std::string& backend, const CaseSpec& c = small_case()) {
+    const Plan p = plan_case(c);
+    auto b = make_backend(backend);
+    return run_backend(*b, c, p, make_workload(c, p.pages), RunOptions{});
+  }
+  static int worker_pid() { return static_cast<int>(run(id("pid")).o.at(0)); }  // pid % 100000
+  static std::string py_;
+  static fs::path dir_;
+};
+std::string PythonBackends::py_;
+fs::path PythonBackends::dir_;
+
+}  // namespace
+
+TEST(PythonIds, WrittenIdsAreKnownAndMalformedOnesAreNot) {
+  EXPECT_TRUE(is_known_backend("python:a/b.py:attention"));
+  EXPECT_EQ(user_code_file("python:a/b.py:attention"), (fs::current_path() / "a/b.py").lexically_normal().string());
+  for (const char* bad : {"python:", "python:a.py", "python:a.txt:f", "python:a.py:1f", "python:a.py:f-g"})
+    EXPECT_FALSE(is_known_backend(bad)) << bad;
+  EXPECT_NE(known_backends_text().find("python:PATH.py:FUNCTION"), std::string::npos);
+  EXPECT_EQ(user_code_file("cpu.reference"), "");
+}
+
+TEST(PythonIds, Sha256OfKnownVectors) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex(std::string(1000, 'a')).substr(0, 16), "41edece42d63e8d9");
+}
+
+TEST_F(PythonBackends, ExampleMeetsTheTwiceLowpRuleOnRandomCases) {
+  const std::string ex = "python:" + src("examples/python/numpy_attention.py") + ":attention";
+  int tested = 0;
+  for (uint64_t seed = 0; seed < 60 && tested < 6; ++seed) {
+    attnscope::testing::GenLimits lim;
+    lim.max_kv = 160;
+    CaseSpec c = attnscope::testing::random_case(seed, lim);
+    if (!refusal(ex, c).empty()) continue;  // ALiBi: not handed to python: backends
+    ++tested;
+    SCOPED_TRACE(c.name);
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    auto go = [&](const std::string& b) { return run_backend(*make_backend(b), c, p, w, RunOptions{}); };
+    const Result a = go(ex), ref = go("cpu.reference"), low = go("cpu.lowp");
+    ASSERT_TRUE(a.ok()) << a.message;
+    ComparisonSpec k{ex, "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"};
+    const DiffReport d = compare_results(c, a, ref, k, &low);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+    EXPECT_LT(d.lse.max_abs, 1e-4);
+  }
+  EXPECT_EQ(tested, 6);
+}
+
+TEST_F(PythonBackends, TheFunctionSeesTheEnginesMetadata) {
+  const Result r = run(id("metadata"));
+  EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST_F(PythonBackends, AnExceptionIsTheStatusWithItsTracebackLine) {
+  const int before = worker_pid();
+  const Result r = run(id("boom"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("ZeroDivisionError: division by zero"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("k.py:11 in boom: return x / 0"), std::string::npos) << r.message;
+  EXPECT_EQ(worker_pid(), before) << "an exception leaves the worker running";
+}
+
+TEST_F(PythonBackends, ASegfaultIsTheStatusAndTheWorkerRestarts) {
+  const int before = worker_pid();
+  const Result r = run(id("segv"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("died of signal 11 (SIGSEGV)"), std::string::npos) << r.message;
+  const Result next = run(id("zeros"));
+  EXPECT_TRUE(next.ok()) << next.message;
+  EXPECT_NE(worker_pid(), before);
+}
+
+TEST_F(PythonBackends, AnOsExitIsTheStatus) {
+  const Result r = run(id("exit3"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("exited with code 3"), std::string::npos) << r.message;
+  EXPECT_TRUE(run(id("zeros")).ok());
+}
+
+TEST_F(PythonBackends, ACallPastTheTimeoutIsKilled) {
+  set_user_code_timeout(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Result r = run(id("hang"));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("ran past 1 s (--python-timeout)"), std::string::npos) << r.message;
+  EXPECT_LT(s, 10);
+  EXPECT_TRUE(run(id("zeros")).ok());
+}
+
+TEST_F(PythonBackends, AWrongShapeOrDtypeIsAContractError) {
+  const Result shape = run(id("bad_shape"));
+  EXPECT_EQ(shape.status, Status::kError);
+  EXPECT_NE(shape.message.find("O has shape (2, 3); the contract wants (6, 4, 16)"), std::string::npos) << shape.message;
+  const Result dtype = run(id("bad_dtype"));
+  EXPECT_NE(dtype.message.find("O has dtype int64"), std::string::npos) << dtype.message;
+  const Result lse = run(id("bad_lse"));
+  EXPECT_NE(lse.message.find("LSE has shape (1,); the contract wants (6, 4)"), std::string::npos) << lse.message;
+}
+
+TEST_F(PythonBackends, NanOutputIsAnError) {
+  const Result r = run(id("nan_out"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_NE(r.message.find("O has 1 NaN or infinite value(s), the first at token 1, head 0"), std::string::npos) << r.message;
+  EXPECT_TRUE(r.o.empty());
+}
+
+TEST_F(PythonBackends, OtherBackendsResultsStandBesideACrash) {
+  CaseFile f;
+  f.spec = small_case();
+  f.spec.backends = {"cpu.reference", id("segv"), "cpu.lowp", id("boom")};
+  f.spec.comparisons = {{"cpu.lowp", "cpu.reference", CompareRule::kAllclose, 1e-1, 1e-1, ""}};
+  const auto s = run_session(f);
+  ASSERT_EQ(s->results.size(), 4u);
+  EXPECT_TRUE(s->results[0].ok());
+  EXPECT_EQ(s->results[1].status, Status::kError);
+  EXPECT_TRUE(s->results[2].ok()) << s->results[2].message;
+  EXPECT_EQ(s->results[3].status, Status::kError);
+  EXPECT_TRUE(s->diffs.at(0).verdict.pass) << s->diffs[0].verdict.detail;
+}
+
+TEST_F(PythonBackends, WithoutPermissionItIsRefusedWithTheInstruction) {
+  allow_all_user_code(false);
+  const Result r = run(id("zeros"));
+  EXPECT_EQ(r.status, Status::kUnsupported);
+  EXPECT_NE(r.message.find("--allow-python"), std::string::npos) << r.message;
+  allow_user_code_file((dir_ / "k.py").string());  // the GUI's answer for this one file
+  EXPECT_TRUE(run(id("zeros")).ok());
+}
+
+// The CLI: refusal without --allow-python (exit 2 naming the flag), a repro recording the file's sha256,
+// and its replay with the file unchanged, changed and missing.
+TEST_F(PythonBackends, CliRefusesThenRecordsAndChecksTheSourceHash) {
+  const fs::path mod = dir_ / "attn.py", case_path = dir_ / "case.json", repro = dir_ / "repro.json";
+  fs::copy_file(src("examples/python/numpy_attention.py"), mod, fs::copy_options::overwrite_existing);
+  CaseFile f = read_case_file(src("examples/python/numpy-attention.json"));
+  const std::string py = "python:" + mod.string() + ":attention";
+  f.spec.backends.back() = py;
+  f.spec.comparisons.at(0).backend = py;
+  std::ofstream(case_path) << case_file_to_json(f).dump(2);
+
+  const auto refused = cli("run " + case_path.string());
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_EQ(refused.err.rfind("error: /backends/2: " + py + " runs the code in " + mod.string(), 0), 0u) << refused.err;
+  EXPECT_NE(refused.err.find("pass --allow-python"), std::string::npos) << refused.err;
+  const auto named = cli("run " + src("examples/prefix-lm.json") + " --backends cpu.reference," + py);
+  EXPECT_EQ(named.code, 2);
+  EXPECT_EQ(named.err.rfind("error: --backends: " + py, 0), 0u) << named.err;
+
+  const auto ran = cli("run " + case_path.string() + " --allow-python --export " + repro.string());
+  ASSERT_EQ(ran.code, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("PASS"), std::string::npos) << ran.out;
+  std::string why;
+  EXPECT_EQ(read_case_file(repro.string()).recorded["sources"][py]["sha256"], file_sha256(mod.string(), &why));
+
+  const auto same = cli("run " + repro.string() + " --allow-python");
+  EXPECT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find("3 of 3 recorded digests bit-identical"), std::string::npos) << same.out;
+  std::ofstream(mod, std::ios::app) << "# an edit\n";
+  const auto changed = cli("run " + repro.string() + " --allow-python");
+  EXPECT_EQ(changed.code, 3) << changed.out;
+  EXPECT_NE(changed.out.find("NOT CHECKED (why: its code file " + mod.string() + " changed since the repro was recorded"),
+            std::string::npos)
+      << changed.out;
+  fs::remove(mod);
+  const auto missing = cli("run " + repro.string() + " --allow-python");
+  EXPECT_NE(missing.out.find("NOT CHECKED (why: its code file is missing here"), std::string::npos) << missing.out;
+}
+
+// The named adapters need PyTorch: where it is missing they say so (unsupported, not an error); where
+// it is importable they run and meet the 2x rule like the example.
+TEST_F(PythonBackends, AdaptersNeedPyTorch) {
+  const bool torch = std::system((py_ + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  CaseSpec c = small_case();
+  c.dtype = DType::kBf16;
+  const Plan p = plan_case(c);
+  const Workload w = make_workload(c, p.pages);
+  auto go = [&](const std::string& b) { return run_backend(*make_backend(b), c, p, w, RunOptions{}); };
+  const Result ref = go("cpu.reference"), low = go("cpu.lowp");
+  for (const char* id : {"python.sdpa", "python.flex_attention"}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(user_code_file(id), "") << "attnscope's own code needs no permission";
+    const Result r = go(id);
+    if (!torch) {
+      EXPECT_EQ(r.status, Status::kUnsupported);
+      EXPECT_EQ(r.message.rfind("PyTorch not importable in " + py_, 0), 0u) << r.message;
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.message;
+    const DiffReport d = compare_results(c, r, ref, {id, "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &low);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+  }
+  c.attention.soft_cap = 30;
+  EXPECT_NE(refusal("python.sdpa", c).find("no soft-cap"), std::string::npos);
+}
