@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "attnscope/device.h"
 #include "attnscope/plan.h"
 #include "attnscope/registry.h"
+#include "attnscope/workload.h"
 
 namespace attnscope {
 
@@ -44,13 +46,17 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
   r.flops = w.flops;
   r.kv_bytes = w.kv_bytes;
   r.bytes = w.bytes;
+  // GPU backends generate their inputs on the device; the others read the host workload, made once
+  std::optional<Workload> host;
   for (const auto& id : backends) {
     BenchRow row;
     row.backend = id;
     auto b = make_backend(id);
     RunOptions o;
     o.bench_reps = reps;
-    const Result res = run_backend(*b, c, p, Workload{}, o);
+    const BackendInfo* info = backend_info(id);
+    if ((!info || !info->gpu) && !host) host = make_workload(c, p.pages);
+    const Result res = run_backend(*b, c, p, info && info->gpu ? Workload{} : *host, o);
     if (!res.ok()) {
       // the message may start with the status already ("not compiled: ..."): said once
       const std::string st = status_name(res.status);

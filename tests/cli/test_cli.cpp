@@ -382,6 +382,15 @@ TEST(Cli, BenchWithoutAGpuSaysWhy) {
   EXPECT_EQ(o.out.find("not compiled: not compiled"), std::string::npos) << "the status said once: " << o.out;
 }
 
+// Regression: `bench --backends cpu.reference` crashed (the CPU backends were handed an empty workload: GPU
+// backends make their inputs on the device, the others need the host's). A CPU backend is listed, not timed.
+TEST(Cli, BenchOfACpuBackendSaysItIsNotTimed) {
+  const Out o = cli("bench " + src("examples/gqa-decode-long.json") + " --backends cpu.reference,cpu.tiled --reps 1");
+  EXPECT_EQ(o.code, 3) << o.out << o.err;
+  EXPECT_NE(o.out.find("cpu.reference"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("no device timing"), std::string::npos) << o.out;
+}
+
 TEST(Cli, ExplainStepsThroughOneRowOnEveryExample) {
   for (const auto& e : examples()) {
     SCOPED_TRACE(e);
