@@ -77,8 +77,7 @@ for url in (f"https://pypi.org/pypi/{name}/{version}/json", f"https://pypi.org/p
     except (urllib.error.URLError, ValueError) as e:
         print(f"{url}: {e}")
         continue
-    files = d.get("urls") if d.get("info", {}).get("version") == version and "/json" in url and version in url \
-        else d.get("releases", {}).get(version)
+    files = d.get("urls") if url.endswith(f"/{version}/json") else d.get("releases", {}).get(version)
     if files:
         break
 sdists = [f for f in (files or []) if f.get("packagetype") == "sdist"]
