@@ -63,10 +63,10 @@ std::string refusal_reason(Api api, const CaseSpec& c, const Built& built) {
     if (r.pad_start) return "FlashAttention-2 has no padding mask inside a sequence (" + at + "/pad_start)";
   }
   // FA2's non-causal ALiBi is symmetric, -slope |q_abs - k|; attnscope's is slope (k - q_abs), the same
-  // only where keys past the query are masked
-  if (c.attention.alibi && !c.attention.causal && !c.attention.window)
+  // only where keys past the query are masked (a window bounds the left side only)
+  if (c.attention.alibi && !c.attention.causal)
     return "FlashAttention-2's ALiBi without a causal mask is symmetric (-slope |q_abs - k|), attnscope's is slope (k - "
-           "q_abs) (conventions.md section 2): ALiBi runs with /attention/causal or a window";
+           "q_abs) (conventions.md section 2): ALiBi runs with /attention/causal";
   if (api == Api::kVarlen) {
     if (c.kv_cache.storage != KvStorage::kRagged)
       return "flash_attn.varlen reads K/V as one ragged [total_k, heads, dim] tensor through cu_seqlens_k: it takes "
@@ -137,13 +137,13 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
   l.d = d;
   l.d_rounded = round_multiple(d, d <= 128 ? 32 : 64);
   l.total_q = static_cast<int>(c.total_q());
-  // window_size as the Python API passes it: (W - 1, 0) for a window, (-1, 0) causal, (-1, -1) none
+  // The Python call: causal = /attention/causal, window_size = (W - 1, -1) with a window (attnscope's
+  // window bounds the left side only; causal bounds the right), else (-1, -1). The C++ API then drops
+  // causal for one query (a no-op there) unless ALiBi, and a causal call's right bound becomes 0.
   int left = c.attention.window ? *c.attention.window - 1 : -1;
-  int right = (c.attention.window || c.attention.causal) ? 0 : -1;
   const bool alibi = c.attention.alibi;
-  // seqlen_q == 1 makes causal a no-op, so the API drops it, except under ALiBi (whose causal form
-  // adds slope x k)
-  if ((api == Api::kVarlen ? max_q : c.requests[0].q_len) == 1 && !alibi && !c.attention.window) right = -1;
+  const bool one_query = (api == Api::kVarlen ? max_q : c.requests[0].q_len) == 1;
+  int right = c.attention.causal && !(one_query && !alibi) ? 0 : -1;
   if (api == Api::kVarlen) {
     l.seqlen_q = max_q;
     l.seqlen_k = max_k;

@@ -17,14 +17,14 @@ BackendFamily flash_attn_family() {
   f.backends = {
       {"flash_attn.varlen", "FlashAttention-2 varlen forward (flash_attn_varlen_func: cu_seqlens_q / cu_seqlens_k)",
        "bf16 / fp16, the compiled head dims (ATTNSCOPE_FLASH_ATTN_HEAD_DIMS; Q, K, V alike, up to 256), ragged K/V "
-       "(/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal or a window; no documents, "
+       "(/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal; no documents, "
        "prefix-LM, padding, chunked local, mask_mod, sinks, trees, FP8 or MLA; the non-split prefill kernel",
        E::kNone, E::kLowered, true, true, false, Role::kNone, 0},
       {"flash_attn.kvcache",
        "FlashAttention-2 with a KV cache (flash_attn_with_kvcache: cache_seqlens, block table, split-KV + combine)",
        "bf16 / fp16, the compiled head dims, one q_len for every request, a contiguous cache (/kv_cache/storage ragged, "
        "copied to [batch, seqlen_k, heads, dim]) or a paged one whose page size is a multiple of 256, causal / window / "
-       "none, GQA (decode swapped as FA2 does), soft-cap, ALiBi with causal or a window; num_splits by FA2's heuristic, "
+       "none, GQA (decode swapped as FA2 does), soft-cap, ALiBi with causal; num_splits by FA2's heuristic, "
        "1 with /split/planner off, fixed chunks with /split/planner fixed",
        E::kNone, E::kLowered, true, true, false, Role::kNone, 0},
   };

@@ -37,7 +37,7 @@ CaseSpec fa_case(uint64_t seed) {
   c.head_dim_qk = c.head_dim_vo = dims[r.range(0, 5)];
   c.attention.causal = r.range(0, 3) != 0;
   if (r.range(0, 4) == 0) c.attention.window = r.range(1, 4096);
-  if (r.range(0, 5) == 0 && (c.attention.causal || c.attention.window)) c.attention.alibi = true;
+  if (r.range(0, 5) == 0 && c.attention.causal) c.attention.alibi = true;
   const bool paged = r.coin();
   c.kv_cache.storage = paged ? KvStorage::kPaged : KvStorage::kRagged;
   c.kv_cache.page_size = paged ? 256 * r.range(1, 2) : 1;
@@ -187,6 +187,8 @@ TEST(FlashAttnPlan, RefusalsNameTheRule) {
   c.attention.causal = false;
   c.attention.alibi = true;
   EXPECT_NE(fa::refusal_reason(fa::Api::kKvcache, c, built).find("symmetric"), std::string::npos);
+  c.attention.window = 32;  // a window bounds the left side only: still refused
+  EXPECT_NE(fa::refusal_reason(fa::Api::kKvcache, c, built).find("symmetric"), std::string::npos);
 }
 
 // The translation: window (W - 1, 0), the GQA decode swap's strides, the block table, the LSE order.
@@ -226,6 +228,11 @@ TEST(FlashAttnConventions, TranslateAsTheApiDoes) {
   EXPECT_FALSE(l.is_causal);
   EXPECT_EQ(l.q_row_stride, 8 * 128);
   EXPECT_EQ(l.q_batch_stride, 4 * 8 * 128);
+  c.attention.causal = false;  // attnscope's window alone bounds the left side: (W - 1, -1)
+  l = kv_launch(c, 132);
+  EXPECT_EQ(l.window_left, 63);
+  EXPECT_EQ(l.window_right, 768);  // set_params_fprop: no right bound is seqlen_k
+  c.attention.causal = true;
   c.attention.window = 5000;  // wider than the cache: plain causal
   l = kv_launch(c, 132);
   EXPECT_TRUE(l.is_causal);

@@ -52,7 +52,7 @@ Result check_twice_lowp(const std::string& id, const CaseSpec& c) {
   return a;
 }
 
-// A case for the API `id`, seeded: GQA shapes, causal / window / none, soft-cap, ALiBi; ragged for
+// A case for the API `id`, seeded: GQA shapes, causal / window / none, soft-cap, ALiBi (causal); ragged for
 // varlen; kvcache: one q_len, paged (page 256 or 512) or a contiguous cache.
 CaseSpec random_case(const std::string& id, uint64_t seed) {
   SplitMix64 r(seed);
@@ -67,7 +67,7 @@ CaseSpec random_case(const std::string& id, uint64_t seed) {
   c.attention.causal = r.range(0, 3) != 0;
   if (r.range(0, 3) == 0) c.attention.window = r.range(1, 300);
   if (r.range(0, 4) == 0) c.attention.soft_cap = 20.0 + r.range(0, 30);
-  if (r.range(0, 4) == 0 && (c.attention.causal || c.attention.window)) c.attention.alibi = true;
+  if (r.range(0, 4) == 0 && c.attention.causal) c.attention.alibi = true;
   const bool kv = id == kKvcache;
   const int B = r.range(1, 5), L = r.coin() ? 1 : r.range(2, 80);
   for (int i = 0; i < B; ++i) {
@@ -119,19 +119,22 @@ TEST(FlashAttn, FamilyIsRegistered) {
 
 TEST(FlashAttn, RandomCasesPassTheTwiceLowpRule) {
   REQUIRE_FA_GPU();
-  int ran = 0, split = 0;
+  int ran = 0, split = 0, not_built = 0;
   for (const char* id : {kVarlen, kKvcache})
     for (int i = 0; i < gpu_cases(24, 4); ++i) {
       const CaseSpec c = random_case(id, 100 + i);
       if (const std::string why = refusal(id, c); !why.empty()) {
-        ASSERT_NE(why.find("not instantiated"), std::string::npos) << c.name << ": " << why;  // fp16 not built
+        // a dtype this build did not instantiate (ATTNSCOPE_FLASH_ATTN_DTYPES); nothing else is refused
+        ASSERT_NE(why.find("not instantiated"), std::string::npos) << c.name << ": " << why;
+        ++not_built;
         continue;
       }
       const Result a = check_twice_lowp(id, c);
       ++ran;
       split += a.message.find("splitkv") != std::string::npos;
     }
-  EXPECT_GE(ran, gpu_cases(24, 4));
+  EXPECT_EQ(ran + not_built, 2 * gpu_cases(24, 4));
+  EXPECT_GE(ran, gpu_cases(24, 4) / 2) << not_built << " cases of a dtype this build did not compile";
   EXPECT_GT(split, 0) << "no case reached the split-KV kernel";
 }
 
