@@ -114,7 +114,9 @@ TEST(FlashAttn, FamilyIsRegistered) {
   c.kv_cache.page_size = 1;
   c.kv_cache.null_page = false;
   auto b = make_backend(kVarlen);
-  if (!f->compiled) EXPECT_EQ(b->check(c).rfind("not compiled", 0), 0u) << b->check(c);
+  if (!f->compiled) {
+    EXPECT_EQ(b->check(c).rfind("not compiled", 0), 0u) << b->check(c);
+  }
 }
 
 TEST(FlashAttn, RandomCasesPassTheTwiceLowpRule) {
