@@ -70,7 +70,8 @@ void print_flash_attn_plan(std::ostream& o, const FlashAttnPlan& f) {
   if (f.available) {
     o << "  inputs  batch " << f.batch_size << ", heads " << f.num_heads << " (kv " << f.num_heads_k << "), head_size "
       << f.head_size << ", seqlen_q " << f.seqlen_q << (f.ngroups_swapped ? " (GQA decode swapped)" : "") << ", seqlen_k "
-      << f.seqlen_k << (f.paged ? " (" + std::to_string(f.max_num_blocks_per_seq) + " blocks x " + std::to_string(f.page_block_size) + ")" : "")
+      << f.seqlen_k
+      << (f.paged ? " (" + std::to_string(f.max_num_blocks_per_seq) + " blocks x " + std::to_string(f.page_block_size) + ")" : "")
       << ", " << f.num_splits_from << "\n";
     o << "  rule    block_n " << f.block_n << ", n_blocks " << f.num_n_blocks << ", m_blocks " << f.num_m_blocks
       << ", batch x heads x m_blocks " << f.batch_nheads_mblocks << " vs 0.8 x " << f.num_sms_x2 << " (2 x SMs)\n";

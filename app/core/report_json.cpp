@@ -179,7 +179,8 @@ ordered_json flash_attn_plan_to_json(const FlashAttnPlan& f) {
     j["accum_bytes"] = f.accum_bytes;
   }
   const SplitPlan& m = f.model;
-  j["model"] = {{"num_splits", m.num_splits}, {"seqlen_k", m.seqlen_k}, {"chunk_tokens", m.chunk_tokens}, {"split_kv", m.split_kv}};
+  j["model"] = {
+      {"num_splits", m.num_splits}, {"seqlen_k", m.seqlen_k}, {"chunk_tokens", m.chunk_tokens}, {"split_kv", m.split_kv}};
   const auto diffs = compare_flash_attn_plan(f);
   ordered_json dj = ordered_json::array();
   for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flash_attn", x.library}});

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -39,6 +41,20 @@ int device_sms() {
     return 0;
   }
   return n;
+}
+
+// "" when device 0's compute capability is one the kernel units were compiled for (real code only:
+// no PTX is embedded), else the reason.
+std::string arch_check() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  std::stringstream archs(ATTNSCOPE_FLASH_ATTN_ARCHS_TEXT);
+  for (std::string a; std::getline(archs, a, ',');)
+    if (a.empty() || !std::isdigit(static_cast<unsigned char>(a[0])) || std::atoi(a.c_str()) == major * 10 + minor)
+      return "";  // native / all: taken at their word
+  return "FlashAttention-2's kernel units were compiled for " + std::string(ATTNSCOPE_FLASH_ATTN_ARCHS_TEXT) +
+         " (ATTNSCOPE_FLASH_ATTN_ARCHS); device 0 is sm_" + std::to_string(major * 10 + minor);
 }
 
 // The buffers one launch reads and writes, besides the workload's Q / K / V.
@@ -109,7 +125,8 @@ class FaBackend final : public Backend {
   }
   std::string check(const CaseSpec& c) const override {
     if (auto why = refusal_reason(api_, c, built()); !why.empty()) return why;
-    return cuda::device_check();
+    if (auto why = cuda::device_check(); !why.empty()) return why;
+    return arch_check();
   }
 
   Result run(const CaseSpec& c, const Plan& pl, const Workload&, const RunOptions& opt) override {
@@ -120,8 +137,8 @@ class FaBackend final : public Backend {
     const int64_t total_q = c.total_q(), out_elems = total_q * Hq * d;
     const int64_t cache_elems = l.cache_src.empty() ? 0 : static_cast<int64_t>(l.b) * l.seqlen_k * Hk * d;
     const int64_t accum_rows = l.num_splits > 1 ? static_cast<int64_t>(l.num_splits) * l.b * l.h * l.seqlen_q : 0;
-    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_elems(l) * 4 +
-                                    2 * cache_elems * eb + accum_rows * (l.d_rounded + 1) * 4,
+    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_elems(l) * 4 + 2 * cache_elems * eb +
+                                    accum_rows * (l.d_rounded + 1) * 4,
                                 id() + " (inputs, outputs, cache copy, split partials)");
     cuda::DeviceWorkload w = cuda::make_device_workload(c, pl);
     LaunchBuffers b;
@@ -149,16 +166,16 @@ class FaBackend final : public Backend {
     cuda::check(cudaDeviceSynchronize(), "FlashAttention-2 forward");
     res.o = cuda::download_as_float(b.o, out_elems, c.dtype);
     res.lse = lse_to_attnscope(l, c, b.lse.to_host<float>(lse_elems(l)));
-    cuda::time_launches(opt, launch, [] { cuda::check(cudaDeviceSynchronize(), "FlashAttention-2 benchmark loop"); },
-                        &res.timing);
+    cuda::time_launches(
+        opt, launch, [] { cuda::check(cudaDeviceSynchronize(), "FlashAttention-2 benchmark loop"); }, &res.timing);
     std::ostringstream m;
     m << ATTNSCOPE_FLASH_ATTN_PIN << ": " << (split ? "run_mha_fwd_splitkv_dispatch" : "run_mha_fwd_") << " d" << d
-      << (l.is_causal ? " causal" : "") << (l.window_left >= 0 ? ", window (" + std::to_string(l.window_left) + ", " +
-                                                                   std::to_string(l.window_right) + ")"
-                                                             : "")
+      << (l.is_causal ? " causal" : "")
+      << (c.attention.window && !l.is_causal
+              ? ", window_size (" + std::to_string(l.window_left) + ", " + std::to_string(l.window_right) + ")"
+              : "")
       << "; " << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
-      << (l.paged ? "; block table " + std::to_string(l.max_num_blocks_per_seq) + " pages of " +
-                        std::to_string(l.page_block_size)
+      << (l.paged ? "; block table " + std::to_string(l.max_num_blocks_per_seq) + " pages of " + std::to_string(l.page_block_size)
                   : "");
     res.message = m.str();
     return res;
@@ -172,12 +189,15 @@ class FaBackend final : public Backend {
     b->kcache.alloc(static_cast<size_t>(l.b) * l.seqlen_k * row);
     b->vcache.alloc(b->kcache.bytes());
     const int fill = c.kv_cache.poison_unused ? 0xff : 0;
-    for (DeviceBuffer* x : {&b->kcache, &b->vcache}) cuda::check(cudaMemset(x->as<void>(), fill, x->bytes()), "cudaMemset (cache)");
+    for (DeviceBuffer* x : {&b->kcache, &b->vcache})
+      cuda::check(cudaMemset(x->as<void>(), fill, x->bytes()), "cudaMemset (cache)");
     for (int r = 0; r < l.b; ++r) {
       const size_t bytes = static_cast<size_t>(c.requests[r].kv_len) * row;
       const size_t dst = static_cast<size_t>(r) * l.seqlen_k * row, src = static_cast<size_t>(l.cache_src[r]) * row;
-      cuda::check(cudaMemcpy(b->kcache.as<char>() + dst, w.k.as<char>() + src, bytes, cudaMemcpyDeviceToDevice), "cache copy (K)");
-      cuda::check(cudaMemcpy(b->vcache.as<char>() + dst, w.v.as<char>() + src, bytes, cudaMemcpyDeviceToDevice), "cache copy (V)");
+      cuda::check(cudaMemcpy(b->kcache.as<char>() + dst, w.k.as<char>() + src, bytes, cudaMemcpyDeviceToDevice),
+                  "cache copy (K)");
+      cuda::check(cudaMemcpy(b->vcache.as<char>() + dst, w.v.as<char>() + src, bytes, cudaMemcpyDeviceToDevice),
+                  "cache copy (V)");
     }
   }
   Api api_;
@@ -196,8 +216,8 @@ DeviceProfile planner_device(int num_sms) {
   cudaGetDeviceProperties(&prop, 0);
   p.cc_major = prop.major;
   p.cc_minor = prop.minor;
-  p.source = "device 0: " + std::string(prop.name) + ", " + std::to_string(n) + " SMs, cc " + std::to_string(prop.major) +
-             "." + std::to_string(prop.minor);
+  p.source = "device 0: " + std::string(prop.name) + ", " + std::to_string(n) + " SMs, cc " + std::to_string(prop.major) + "." +
+             std::to_string(prop.minor);
   return p;
 }
 

@@ -47,7 +47,8 @@ std::string refusal_reason(Api api, const CaseSpec& c, const Built& built) {
   if (c.head_dim_qk != c.head_dim_vo)
     return "FlashAttention-2 takes one head dim for Q, K and V (/head_dim_qk " + str(c.head_dim_qk) + ", /head_dim_vo " +
            str(c.head_dim_vo) + ")";
-  if (c.head_dim_qk > 256) return "FlashAttention-2's forward takes head dims up to 256 (/head_dim_qk " + str(c.head_dim_qk) + ")";
+  if (c.head_dim_qk > 256)
+    return "FlashAttention-2's forward takes head dims up to 256 (/head_dim_qk " + str(c.head_dim_qk) + ")";
   const bool dt = std::find(built.dtypes.begin(), built.dtypes.end(), c.dtype) != built.dtypes.end();
   const bool hd = std::find(built.head_dims.begin(), built.head_dims.end(), c.head_dim_qk) != built.head_dims.end();
   if (!dt || !hd)
@@ -74,7 +75,8 @@ std::string refusal_reason(Api api, const CaseSpec& c, const Built& built) {
     return "";
   }
   if (!uniform_q_len(c))
-    return "flash_attn_with_kvcache takes q as [batch, seqlen_q, heads, dim]: every request needs the same q_len (/requests/*/q_len)";
+    return "flash_attn_with_kvcache takes q as [batch, seqlen_q, heads, dim]: every request needs the same q_len "
+           "(/requests/*/q_len)";
   if (c.kv_cache.storage == KvStorage::kPaged) {
     if (c.kv_cache.page_size % 256 != 0)
       return "flash_attn_with_kvcache's paged KV cache needs a page size that is a multiple of 256 (\"Paged KV cache block "
@@ -165,8 +167,8 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
     const int L = c.requests[0].q_len;
     l.paged = c.kv_cache.storage == KvStorage::kPaged;
     l.page_block_size = l.paged ? ps : 1;
-    const int width = c.kv_cache.max_num_blocks_per_seq ? *c.kv_cache.max_num_blocks_per_seq
-                                                        : static_cast<int>(ceil_div(max_k, ps));
+    const int width =
+        c.kv_cache.max_num_blocks_per_seq ? *c.kv_cache.max_num_blocks_per_seq : static_cast<int>(ceil_div(max_k, ps));
     l.seqlen_k = l.paged ? width * ps : width;  // ragged: the contiguous cache's seqlen dim, tokens
     l.swapped = L == 1 && Hq > Hk && left < 0 && right < 0 && d % 8 == 0 && !alibi;
     l.seqlen_q = l.swapped ? G : L;

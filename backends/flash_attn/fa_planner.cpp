@@ -57,8 +57,8 @@ FlashAttnPlan library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units
   for (const auto& r : c.requests) max_k = std::max(max_k, r.kv_len);
   p.paged = c.kv_cache.storage == KvStorage::kPaged;
   p.page_block_size = p.paged ? ps : 1;
-  const int width = c.kv_cache.max_num_blocks_per_seq ? *c.kv_cache.max_num_blocks_per_seq
-                                                      : static_cast<int>(ceil_div(max_k, ps));
+  const int width =
+      c.kv_cache.max_num_blocks_per_seq ? *c.kv_cache.max_num_blocks_per_seq : static_cast<int>(ceil_div(max_k, ps));
   p.max_num_blocks_per_seq = p.paged ? width : 0;
   p.seqlen_k = p.paged ? static_cast<int64_t>(width) * ps : width;
   p.head_size = static_cast<int>(ceil_div(c.head_dim_qk, 8) * 8);
@@ -75,9 +75,9 @@ FlashAttnPlan library_plan(const CaseSpec& c, const std::vector<WorkUnit>& units
   p.num_sms_x2 = 2 * device.sm_count;
   p.batch_nheads_mblocks = static_cast<int64_t>(B) * p.num_heads * p.num_m_blocks;
   p.num_splits_arg = num_splits_arg(c, p.seqlen_k, &p.num_splits_from);
-  p.num_splits = p.num_splits_arg >= 1 ? p.num_splits_arg
-                                       : num_splits_heuristic(static_cast<int>(p.batch_nheads_mblocks), p.num_sms_x2,
-                                                              p.num_n_blocks, 128);
+  p.num_splits = p.num_splits_arg >= 1
+                     ? p.num_splits_arg
+                     : num_splits_heuristic(static_cast<int>(p.batch_nheads_mblocks), p.num_sms_x2, p.num_n_blocks, 128);
   p.chunk_tokens = ceil_div(p.num_n_blocks, p.num_splits) * p.block_n;
   p.split_kernel = p.num_splits > 1 || p.paged;
   if (p.num_splits > 1) {

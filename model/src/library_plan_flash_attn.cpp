@@ -40,8 +40,8 @@ std::string flash_attn_agreement_line(const FlashAttnPlan& lib) {
   o << " (" << lib.pin << ", " << lib.device.source << ")";
   const auto diffs = compare_flash_attn_plan(lib);
   if (diffs.empty()) {
-    o << ": agrees with the model on every field (num_splits " << lib.num_splits << ", seqlen_k " << lib.seqlen_k
-      << ", " << lib.chunk_tokens << " keys per split)";
+    o << ": agrees with the model on every field (num_splits " << lib.num_splits << ", seqlen_k " << lib.seqlen_k << ", "
+      << lib.chunk_tokens << " keys per split)";
     return o.str();
   }
   o << ": differs from the model in ";

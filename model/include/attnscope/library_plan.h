@@ -90,15 +90,15 @@ struct FlashInferMlaPlan {
 // against the sdist's own num_splits_heuristic. Beside the model of the same decision
 // (split_plan_flash_attn.cpp), compared field by field.
 struct FlashAttnPlan {
-  bool ran = false;        // the reproduction ran (false: not planned)
-  bool asked = false;      // the case plans with /split/planner flash_attn or runs a flash_attn backend:
-                           // the report and the CLI show it (other cases' reports keep their form)
-  bool refused = false;    // flash_attn_with_kvcache refuses the case: why holds the rule
-  bool available = false;  // ran && !refused
-  std::string why;         // why not available; empty when available
-  std::string pin;         // the flash-attn sdist whose flash_api.cpp is reproduced
-  DeviceProfile device;    // the SM count get_num_sm() answers (a profile without a GPU)
-  int num_splits_arg = 0;  // flash_attn_with_kvcache's num_splits argument: 0 = its heuristic
+  bool ran = false;             // the reproduction ran (false: not planned)
+  bool asked = false;           // the case plans with /split/planner flash_attn or runs a flash_attn backend:
+                                // the report and the CLI show it (other cases' reports keep their form)
+  bool refused = false;         // flash_attn_with_kvcache refuses the case: why holds the rule
+  bool available = false;       // ran && !refused
+  std::string why;              // why not available; empty when available
+  std::string pin;              // the flash-attn sdist whose flash_api.cpp is reproduced
+  DeviceProfile device;         // the SM count get_num_sm() answers (a profile without a GPU)
+  int num_splits_arg = 0;       // flash_attn_with_kvcache's num_splits argument: 0 = its heuristic
   std::string num_splits_from;  // where that argument comes from, in words
   // inputs, after mha_fwd_kvcache's rewrites (seqlenq_ngroups_swapped moves the group into seqlen_q)
   int batch_size = 0, num_heads = 0, num_heads_k = 0, head_size = 0, seqlen_q = 0;
@@ -111,7 +111,7 @@ struct FlashAttnPlan {
   int64_t batch_nheads_mblocks = 0;
   // outputs
   int num_splits = 1;
-  int64_t chunk_tokens = 0;  // keys per split: ceil(num_n_blocks / num_splits) x block_n
+  int64_t chunk_tokens = 0;   // keys per split: ceil(num_n_blocks / num_splits) x block_n
   bool split_kernel = false;  // the split-KV kernel runs (num_splits > 1, or a paged cache: forced)
   int64_t accum_bytes = 0;    // out_accum + softmax_lse_accum, fp32, when num_splits > 1
   // attnscope's model of the same decision (make_split_plan with /split/planner flash_attn, whatever
