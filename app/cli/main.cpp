@@ -17,6 +17,7 @@
 #include "../core/export_script.h"
 #include "../core/invariance.h"
 #include "../core/mla_forms.h"
+#include "../core/plan_cost.h"
 #include "../core/report_json.h"
 #include "../core/repro.h"
 #include "../core/session.h"
@@ -76,6 +77,10 @@ commands:
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default {BENCH})
       --reps N             timed repetitions after 3 warm-ups (default 20)
+      --plan-only          no kernels: each planner's host time per call (attnscope's split models,
+                           its whole plan, the libraries' own planners) at every batch size, the
+                           case's requests cut or extended (copies of the last one); median of --reps
+      --batches SIZES      with --plan-only: 1,8,64 or START:STOP:xFACTOR (default 1:1024:x2)
       --json
   sweep CASE --set PATH=VALUES [options]
                            run the case once per value of one case path; plan figures, times and
@@ -319,8 +324,29 @@ int cmd_mla_forms(const Args& a) {
   return r.exit_code();
 }
 
+// bench --plan-only: each planner's host cost per call over batch sizes (plan_cost.h)
+int cmd_plan_cost(const Args& a, const CaseFile& f) {
+  if (a.value("backends")) throw UsageError("--backends: bench --plan-only times the planners, not backends");
+  PlanCostOptions opt;
+  if (auto b = a.value("batches")) try {
+      opt.batches = parse_batches(*b);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  opt.reps = a.int_value("reps", 1, 10000).value_or(20);
+  const bool json = a.flag("json");
+  if (isatty(2) && !json)
+    opt.progress = [](int i, int n) { std::cerr << "\r  batch size " << i + 1 << " of " << n << "   " << std::flush; };
+  const PlanCostReport r = run_plan_cost(nlohmann::json::parse(case_to_json(f.spec).dump()), opt);
+  if (isatty(2) && !json) std::cerr << "\r" << std::string(30, ' ') << "\r";
+  std::cout << (json ? json_text(plan_cost_to_json(r)) : plan_cost_table(r));
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
+  if (a.flag("plan-only")) return cmd_plan_cost(a, f);
+  if (a.value("batches")) throw UsageError("--batches: only with --plan-only (the batch sizes the planners are timed at)");
   std::vector<std::string> ids = default_bench_backends();
   if (a.value("backends")) {
     ids = a.list_value("backends");
@@ -465,7 +491,7 @@ int main(int argc, char** argv) {
       return cmd_invariance(parse_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "consistency") return cmd_consistency(parse_args(argc, argv, {"json"}, {"last", "backends"}));
     if (cmd == "mla-forms") return cmd_mla_forms(parse_args(argc, argv, {}, {"backends"}));
-    if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json"}, {"backends", "reps"}));
+    if (cmd == "bench") return cmd_bench(parse_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches"}));
     if (cmd == "sweep") return cmd_sweep(parse_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));

@@ -72,8 +72,8 @@ Choice choose(const CaseSpec& c, const Plan& p, const std::string& target) {
   } else if (ch.api == ScriptApi::kSinksTorch) {
     ch.part.label = "PyTorch (sinks)";
     ch.part.library =
-        "PyTorch eager attention with the sink column, upcast to float32 (gpt-oss's formulation; no library kernel here "
-        "takes attnscope's sinks)";
+        "PyTorch eager attention with the sink column, upcast to float32 (gpt-oss's formulation; neither SDPA nor flex_attention "
+        "takes a sink)";
   } else if (ch.api == ScriptApi::kSdpa) {
     ch.part.label = "SDPA";
     ch.part.library = "PyTorch torch.nn.functional.scaled_dot_product_attention, one request at a time";

@@ -43,6 +43,10 @@ App::App(AppOptions o) : opt_(std::move(o)) {
     if (!opt_.size_given) opt_.width = settings_.width, opt_.height = settings_.height;
   }
   if (!opt_.sweep.empty()) sweep_.start_with(opt_.sweep);
+  if (opt_.plan_cost) {
+    sweep_mode_ = 1;
+    plan_cost_.start_next_draw();
+  }
   if (opt_.consistency > 0) consistency_.start_with(opt_.consistency);
   if (opt_.sweep_report) {  // the points move to the panel (a report can hold 200,000); the case swept stays here
     nlohmann::json base = opt_.sweep_report->base;
@@ -394,7 +398,13 @@ void App::draw_panel(Tab t) {
         timing_.draw(*shown_, ui_);
         break;
       case Tab::kSweep:
-        sweep_.draw(*shown_, ui_);
+        ImGui::RadioButton("sweep a case path", &sweep_mode_, 0);
+        ImGui::SameLine();
+        ImGui::RadioButton("planning cost per batch size", &sweep_mode_, 1);
+        if (sweep_mode_ == 0)
+          sweep_.draw(*shown_, ui_);
+        else
+          plan_cost_.draw(*shown_);
         break;
       case Tab::kConsistency:
         consistency_.draw(*shown_, ui_);
@@ -619,7 +629,8 @@ int App::run() {
     if (!opt_.screenshot.empty()) {
       // the results are in, and the panel shown has nothing of its own still computing
       const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
-      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) && !(ui_.tab == Tab::kSweep && sweep_.busy()) &&
+      const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) &&
+                        !(ui_.tab == Tab::kSweep && (sweep_.busy() || plan_cost_.busy())) &&
                         !(ui_.tab == Tab::kConsistency && consistency_.busy()) && !(ui_.tab == Tab::kPages && pages_.busy());
       if (edits_done_ < 2 * opt_.edit_latency) {
         const int before = edits_done_;

@@ -21,6 +21,7 @@
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
+#include "panels/plan_cost_panel.h"
 #include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
 #include "panels/sweep_panel.h"
@@ -37,6 +38,7 @@ struct AppOptions {
   std::optional<Tab> tab;
   std::string sweep;                        // PATH=VALUES: fill the Sweep tab and start it (with --screenshot: wait for it)
   std::optional<SweepReport> sweep_report;  // a saved sweep (attnscope-cli sweep --json) to show in the Sweep tab
+  bool plan_cost = false;                   // the Sweep tab's planning-cost view, started (with --screenshot: wait for it)
   int consistency = 0;  // N > 0: start the Consistency tab's check of the last N tokens (with --screenshot: wait for it)
   int width = 1600, height = 1000;
   bool size_given = false;  // --size: else the size kept in the settings
@@ -121,6 +123,8 @@ class App {
   SplitPanel split_;
   SoftmaxPanel softmax_;
   SweepPanel sweep_;
+  PlanCostPanel plan_cost_;
+  int sweep_mode_ = 0;  // the Sweep tab: 0 a case path swept, 1 planning cost per batch size
   DiffPanel diff_;
   TimingPanel timing_;
   ConsistencyPanel consistency_;

@@ -1,4 +1,4 @@
-// attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE]
+// attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE] [--plan-cost]
 //           [--consistency N] [--size WxH]
 //           [--edit-latency N]
 #include <GLFW/glfw3.h>
@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "attnscope: --sweep %s must be PATH=VALUES (as attnscope-cli sweep --set)\n", o.sweep.c_str());
         return 2;
       }
+    } else if (a == "--plan-cost") {
+      o.plan_cost = true;
     } else if (a == "--consistency") {
       const std::string n = next("--consistency");
       char extra = 0;
@@ -93,10 +95,11 @@ int main(int argc, char** argv) {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab "
           "mask|pages|local|split|softmax|diff|timing|sweep|consistency] [--view NAME] [--sweep "
-          "PATH=VALUES] [--sweep-report FILE] [--consistency N] "
+          "PATH=VALUES] [--sweep-report FILE] [--plan-cost] [--consistency N] "
           "[--size WxH] [--edit-latency N] [--version]\n"
           "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
           "                    (the Diff tab's reference)\n"
+          "  --plan-cost       the Sweep tab's planning-cost view, measured at start (as attnscope-cli bench --plan-only)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;

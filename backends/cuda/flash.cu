@@ -205,7 +205,7 @@ class FlashBackend final : public Backend {
   }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
-    if (c.mla_absorbed() && !padded_) return run_flash_mla(c, p, opt, debug_.heavy_first);
+    if (c.mla_absorbed() && !padded_) return run_flash_mla(c, p, opt, debug_.heavy_first, debug_.sm90 && device_is_sm90());
     Result res;
     res.backend = id();
     const SplitPlan& sp = p.split;

@@ -30,6 +30,20 @@ FlashMlaLauncher find_flash_mla_launcher(DType dt) {
   return nullptr;
 }
 
+#define FLASH_MLA_SM90_INSTANCE(D, N, T) void launch_flash_mla_sm90_d##D##_##N(const FlashParams&, dim3, cudaStream_t);
+#include "flash_mla_sm90_instances_built.def"  // empty unless the build targets sm_90
+#undef FLASH_MLA_SM90_INSTANCE
+
+FlashMlaSm90Launcher find_flash_mla_sm90_launcher(DType dt) {
+  const std::string name = dt == DType::kFp16 ? "fp16" : dt == DType::kBf16 ? "bf16" : "";
+  (void)name;
+#define FLASH_MLA_SM90_INSTANCE(D, N, T) \
+  if (name == #N) return &launch_flash_mla_sm90_d##D##_##N;
+#include "flash_mla_sm90_instances_built.def"
+#undef FLASH_MLA_SM90_INSTANCE
+  return nullptr;
+}
+
 std::string flash_mla_check(const CaseSpec& c) {
   const std::string rule = ": cuda.flash's MLA kernel runs the absorbed form with the plain logit and the built-in masks";
   if (c.dtype != DType::kBf16 && c.dtype != DType::kFp16)
@@ -88,7 +102,7 @@ std::vector<int> group_items(const SplitPlan& sp, int slots, bool heavy_first, i
 
 }  // namespace
 
-Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bool heavy_first) {
+Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bool heavy_first, bool hopper) {
   Result res;
   res.backend = "cuda.flash";
   const SplitPlan& sp = p.split;
@@ -137,7 +151,9 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
     for (int s = 0; s < most; ++s) used += widest[x * most + s] >= 0;
     max_run = std::max(max_run, used);
   }
-  const int slots = max_run == 3 ? 4 : max_run;  // kernels of 1, 2 and 4 row groups
+  // the wgmma kernel's CTAs are always 64 rows (every grouping the same kernel, so the same bits)
+  const FlashMlaSm90Launcher sm90 = hopper ? find_flash_mla_sm90_launcher(c.dtype) : nullptr;
+  const int slots = sm90 ? most : max_run == 3 ? 4 : max_run;  // mma.sync: kernels of 1, 2 and 4 row groups
   const std::vector<int> cta_items = group_items(sp, slots, heavy_first, &n_ctas);
   DeviceBuffer d_cta_items = DeviceBuffer::from(cta_items.empty() ? std::vector<int>{-1} : cta_items);
   fp.mla_items = d_cta_items.as<int>();
@@ -160,16 +176,22 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   if (!launch) throw CudaError("cuda.flash: no MLA kernel built for " + std::string(dtype_name(c.dtype)));
   const int rg = slots * ib;
   const dim3 grid(static_cast<unsigned>(std::max(n_ctas, 1)), 1, 1);
-  const dim3 block(static_cast<unsigned>(rg * 64));
-  const size_t smem = flash_mla_smem_bytes(rg);
-  const std::string kname = "flash_mla_kernel<" + std::string(dtype_name(c.dtype)) + ", " + std::to_string(rg) +
-                            " row groups, qk 576 / vo 512, V read from K's tile, P V on " +
-                            (rg >= 2 ? "32 rows x 128 dims" : "16 rows x 256 dims") + " per warp> (mma.sync), " +
-                            std::to_string(slots) + " item(s) of " + std::to_string(sp.cta_tile_q) + " rows per CTA";
+  const dim3 block(static_cast<unsigned>(sm90 ? 256 : rg * 64));
+  const size_t smem = sm90 ? flash_mla_sm90_smem_bytes() : flash_mla_smem_bytes(rg);
+  const std::string per_cta = std::to_string(slots) + " item(s) of " + std::to_string(sp.cta_tile_q) + " rows per CTA";
+  const std::string kname =
+      sm90 ? "flash_mla_sm90_kernel<" + std::string(dtype_name(c.dtype)) +
+                 ", 64 rows, two warpgroups: S on 32 keys and O on 256 dims each, P shared in the tile> (wgmma), " + per_cta
+           : "flash_mla_kernel<" + std::string(dtype_name(c.dtype)) + ", " + std::to_string(rg) +
+                 " row groups, qk 576 / vo 512, V read from K's tile, P V on " +
+                 (rg >= 2 ? "32 rows x 128 dims" : "16 rows x 256 dims") + " per warp> (mma.sync), " + per_cta;
   res.message = "kernel " + kname;
   auto once = [&](bool sync) {
     if (n_ctas > 0) {
-      launch(fp, rg * 16, grid, nullptr);
+      if (sm90)
+        sm90(fp, grid, nullptr);
+      else
+        launch(fp, rg * 16, grid, nullptr);
       check_launch(kname.c_str(), grid, block, smem, sync);
     }
     if (sp.split_kv) {

@@ -18,6 +18,8 @@ struct Wgmma;
 template <>
 struct Wgmma<__nv_bfloat16> {
   __device__ static void qk(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n64k16_bf16(d, a, b, acc); }
+  // half a key tile (the MLA kernel's warpgroups split a tile's keys)
+  __device__ static void qk32(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n32k16_bf16(d, a, b, acc); }
   template <int N>
   __device__ static void pv(float* d, const uint32_t* a, uint64_t b) {
     if constexpr (N == 64) wgmma_rs_m64n64k16_bf16_tb(d, a, b);
@@ -29,6 +31,8 @@ struct Wgmma<__nv_bfloat16> {
 template <>
 struct Wgmma<__half> {
   __device__ static void qk(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n64k16_f16(d, a, b, acc); }
+  // half a key tile (the MLA kernel's warpgroups split a tile's keys)
+  __device__ static void qk32(float* d, uint64_t a, uint64_t b, int acc) { wgmma_ss_m64n32k16_f16(d, a, b, acc); }
   template <int N>
   __device__ static void pv(float* d, const uint32_t* a, uint64_t b) {
     if constexpr (N == 64) wgmma_rs_m64n64k16_f16_tb(d, a, b);

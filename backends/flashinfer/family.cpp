@@ -17,7 +17,8 @@ BackendFamily flashinfer_family() {
       {"flashinfer.prefill", "FlashInfer FA2 batch prefill (BatchPrefillWithPagedKVCacheDispatched) planned by its PrefillPlan",
        "bf16 / fp16, the head dims of fi_instances.def, paged or ragged KV, causal / window / chunked local (as vLLM's "
        "virtual batches), a mask_mod or a speculative tree (tree_parents) as its custom mask, soft-cap / ALiBi score_mods; "
-       "an FP8 KV cache (bf16 queries) with "
+       "attention sinks (bf16, head dims 64 / 128) through attnscope's sink variant of its kernel; an FP8 KV cache (bf16 "
+       "queries) with "
        "tensor scales, FlashInfer's k_scale / v_scale convention; FlashInfer's own plan",
        E::kFull, E::kLowered, true, true, true, Role::kNone, fp8_bit(ScaleGranularity::kTensor)},
       {"flashinfer.prefill_sm90",
@@ -41,6 +42,7 @@ BackendFamily flashinfer_family() {
        E::kNone, E::kNone, true, false, true, Role::kNone, 0},
   };
   f.backends[0].trees = true;        // flashinfer.prefill: a tree's mask bits go in as its custom mask (choose_mask)
+  f.backends[0].sinks = true;        // ... and sinks through attnscope's SinkAttention variant (fi_sinks.cuh)
   f.backends[3].mla = kMlaAbsorbed;  // flashinfer.mla / mla_sm90: the absorbed form only
   f.backends[4].mla = kMlaAbsorbed;
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {

@@ -68,14 +68,17 @@ inline const char* fi_mask_name(FiMask m) { return m == FiMask::kNone ? "none" :
 
 // The DefaultAttention instantiations attnscope compiles (fi_params.cuh says which template
 // arguments each is and why).
-enum class FiVariant { kPlain = 0, kAlibi = 1, kSoftcap = 2 };
+// kSinks: attnscope's own variant (fi_sinks.cuh), flashinfer.prefill only.
+enum class FiVariant { kPlain = 0, kAlibi = 1, kSoftcap = 2, kSinks = 3 };
 inline const char* fi_variant_name(FiVariant v) {
-  return v == FiVariant::kPlain ? "plain" : v == FiVariant::kAlibi ? "alibi" : "softcap";
+  return v == FiVariant::kPlain ? "plain" : v == FiVariant::kAlibi ? "alibi" : v == FiVariant::kSoftcap ? "softcap" : "sinks";
 }
 
-// Soft-cap needs the soft-cap variant (it cannot be switched off); a window or ALiBi needs the
-// ALiBi variant, which carries both and switches each off at run time; else the plain variant.
+// Sinks need the sinks variant (it carries window and ALiBi too; soft-cap with sinks is refused);
+// soft-cap needs the soft-cap variant (it cannot be switched off); a window or ALiBi needs the ALiBi
+// variant, which carries both and switches each off at run time; else the plain variant.
 inline FiVariant choose_variant(const CaseSpec& c) {
+  if (c.has_sinks()) return FiVariant::kSinks;
   if (c.attention.soft_cap) return FiVariant::kSoftcap;
   if (c.attention.alibi || c.attention.window) return FiVariant::kAlibi;
   return FiVariant::kPlain;
@@ -87,6 +90,9 @@ inline std::string variant_refusal(const CaseSpec& c) {
     return "soft-cap together with ALiBi: FlashInfer's DefaultAttention<..., soft_cap, alibi> scales the logits by sm_scale "
            "twice (the ALiBi branch multiplies by sm_scale, the soft-cap pre-tanh scale includes it again), so no "
            "FlashInfer variant computes cap * tanh(s / cap) with ALiBi";
+  if (c.attention.soft_cap && c.has_sinks())
+    return "soft-cap together with attention sinks: flashinfer.prefill's sinks variant is built on the window / ALiBi "
+           "variant only (fi_instances.def); the cuda family and the CPU backends take both";
   return "";
 }
 
@@ -224,6 +230,22 @@ inline std::vector<uint8_t> pack_custom_mask(const CaseSpec& c, const Plan& p, s
 // natural-log LSE is FlashInfer's plus this shift.
 inline double alibi_lse_shift(double slope, int64_t kv_begin, int64_t q_abs_origin) {
   return slope * static_cast<double>(kv_begin - q_abs_origin);
+}
+
+// The sinks variant's maybe_sinks: [units, num_qo_heads] floats, each head's sink logit (natural log,
+// `sinks` = sink_logits(c)) in FlashInfer's frame of the unit. Without ALiBi that is the sink itself.
+// With ALiBi FlashInfer's logits are attnscope's less the unit's origin shift (alibi_lse_shift above),
+// so the sink, which ALiBi does not touch, is moved by the same amount: the row's softmax is then
+// attnscope's, and its LSE is FlashInfer's plus the shift, as without sinks. `slopes`: alibi_slopes (zero
+// without ALiBi, FlashInfer's float slopes).
+inline std::vector<float> fi_sink_rows(const std::vector<float>& sinks, const std::vector<float>& slopes,
+                                       const std::vector<int>& kv_begin, const std::vector<int64_t>& q_abs_first) {
+  const size_t H = sinks.size();
+  std::vector<float> rows(kv_begin.size() * H);
+  for (size_t i = 0; i < kv_begin.size(); ++i)
+    for (size_t h = 0; h < H; ++h)
+      rows[i * H + h] = static_cast<float>(sinks[h] - alibi_lse_shift(slopes[h], kv_begin[i], q_abs_first[i]));
+  return rows;
 }
 
 }  // namespace attnscope::peers::flashinfer

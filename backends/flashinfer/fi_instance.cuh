@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "fi_params.cuh"
+#include "fi_sinks.cuh"
 
 namespace attnscope::peers::flashinfer::instance {
 
@@ -37,6 +38,11 @@ template <bool kCustom>
 struct VariantOf<FiVariant::kSoftcap, kCustom> {
   using type = SoftcapVariant<kCustom>;
   static constexpr fi::PosEncodingMode kPos = fi::PosEncodingMode::kNone;
+};
+template <bool kCustom>
+struct VariantOf<FiVariant::kSinks, kCustom> {  // the alibi variant plus the sink: its pos mode
+  using type = SinkAttention<kCustom>;
+  static constexpr fi::PosEncodingMode kPos = fi::PosEncodingMode::kALiBi;
 };
 
 // SAME_KV_STRIDES = true: attnscope's K and V pools have the same shape (equal head dims are all

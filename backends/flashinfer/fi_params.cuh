@@ -54,6 +54,8 @@ struct PrefillParams {
   uint8_t* maybe_custom_mask = nullptr;  // packed bits, little bit order, one segment per unit
   IdType* maybe_mask_indptr = nullptr;   // [units + 1] byte offset of each unit's segment
   float* maybe_alibi_slopes = nullptr;   // [num_qo_heads]
+  // [units, num_qo_heads] sink logits in FlashInfer's frame (fi_sinks.cuh); read by the sinks variant only
+  float* maybe_sinks = nullptr;
   double logits_soft_cap = 0.0;
   double sm_scale = 1.0;
   double rope_rcp_scale = 1.0;  // RoPE is never applied (POS_ENCODING_MODE is kNone or kALiBi)
@@ -133,6 +135,8 @@ struct DecodeParams {
 //            predicate always true; zero slopes add exactly 0). Serves window-only cases too.
 //   softcap  <custom, true, true, false>: soft-cap on (it cannot be switched off: cap = inf gives
 //            inf * tanh(0) = NaN), window switchable.
+//   sinks    attnscope's SinkAttention<custom> (fi_sinks.cuh): the alibi variant plus the sink folded
+//            into the row's (m, d); window and ALiBi switchable as there. Soft-cap with sinks is refused.
 // Soft-cap together with ALiBi is refused: DefaultAttention then applies sm_scale twice (the ALiBi
 // branch multiplies by sm_scale, the soft-cap branch's pre-tanh scale includes it again).
 template <bool kCustom>

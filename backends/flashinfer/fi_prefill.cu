@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attnscope/workload.h"
 #include "device_workload.h"
 #include "fi_backends.h"
 #include "fi_params.cuh"
@@ -41,7 +42,7 @@ class Launch {
   // device inputs; every field the kernel reads is set here.
   Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
          const fi::PrefillPlanInfo& info, FiVariant v, FiMask m, const uint8_t* mask, const int* mask_indptr, const float* slopes,
-         Fp8KvScales sc)
+         const float* sinks, Fp8KvScales sc)
       : info_(info),
         v_(v),
         m_(m),
@@ -65,6 +66,7 @@ class Launch {
     p_.maybe_custom_mask = const_cast<uint8_t*>(mask);
     p_.maybe_mask_indptr = const_cast<FiId*>(mask_indptr);
     p_.maybe_alibi_slopes = const_cast<float*>(slopes);
+    p_.maybe_sinks = const_cast<float*>(sinks);  // [units, hq] (fi_sink_rows); the sinks variant only
     p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
     p_.sm_scale = c.sm_scale_or_default() * sc.k;  // double, as prefill.py: sm_scale *= k_scale (1 without FP8)
     p_.num_qo_heads = c.num_qo_heads;
@@ -136,7 +138,8 @@ class PrefillBackend final : public Backend {
     const std::string dt = table_dtype(c);
     if (!has_prefill(c.head_dim_qk, dt, v, native) && !has_prefill(c.head_dim_qk, dt, v, FiMask::kCustom))
       return std::string("variant ") + fi_variant_name(v) + " (" + variant_text(c) + ") is not instantiated for head_dim " +
-             std::to_string(c.head_dim_qk) + " " + dt + " in this build (fi_instances.def)";
+             std::to_string(c.head_dim_qk) + " " + dt + " in this build (fi_instances.def)" +
+             (v == FiVariant::kSinks ? "; the cuda family and the CPU backends take sinks in other dtypes and head dims" : "");
     // the case's own refusals come first, so they read the same with or without a device
     return device_refusal();
   }
@@ -191,7 +194,8 @@ class PrefillBackend final : public Backend {
     const std::vector<uint8_t> mask_bits = m == FiMask::kCustom ? pack_custom_mask(c, p, &mask_indptr) : std::vector<uint8_t>{};
     const int64_t out_bytes = u.total_q * c.num_qo_heads * (c.head_dim_vo * dtype_bytes(c.dtype) + 4);
     cuda::require_device_memory(cuda::device_workload_bytes(c, p) + out_bytes + static_cast<int64_t>(fbytes + ibytes) +
-                                    static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B),
+                                    static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B) +
+                                    4 * static_cast<int64_t>(B) * c.num_qo_heads,
                                 "flashinfer.prefill (inputs, outputs, FlashInfer's workspaces, custom mask)");
     const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
     const Fp8KvScales sc = fp8_kv_scales(c, w);
@@ -199,6 +203,10 @@ class PrefillBackend final : public Backend {
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     const std::vector<float> slopes = alibi_slopes(c);
     const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+    // the sinks variant's per-unit sink rows (fi_conventions.h); one element otherwise, never read
+    const std::vector<float> sink_rows =
+        v == FiVariant::kSinks ? fi_sink_rows(sink_logits(c), slopes, u.kv_begin, u.q_abs_first) : std::vector<float>{0.f};
+    const cuda::DeviceBuffer d_sinks = cuda::DeviceBuffer::from(sink_rows);
     const cuda::DeviceBuffer d_mask = cuda::DeviceBuffer::from(mask_bits.empty() ? std::vector<uint8_t>{0} : mask_bits);
     const cuda::DeviceBuffer d_mask_indptr = cuda::DeviceBuffer::from(mask_indptr.empty() ? std::vector<int>{0} : mask_indptr);
     Workspaces ws;
@@ -222,7 +230,7 @@ class PrefillBackend final : public Backend {
     // one launch checked synchronously, the outputs, then the timed launches (kernels only)
     auto go = [&](auto t, auto kv) {
       Launch<decltype(t), decltype(kv)> launch(c, w, du, out, ws, info, v, m, mask_ptr, mask_indptr_ptr, d_slopes.as<float>(),
-                                               sc);
+                                               d_sinks.as<float>(), sc);
       launch(true);
       download_outputs(c, u, slopes, out, &res);
       const auto once = [&] { launch(false); };
@@ -249,6 +257,11 @@ class PrefillBackend final : public Backend {
                       std::to_string(c.split.num_sms) + " is the input of attnscope's model of the planner)");
     if (info.split_kv && !partials_note(c).empty()) notes.push_back(partials_note(c));
     if (v == FiVariant::kAlibi && !c.attention.alibi) notes.push_back("window without ALiBi: the ALiBi variant with zero slopes");
+    if (v == FiVariant::kSinks)
+      notes.push_back(
+          std::string("sinks: attnscope's SinkAttention variant folds each head's sink into the row's (m, d) ") +
+          (info.split_kv ? "of its first KV chunk's partial only, so the merge counts it once" : "after the KV loop (no split)") +
+          (c.attention.window || c.attention.alibi ? "" : "; its window and ALiBi switched off"));
     if (c.fp8_kv()) notes.push_back(fp8_note(c, sc));
     for (const auto& n : notes) msg += "; " + n;
     res.message = msg;
@@ -261,6 +274,7 @@ class PrefillBackend final : public Backend {
     if (c.attention.window) s += "window";
     if (c.attention.soft_cap) s += std::string(s.empty() ? "" : ", ") + "soft-cap";
     if (c.attention.alibi) s += std::string(s.empty() ? "" : ", ") + "ALiBi";
+    if (c.has_sinks()) s += std::string(s.empty() ? "" : ", ") + "sinks";
     return s.empty() ? "no logits transform" : s;
   }
 };

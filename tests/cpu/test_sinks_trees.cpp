@@ -412,9 +412,20 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
   Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("cpu.tiled does not take attention sinks (/attention/sinks); cpu.reference, cpu.lowp, cpu.tiled, "
-                           "cuda.reference, cuda.naive, cuda.flash, cuda.flash_padded and cudnn.sdpa do"),
+                           "cuda.reference, cuda.naive, cuda.flash, cuda.flash_padded, flashinfer.prefill and cudnn.sdpa do"),
             std::string::npos)
       << r.message;
+  // FlashInfer's decode and Hopper prefill keep refusing them (their descriptors, as the registry reads
+  // them in every build), naming flashinfer.prefill among those that take them
+  for (const char* id : {"flashinfer.decode", "flashinfer.prefill_sm90"}) {
+    info = *backend_info(id);
+    r = run_backend(*b, c, p, w, RunOptions{}, &info);
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.message.find(std::string(id) + " does not take attention sinks (/attention/sinks); cpu.reference, "),
+              std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find(", cuda.flash_padded, flashinfer.prefill and cudnn.sdpa do"), std::string::npos) << r.message;
+  }
   c.attention.sinks.reset();
   c.requests[1].tree_parents = {-1, 0, 0};
   const Plan p2 = make_plan(c);
@@ -429,11 +440,11 @@ TEST(SinksTrees, RegistryRefusesBackendsThatDoNotTakeThem) {
             std::string::npos)
       << r.message;
   // the real descriptors: the CPU and cuda families take both (each tested on its own: here, and the GPU
-  // tests SinksTreesGpu.*), cudnn.sdpa sinks only (its sink_token: CudnnMla.*), flashinfer.prefill trees only
-  // (its custom mask), nothing else either
+  // tests SinksTreesGpu.*), cudnn.sdpa sinks only (its sink_token: CudnnMla.*), flashinfer.prefill both (its
+  // custom mask; its sink variant: FlashInferSinks.*), nothing else either
   for (const auto& f : backend_families())
     for (const auto& i : f.backends) {
-      EXPECT_EQ(i.sinks, f.name == "cpu" || f.name == "cuda" || i.id == "cudnn.sdpa") << i.id;
+      EXPECT_EQ(i.sinks, f.name == "cpu" || f.name == "cuda" || i.id == "cudnn.sdpa" || i.id == "flashinfer.prefill") << i.id;
       EXPECT_EQ(i.trees, f.name == "cpu" || f.name == "cuda" || i.id == "flashinfer.prefill") << i.id;
     }
 }

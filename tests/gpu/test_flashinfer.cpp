@@ -100,7 +100,8 @@ int64_t nan_count(const Result& r) {
 
 // The FlashAttention rule on O against cuda.reference (cpu.lowp as the same-precision baseline),
 // the LSE bound of fi_lse_bound.h, and no NaN. Returns false (and says why) when the backend refused.
-bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* refused = nullptr) {
+// *message: the run's message (FlashInfer's plan: "split_kv yes", the variant).
+bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* refused = nullptr, std::string* message = nullptr) {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const Result a = run(id, c, p, w);
@@ -111,6 +112,7 @@ bool check_twice_lowp(const CaseSpec& c, const std::string& id, std::string* ref
   }
   EXPECT_TRUE(a.ok()) << c.name << ": " << status_name(a.status) << ": " << a.message;
   if (!a.ok()) return false;
+  if (message) *message = a.message;
   const Result ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w);
   EXPECT_TRUE(ref.ok()) << ref.message;
   EXPECT_EQ(nan_count(a), 0) << c.name << ": " << id << " wrote NaN (or left poisoned elements)";
@@ -506,4 +508,257 @@ TEST(FlashInferPrefill, TimesWithCudaEventsAndReportsThePlan) {
   EXPECT_GE(r.timing.device_ms_max, r.timing.device_ms);
   EXPECT_GT(reported_tile(r), 0) << r.message;
   EXPECT_NE(r.message.find("us on the host"), std::string::npos) << r.message;
+}
+
+// ---- attention sinks (docs/conventions.md section 12): attnscope's SinkAttention variant ---------
+
+namespace {
+
+// A random case flashinfer.prefill takes with sinks: bf16 at head dim 64 or 128 (the sinks lines of
+// fi_instances.def), no soft-cap; seeded sinks or given ones (never zero); split-KV forced on with
+// small chunks for a third of the seeds, forced off for another third; every fourth a decode batch.
+CaseSpec sink_ok(CaseSpec c, uint64_t seed, int dim) {
+  set_head_dim(c, dim);
+  c.dtype = DType::kBf16;
+  c.attention.soft_cap.reset();
+  c.data.outlier_channels.clear();
+  c.attention.sinks = SinksSpec{};
+  if (seed % 2)
+    for (int h = 0; h < c.num_qo_heads; ++h) c.attention.sinks->logits.push_back(-3.0 + 1.75 * ((seed + h) % 7));
+  if (seed % 4 == 3)
+    for (auto& r : c.requests) r.q_len = 1;
+  if (seed % 3 == 0) {
+    c.split = SplitSpec{};
+    c.split.planner = Planner::kOff;
+  } else if (seed % 3 == 1) {
+    c.split.planner = Planner::kFixed;
+    c.split.fixed_split_size = 2;  // pages (tokens when ragged) per chunk: most requests split
+  }
+  validate_case(c);
+  return c;
+}
+
+// Keys whose mass a sink of about ln(keys) matches: with many chunks, a sink counted once per chunk
+// would hold most of the mass instead of about half.
+CaseSpec heavy_sink_case(int dim) {
+  CaseSpec c = probe_case();
+  c.name = "sinks-heavy-split";
+  c.dtype = DType::kBf16;
+  c.head_dim_qk = c.head_dim_vo = dim;
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.kv_cache.page_size = 16;
+  c.kv_cache.poison_unused = true;
+  c.requests = {RequestSpec{1, 2000}, RequestSpec{40, 1500}, RequestSpec{1, 700}};
+  c.attention.sinks = SinksSpec{};
+  for (int h = 0; h < c.num_qo_heads; ++h) c.attention.sinks->logits.push_back(6.5 + 0.25 * h);
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 8;  // 128 keys per chunk: 6 to 16 chunks per request
+  validate_case(c);
+  return c;
+}
+
+}  // namespace
+
+TEST(FlashInferConventions, SinkRowsAreTheSinkInFlashInfersFrame) {
+  CaseSpec c = example("llama4-chunked-local");
+  c.attention.sinks = SinksSpec{};
+  c.attention.alibi = true;
+  validate_case(c);
+  EXPECT_EQ(fic::choose_variant(c), fic::FiVariant::kSinks);  // with ALiBi, and with a window below
+  c.attention.alibi = false;
+  c.attention.local_chunk.reset();
+  c.attention.window = 128;
+  validate_case(c);
+  EXPECT_EQ(fic::choose_variant(c), fic::FiVariant::kSinks);
+  c.attention.soft_cap = 30;
+  EXPECT_NE(fic::variant_refusal(c).find("soft-cap together with attention sinks"), std::string::npos);
+
+  const CaseSpec l = example("llama4-chunked-local");  // virtual batches: units whose origin shift is not 0
+  const fic::FiUnits u = fic::fi_units(l, make_plan(l));
+  const std::vector<float> sinks = {0.5f, -2.25f, 3.0f}, zero(3, 0.0f), slopes = {0.5f, 0.125f, 0.03125f};
+  const std::vector<float> plain = fic::fi_sink_rows(sinks, zero, u.kv_begin, u.q_abs_first);
+  const std::vector<float> alibi = fic::fi_sink_rows(sinks, slopes, u.kv_begin, u.q_abs_first);
+  ASSERT_EQ(plain.size(), u.kv_begin.size() * 3);
+  int shifted = 0;
+  for (size_t i = 0; i < u.kv_begin.size(); ++i)
+    for (size_t h = 0; h < 3; ++h) {
+      EXPECT_EQ(plain[i * 3 + h], sinks[h]);
+      // FlashInfer's LSE plus the shift is attnscope's (download_outputs): so is the sink's term
+      const double shift = fic::alibi_lse_shift(slopes[h], u.kv_begin[i], u.q_abs_first[i]);
+      EXPECT_NEAR(alibi[i * 3 + h] + shift, sinks[h], 1e-4 * std::max(1.0, std::fabs(shift)));
+      shifted += shift != 0;
+    }
+  EXPECT_GT(shifted, 0);
+}
+
+// decode and the Hopper prefill keep refusing sinks, naming who takes them; flashinfer.prefill
+// refuses what its sinks lines do not cover, with the reason.
+TEST(FlashInferRefusals, SinksNameWhoTakesThem) {
+  REQUIRE_FI();
+  CaseSpec c = example("gpt-oss-sinks-sliding");
+  CaseSpec d = c;
+  for (auto& r : d.requests) r.q_len = 1;
+  validate_case(d);
+  for (const auto& [id, cs] : {std::pair<std::string, CaseSpec>{kDecode, d}, {"flashinfer.prefill_sm90", c}}) {
+    const std::string why = refusal(id, cs);
+    EXPECT_NE(why.find(id + " does not take attention sinks (/attention/sinks)"), std::string::npos) << why;
+    for (const char* who : {"flashinfer.prefill", "cudnn.sdpa", "cuda.flash", "cpu.reference"})
+      EXPECT_NE(why.find(who), std::string::npos) << who << ": " << why;
+  }
+  set_head_dim(c, 128);  // a head dim every development build has (fp16 plain lines, no fp16 sinks line)
+  c.dtype = DType::kFp16;
+  EXPECT_NE(refusal(kPrefill, c).find("variant sinks"), std::string::npos) << refusal(kPrefill, c);
+  EXPECT_NE(refusal(kPrefill, c).find("the cuda family and the CPU backends take sinks"), std::string::npos);
+  c.dtype = DType::kBf16;
+  c.attention.soft_cap = 30;
+  EXPECT_NE(refusal(kPrefill, c).find("soft-cap together with attention sinks"), std::string::npos) << refusal(kPrefill, c);
+}
+
+TEST(FlashInferSinks, RandomCasesPassTheTwiceLowpRuleSplitAndUnsplit) {
+  REQUIRE_FI_GPU();
+  int ran = 0, split = 0, unsplit = 0, windowed = 0, decode = 0, poisoned = 0, gqa = 0;
+  std::map<std::string, int> reasons;
+  for (uint64_t seed = 0; ran < cases(36) && seed < 200; ++seed) {
+    CaseSpec c;
+    std::string why;
+    for (int dim : {seed % 2 ? 64 : 128, seed % 2 ? 128 : 64}) {  // whichever this build has
+      c = sink_ok(random_case(seed + 7000, {4, 64, 300, false}), seed, dim);
+      why = refusal(kPrefill, c);
+      if (why.find("not instantiated") == std::string::npos) break;
+    }
+    if (!why.empty()) {
+      ++reasons[why.substr(0, 80)];
+      continue;
+    }
+    SCOPED_TRACE(c.name + " head_dim " + std::to_string(c.head_dim_qk));
+    std::string plan_refusal, msg;
+    if (!check_twice_lowp(c, kPrefill, &plan_refusal, &msg)) {
+      ++reasons[plan_refusal.substr(0, 80)];
+      continue;
+    }
+    EXPECT_NE(msg.find("variant sinks"), std::string::npos) << msg;
+    ++ran;
+    (msg.find("split_kv yes") != std::string::npos ? split : unsplit)++;
+    windowed += c.attention.window.has_value();
+    poisoned += c.kv_cache.poison_unused;
+    gqa += c.group_size() > 1;
+    decode += std::all_of(c.requests.begin(), c.requests.end(), [](const RequestSpec& r) { return r.q_len == 1; });
+  }
+  for (const auto& [r, n] : reasons) std::cout << "[ refused  ] " << n << " x " << r << "...\n";
+  std::cout << "[ sinks    ] " << ran << " cases: " << split << " split, " << unsplit << " unsplit, " << windowed << " windowed, "
+            << decode << " decode batches, " << poisoned << " poisoned, " << gqa << " GQA\n";
+  EXPECT_GE(ran, cases(36));
+  EXPECT_GT(split, 0);
+  EXPECT_GT(unsplit, 0);
+  if (!std::getenv("ATTNSCOPE_GPU_QUICK")) {
+    EXPECT_GT(windowed, 0);
+    EXPECT_GT(decode, 0);
+    EXPECT_GT(poisoned, 0);
+    EXPECT_GT(gqa, 0);
+  }
+}
+
+// Split into 6 to 16 chunks with a sink as heavy as the keys: counted once per chunk instead of once,
+// the sink's share of each row would go from about a half to most of it (LSE off by ~ln(chunks / 2)).
+// The same case unsplit, and ALiBi with sinks on virtual batches (the sink moved to FlashInfer's frame).
+TEST(FlashInferSinks, SplitKvCountsTheSinkOncePerRow) {
+  REQUIRE_FI_GPU();
+  CaseSpec c = heavy_sink_case(64);
+  if (make_backend(kPrefill)->check(c).find("not instantiated") != std::string::npos) c = heavy_sink_case(128);
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, c);
+  std::string msg;
+  ASSERT_TRUE(check_twice_lowp(c, kPrefill, nullptr, &msg));
+  EXPECT_NE(msg.find("split_kv yes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("first KV chunk's partial only"), std::string::npos) << msg;
+  // the LSE within FlashInfer's fp32 bound of the reference's, row by row
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result a = run(kPrefill, c, p, w), ref = run("cpu.reference", c, p, w);
+  ASSERT_TRUE(a.ok() && ref.ok()) << a.message << ref.message;
+  double worst = 0;
+  for (size_t i = 0; i < a.lse.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a.lse[i]) - ref.lse[i]));
+  EXPECT_LT(worst, 0.02) << "a sink counted per chunk moves the LSE by ~ln(chunks / 2) > 1";
+  CaseSpec off = c;
+  off.split = SplitSpec{};
+  off.split.planner = Planner::kOff;
+  validate_case(off);
+  ASSERT_TRUE(check_twice_lowp(off, kPrefill, nullptr, &msg));
+  EXPECT_NE(msg.find("split_kv no"), std::string::npos) << msg;
+  CaseSpec local = example("llama4-chunked-local");  // head dim 128
+  local.attention.sinks = SinksSpec{};
+  local.attention.alibi = true;
+  local.split.planner = Planner::kFixed;
+  local.split.fixed_split_size = 4;
+  validate_case(local);
+  if (make_backend(kPrefill)->check(local).empty()) check_twice_lowp(local, kPrefill);
+}
+
+// Rows that see no key: O = 0 and LSE = the sink (section 12), never NaN, split or not.
+TEST(FlashInferSinks, FullyMaskedRowsGiveZeroAndTheSink) {
+  REQUIRE_FI_GPU();
+  CaseSpec c = example("fully-masked-rows");
+  c.dtype = DType::kBf16;
+  c.attention.sinks = SinksSpec{};
+  c.kv_cache.poison_unused = c.kv_cache.storage == KvStorage::kPaged;
+  validate_case(c);
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, c);
+  const std::vector<float> sinks = sink_logits(c);
+  for (const Planner pl : {Planner::kOff, Planner::kFixed}) {
+    c.split.planner = pl;
+    c.split.fixed_split_size = pl == Planner::kFixed ? std::optional<int>(1) : std::nullopt;
+    validate_case(c);
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result cpu = run("cpu.reference", c, p, w), g = run(kPrefill, c, p, w);
+    ASSERT_TRUE(cpu.ok() && g.ok()) << cpu.message << g.message;
+    EXPECT_EQ(nan_count(g), 0);
+    int64_t masked = 0;
+    for (size_t row = 0; row < g.lse.size(); ++row) {
+      const int h = static_cast<int>(row % c.num_qo_heads);
+      bool zero = true;
+      for (int d = 0; d < c.head_dim_vo; ++d) zero = zero && cpu.o[row * c.head_dim_vo + d] == 0.f;
+      if (!zero || cpu.lse[row] != sinks[h]) continue;  // a row with visible keys
+      ++masked;
+      for (int d = 0; d < c.head_dim_vo; ++d) ASSERT_EQ(g.o[row * c.head_dim_vo + d], 0.0f) << "row " << row;
+      // FlashInfer keeps the LSE in base 2: s log2(e) ln(2) is within a few fp32 ulps of s
+      EXPECT_NEAR(g.lse[row], sinks[h], 1e-6 * std::max(1.f, std::fabs(sinks[h]))) << "row " << row;
+    }
+    EXPECT_GT(masked, 0);
+    check_twice_lowp(c, kPrefill);
+  }
+}
+
+// The sink changes the output (so the checks above cannot pass by ignoring it), one far above every
+// logit leaves O near 0 and the LSE at the sink, and the same case without sinks runs the variant it
+// ran before (window: alibi) with its checks unchanged.
+TEST(FlashInferSinks, TheSinkIsNotIgnoredAndCasesWithoutSinksKeepTheirVariant) {
+  REQUIRE_FI_GPU();
+  const CaseSpec c = example("gpt-oss-sinks-sliding");
+  SKIP_IF_NOT_INSTANTIATED(kPrefill, c);
+  CaseSpec none = c, huge = c;
+  none.attention.sinks.reset();
+  huge.attention.sinks->logits.assign(c.num_qo_heads, 60.0);
+  validate_case(none);
+  validate_case(huge);
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result a = run(kPrefill, c, p, w), b = run(kPrefill, none, make_plan(none), w),
+               h = run(kPrefill, huge, make_plan(huge), w);
+  ASSERT_TRUE(a.ok() && b.ok() && h.ok()) << a.message << b.message << h.message;
+  EXPECT_NE(a.message.find("variant sinks"), std::string::npos) << a.message;
+  EXPECT_NE(b.message.find("variant alibi"), std::string::npos) << b.message;
+  EXPECT_EQ(b.message.find("sinks"), std::string::npos) << b.message;
+  double diff = 0, big = 0, lse = 0;
+  for (size_t i = 0; i < a.o.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(a.o[i] - b.o[i])));
+  for (float x : h.o) big = std::max(big, static_cast<double>(std::fabs(x)));
+  for (float x : h.lse) lse = std::max(lse, std::fabs(x - 60.0));
+  EXPECT_GT(diff, 1e-2);
+  EXPECT_LT(big, 1e-6);  // e^(60 - logit) swamps every key
+  EXPECT_LT(lse, 1e-3);
+  check_twice_lowp(c, kPrefill);
+  check_twice_lowp(none, kPrefill);
+  const CaseSpec full = example("gpt-oss-sinks-full");
+  EXPECT_EQ(refusal(kPrefill, full), "");
+  check_twice_lowp(full, kPrefill);
 }

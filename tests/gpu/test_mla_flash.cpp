@@ -1,4 +1,5 @@
-// cuda.flash on MLA's absorbed form (flash_mla_kernel.cuh; docs/conventions.md section 13): random seeded
+// cuda.flash on MLA's absorbed form (flash_mla_kernel.cuh, and flash_mla_sm90_kernel.cuh on Hopper; docs/conventions.md
+// section 13): random seeded
 // absorbed cases (16 / 64 / 128 query heads on one latent head of qk 576 / vo 512, q_len 1..4 causal,
 // up to 5000 keys, page sizes 1 / 16 / 64 and ragged, shuffled or fragmented allocation, poisoned unused
 // pages, fully masked rows by padding, split-KV forced on (planner fixed) and off) within the 2x rule
@@ -8,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -77,14 +80,42 @@ struct Seen {
   std::set<int> tiles;
 };
 
-void check_mla_case(const CaseSpec& c, Seen* seen) {
+// Whether the Hopper MLA kernel runs here ("" = it does): a device of compute capability 9.0 and the
+// kernel in this build (seen in the kernel name cuda.flash reports).
+std::string hopper_mla_missing() {
+  if (!cuda_compiled()) return "this build has no CUDA backends";
+  std::string why;
+  const auto devs = query_devices(&why);
+  if (devs.empty()) return why;
+  if (devs[0].cc_major != 9 || devs[0].cc_minor != 0)
+    return "device 0 is compute capability " + std::to_string(devs[0].cc_major) + "." + std::to_string(devs[0].cc_minor) +
+           ": the Hopper MLA kernel is sm_90a code";
+  const CaseSpec c = mla_flash_case(2);
+  const Plan p = make_plan(c);
+  const Result r = run_id("cuda.flash", c, p, make_workload(c, p.pages));
+  if (r.ok() && r.message.find("flash_mla_sm90_kernel") == std::string::npos)
+    return "this build has no Hopper MLA kernel (CMAKE_CUDA_ARCHITECTURES without 90): cuda.flash reports " + r.message;
+  return r.ok() ? "" : r.message;
+}
+
+// cuda.flash with ATTNSCOPE_FLASH_PATH=mma (the mma.sync kernel on any GPU) or unset (the default: the
+// Hopper kernel where it runs)
+Result run_flash(const CaseSpec& c, const Plan& p, const Workload& w, bool mma) {
+  if (mma) setenv("ATTNSCOPE_FLASH_PATH", "mma", 1);
+  Result r = run_id("cuda.flash", c, p, w);
+  unsetenv("ATTNSCOPE_FLASH_PATH");
+  return r;
+}
+
+// `kernel`: the substring cuda.flash's kernel name must have ((mma.sync) or (wgmma))
+void check_mla_case(const CaseSpec& c, Seen* seen, bool mma = false, const char* kernel = "flash_mla") {
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const Result gref = run_id("cuda.reference", c, p, w), lowp = run_id("cpu.lowp", c, p, w);
   ASSERT_TRUE(gref.ok() && lowp.ok()) << gref.message << " / " << lowp.message;
-  const Result a = run_id("cuda.flash", c, p, w);
+  const Result a = run_flash(c, p, w, mma);
   ASSERT_TRUE(a.ok()) << a.message;
-  EXPECT_NE(a.message.find("flash_mla_kernel"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find(kernel), std::string::npos) << a.message;
   ASSERT_EQ(a.o.size(), static_cast<size_t>(c.total_q() * c.num_qo_heads * 512));
   for (float x : a.o) ASSERT_FALSE(std::isnan(x)) << c.name << ": cuda.flash left a poisoned (NaN) output";
   for (float x : a.lse) ASSERT_FALSE(std::isnan(x)) << c.name << ": cuda.flash left a poisoned (NaN) LSE";
@@ -111,6 +142,46 @@ TEST(MlaFlashGpu, AbsorbedRandomCasesWithinTwiceLowp) {
   EXPECT_GT(seen.unsplit, 0);
   EXPECT_GT(seen.masked_rows, 0) << "no fully masked row was drawn";
   EXPECT_EQ(seen.tiles, (std::set<int>{16, 32, 64})) << "every row-group count of the kernel";
+}
+
+// The mma.sync kernel where the Hopper one would run (on other GPUs the test above already runs it).
+TEST(MlaFlashGpu, MmaSyncKernelOnHopperWithinTwiceLowp) {
+  REQUIRE_GPU();
+  const std::string why = hopper_mla_missing();
+  if (!why.empty()) GTEST_SKIP() << why << " (the test above runs the mma.sync kernel)";
+  Seen seen;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(gpu_cases(12, 6)); ++seed) {
+    const CaseSpec c = mla_flash_case(seed);
+    SCOPED_TRACE(c.name);
+    check_mla_case(c, &seen, true, "(mma.sync)");
+  }
+  EXPECT_GT(seen.split, 0);
+}
+
+// The Hopper kernel runs on an sm_90 device with it built, and its results stay within the 2x rule
+// of the mma.sync kernel's on every tile (16 / 32 / 64-row items: one to four per 64-row CTA); each
+// row's P is the same dtype rounding of the same logits, so most elements agree to the bit.
+TEST(MlaFlashGpu, HopperKernelBesideMmaSync) {
+  REQUIRE_GPU();
+  const std::string why = hopper_mla_missing();
+  if (!why.empty()) GTEST_SKIP() << why;
+  int64_t same = 0, total = 0;
+  for (uint64_t seed = 1; seed <= static_cast<uint64_t>(gpu_cases(8, 4)); ++seed) {
+    const CaseSpec c = mla_flash_case(seed);
+    SCOPED_TRACE(c.name);
+    Seen seen;
+    check_mla_case(c, &seen, false, "(wgmma)");
+    const Plan p = make_plan(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result hop = run_flash(c, p, w, false), mma = run_flash(c, p, w, true);
+    ASSERT_TRUE(hop.ok() && mma.ok()) << hop.message << " / " << mma.message;
+    ASSERT_EQ(hop.o.size(), mma.o.size());
+    for (size_t i = 0; i < hop.o.size(); ++i) same += f32_bits(hop.o[i]) == f32_bits(mma.o[i]);
+    total += static_cast<int64_t>(hop.o.size());
+  }
+  // not a pass rule (the tensor cores' internal sums may differ), a record of how close the forms are
+  std::printf("[ info ] Hopper vs mma.sync MLA kernel: %lld of %lld output elements bit-identical\n",
+              static_cast<long long>(same), static_cast<long long>(total));
 }
 
 // One small case alone (compute-sanitizer racecheck runs this one).

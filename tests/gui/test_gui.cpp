@@ -33,6 +33,7 @@
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
+#include "panels/plan_cost_panel.h"
 #include "panels/softmax_panel.h"
 #include "panels/split_panel.h"
 #include "panels/sweep_panel.h"
@@ -705,4 +706,24 @@ TEST(Gui, WithoutADisplayItSaysSoAndPointsToTheCli) {
   EXPECT_NE(out.find("no display"), std::string::npos) << out;
   EXPECT_NE(out.find("attnscope-cli"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+}
+
+// The planning-cost view's chart: one series per timed column over the batch sizes, log x, log y when the
+// times span a decade; an invalid size is counted, not drawn.
+TEST(GuiItems, PlanCostPlotHasASeriesPerPlanner) {
+  PlanCostReport r;
+  r.columns = {{"split:flashinfer", ""}, {"make_plan", ""}};
+  r.points.resize(3);
+  r.points[0].batch = 1, r.points[0].us = {2.0, 15.0}, r.points[0].notes = {"", ""};
+  r.points[1].batch = 64, r.points[1].us = {9.0, -1.0}, r.points[1].notes = {"", "threw"};
+  r.points[2].batch = 1024, r.points[2].error = "too big";
+  const SweepPlot p = build_plan_cost_plot(r);
+  ASSERT_EQ(p.series.size(), 2u);
+  EXPECT_EQ(p.series[0].x, (std::vector<double>{1, 64}));
+  EXPECT_EQ(p.series[1].x, (std::vector<double>{1})) << "a column not timed at a size has no point there";
+  EXPECT_EQ(p.invalid, 1);
+  EXPECT_TRUE(p.log_x);
+  EXPECT_FALSE(p.log_y) << "2 .. 15 us is under a decade";
+  EXPECT_EQ(p.y_label, "host us per call");
+  EXPECT_FALSE(p.x_ticks.empty());
 }

@@ -176,6 +176,70 @@ SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points) {
   return p;
 }
 
+// The chart of a SweepPlot (axes, ticks, series, legend) in the space left below, at least 200 px high;
+// returns the series point nearest the mouse (within 14 px) and whether the chart was clicked.
+SweepHover draw_sweep_chart(const SweepPlot& p) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float h = std::max(200.f, avail.y * 0.55f);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("chart", ImVec2(avail.x, h));
+  const bool hovered = ImGui::IsItemHovered();
+  SweepHover hov;
+  hov.clicked = ImGui::IsItemClicked();
+  const float left = 70, right = 215, top = 8, bottom = 40;
+  const ImVec2 a(p0.x + left, p0.y + top), b(p0.x + avail.x - right, p0.y + h - bottom);
+  dl->AddRectFilled(a, b, IM_COL32(25, 25, 30, 255));
+  dl->AddRect(a, b, IM_COL32(130, 130, 130, 255));
+  auto tx = [&](double v) { return p.log_x ? std::log10(v) : v; };
+  auto ty = [&](double v) { return p.log_y ? std::log10(v) : v; };
+  auto X = [&](double v) { return a.x + static_cast<float>((tx(v) - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x); };
+  auto Y = [&](double v) { return b.y - static_cast<float>((ty(v) - p.y_lo) / (p.y_hi - p.y_lo)) * (b.y - a.y); };
+  const ImU32 grid = IM_COL32(60, 60, 70, 255), text = IM_COL32(190, 190, 190, 255);
+  float label_end = -1e9f;
+  for (size_t i = 0; i < p.x_ticks.size(); ++i) {
+    const float x =
+        p.numeric ? X(p.x_ticks[i]) : a.x + static_cast<float>((p.x_ticks[i] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x);
+    dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
+    // a label that would run into the one before it is left out (its grid line stays)
+    const float lx = x - 3.5f * p.x_tick_labels[i].size();
+    if (lx < label_end + 6) continue;
+    dl->AddText(ImVec2(lx, b.y + 3), text, p.x_tick_labels[i].c_str());
+    label_end = lx + ImGui::CalcTextSize(p.x_tick_labels[i].c_str()).x;
+  }
+  for (size_t i = 0; i < p.y_ticks.size(); ++i) {
+    const float y = Y(p.y_ticks[i]);
+    dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
+    dl->AddText(ImVec2(p0.x + 4, y - 7), text, p.y_tick_labels[i].c_str());
+  }
+  dl->AddText(ImVec2((a.x + b.x) / 2 - 3.5f * p.x_label.size(), b.y + 20), text, p.x_label.c_str());
+  dl->AddText(ImVec2(p0.x + 4, p0.y - 2), text, p.y_label.c_str());
+  // series, legend, nearest point under the mouse
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  float best = 14 * 14;
+  for (size_t si = 0; si < p.series.size(); ++si) {
+    const SweepSeries& sr = p.series[si];
+    const ImU32 col = pack_abgr(owner_colour(static_cast<int>(si)));
+    for (size_t k = 0; k < sr.x.size(); ++k) {
+      const ImVec2 q(p.numeric ? X(sr.x[k]) : a.x + static_cast<float>((sr.x[k] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x),
+                     Y(sr.y[k]));
+      if (k > 0) {
+        const ImVec2 q0(
+            p.numeric ? X(sr.x[k - 1]) : a.x + static_cast<float>((sr.x[k - 1] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x),
+            Y(sr.y[k - 1]));
+        dl->AddLine(q0, q, col, 2.5f);
+      }
+      if (sr.x.size() <= 400) dl->AddCircleFilled(q, 3.5f, col);  // markers where they stay apart
+      const float d2 = (q.x - mouse.x) * (q.x - mouse.x) + (q.y - mouse.y) * (q.y - mouse.y);
+      if (hovered && d2 < best) best = d2, hov.series = static_cast<int>(si), hov.k = static_cast<int>(k);
+    }
+    const float ly = a.y + 6 + 18 * static_cast<float>(si);
+    dl->AddLine(ImVec2(b.x + 12, ly + 7), ImVec2(b.x + 34, ly + 7), col, 3);
+    dl->AddText(ImVec2(b.x + 40, ly), text, sr.backend.c_str());
+  }
+  return hov;
+}
+
 void SweepPanel::start_with(const std::string& set_arg) {
   const auto eq = set_arg.find('=');
   if (eq == std::string::npos) return;
@@ -288,63 +352,9 @@ void SweepPanel::draw(const Session& s, UiState& ui) {
   }
 
   // the chart
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float h = std::max(200.f, avail.y * 0.55f);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton("chart", ImVec2(avail.x, h));
-  const bool hovered = ImGui::IsItemHovered(), clicked = ImGui::IsItemClicked();
-  const float left = 70, right = 215, top = 8, bottom = 40;
-  const ImVec2 a(p0.x + left, p0.y + top), b(p0.x + avail.x - right, p0.y + h - bottom);
-  dl->AddRectFilled(a, b, IM_COL32(25, 25, 30, 255));
-  dl->AddRect(a, b, IM_COL32(130, 130, 130, 255));
-  auto tx = [&](double v) { return p.log_x ? std::log10(v) : v; };
-  auto ty = [&](double v) { return p.log_y ? std::log10(v) : v; };
-  auto X = [&](double v) { return a.x + static_cast<float>((tx(v) - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x); };
-  auto Y = [&](double v) { return b.y - static_cast<float>((ty(v) - p.y_lo) / (p.y_hi - p.y_lo)) * (b.y - a.y); };
-  const ImU32 grid = IM_COL32(60, 60, 70, 255), text = IM_COL32(190, 190, 190, 255);
-  float label_end = -1e9f;
-  for (size_t i = 0; i < p.x_ticks.size(); ++i) {
-    const float x =
-        p.numeric ? X(p.x_ticks[i]) : a.x + static_cast<float>((p.x_ticks[i] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x);
-    dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
-    // a label that would run into the one before it is left out (its grid line stays)
-    const float lx = x - 3.5f * p.x_tick_labels[i].size();
-    if (lx < label_end + 6) continue;
-    dl->AddText(ImVec2(lx, b.y + 3), text, p.x_tick_labels[i].c_str());
-    label_end = lx + ImGui::CalcTextSize(p.x_tick_labels[i].c_str()).x;
-  }
-  for (size_t i = 0; i < p.y_ticks.size(); ++i) {
-    const float y = Y(p.y_ticks[i]);
-    dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
-    dl->AddText(ImVec2(p0.x + 4, y - 7), text, p.y_tick_labels[i].c_str());
-  }
-  dl->AddText(ImVec2((a.x + b.x) / 2 - 3.5f * p.x_label.size(), b.y + 20), text, p.x_label.c_str());
-  dl->AddText(ImVec2(p0.x + 4, p0.y - 2), text, p.y_label.c_str());
-  // series, legend, nearest point under the mouse
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-  float best = 14 * 14;
-  int best_s = -1, best_k = -1;
-  for (size_t si = 0; si < p.series.size(); ++si) {
-    const SweepSeries& sr = p.series[si];
-    const ImU32 col = pack_abgr(owner_colour(static_cast<int>(si)));
-    for (size_t k = 0; k < sr.x.size(); ++k) {
-      const ImVec2 q(p.numeric ? X(sr.x[k]) : a.x + static_cast<float>((sr.x[k] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x),
-                     Y(sr.y[k]));
-      if (k > 0) {
-        const ImVec2 q0(
-            p.numeric ? X(sr.x[k - 1]) : a.x + static_cast<float>((sr.x[k - 1] - p.x_lo) / (p.x_hi - p.x_lo)) * (b.x - a.x),
-            Y(sr.y[k - 1]));
-        dl->AddLine(q0, q, col, 2.5f);
-      }
-      if (sr.x.size() <= 400) dl->AddCircleFilled(q, 3.5f, col);  // markers where they stay apart
-      const float d2 = (q.x - mouse.x) * (q.x - mouse.x) + (q.y - mouse.y) * (q.y - mouse.y);
-      if (hovered && d2 < best) best = d2, best_s = static_cast<int>(si), best_k = static_cast<int>(k);
-    }
-    const float ly = a.y + 6 + 18 * static_cast<float>(si);
-    dl->AddLine(ImVec2(b.x + 12, ly + 7), ImVec2(b.x + 34, ly + 7), col, 3);
-    dl->AddText(ImVec2(b.x + 40, ly), text, sr.backend.c_str());
-  }
+  const SweepHover hov = draw_sweep_chart(p);
+  const int best_s = hov.series, best_k = hov.k;
+  const bool clicked = hov.clicked;
   if (best_s >= 0) {
     const SweepSeries& sr = p.series[best_s];
     const SweepPoint& pt = r.points[sr.point[best_k]];

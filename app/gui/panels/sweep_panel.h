@@ -45,6 +45,14 @@ SweepPlot build_sweep_plot(const SweepReport& r, int metric, int max_points = 20
 // the values' rounding unit gives the two ends only).
 void sweep_ticks(double lo, double hi, bool log, std::vector<double>* at, std::vector<std::string>* label);
 
+// The series point under the mouse (series -1: none) and whether the chart was clicked this frame.
+struct SweepHover {
+  int series = -1, k = -1;
+  bool clicked = false;
+};
+// Draws p's chart (axes, ticks, series, legend) in the space left, at least 200 px high.
+SweepHover draw_sweep_chart(const SweepPlot& p);
+
 class SweepPanel {
  public:
   void draw(const Session& s, UiState& ui);
