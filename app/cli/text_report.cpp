@@ -61,6 +61,26 @@ std::string mask_text(const CaseSpec& c) {
   return s;
 }
 
+// FlashAttention-2's own num_splits (reproduced from flash_api.cpp) beside the flash_attn model.
+void print_flash_attn_plan(std::ostream& o, const FlashAttnPlan& f) {
+  if (!f.asked) return;
+  o << "\nFLASHATTENTION-2'S OWN SPLIT  flash_attn_with_kvcache (" << f.pin << ", set_params_splitkv + num_splits_heuristic)";
+  if (f.ran) o << ", device answers from " << f.device.source;
+  o << "\n";
+  if (f.available) {
+    o << "  inputs  batch " << f.batch_size << ", heads " << f.num_heads << " (kv " << f.num_heads_k << "), head_size "
+      << f.head_size << ", seqlen_q " << f.seqlen_q << (f.ngroups_swapped ? " (GQA decode swapped)" : "") << ", seqlen_k "
+      << f.seqlen_k
+      << (f.paged ? " (" + std::to_string(f.max_num_blocks_per_seq) + " blocks x " + std::to_string(f.page_block_size) + ")" : "")
+      << ", " << f.num_splits_from << "\n";
+    o << "  rule    block_n " << f.block_n << ", n_blocks " << f.num_n_blocks << ", m_blocks " << f.num_m_blocks
+      << ", batch x heads x m_blocks " << f.batch_nheads_mblocks << " vs 0.8 x " << f.num_sms_x2 << " (2 x SMs)\n";
+    o << "  result  num_splits " << f.num_splits << ", " << f.chunk_tokens << " keys per split, "
+      << (f.split_kernel ? "split-KV kernel" : "non-split kernel") << ", partials " << f.accum_bytes << " B\n";
+  }
+  o << "  " << flash_attn_agreement_line(f) << "\n";
+}
+
 // FlashInfer's own plan of the same units beside the model's, and where the two differ.
 void print_library_plans(std::ostream& o, const Plan& p) {
   const FlashInferPlan& f = p.library.flashinfer;
@@ -91,6 +111,7 @@ void print_library_plans(std::ostream& o, const Plan& p) {
     o << "  workspaces      float " << f.float_workspace_bytes << " B, int " << f.int_workspace_bytes << " B\n";
   }
   o << "  " << flashinfer_agreement_line(p.split, f) << "\n";
+  print_flash_attn_plan(o, p.library.flash_attn);
 }
 
 // FlashInfer's MLA planner (absorbed MLA cases) beside attnscope's model of it.
@@ -267,6 +288,7 @@ void print_session(std::ostream& o, const Session& s) {
   o << "library " << flashinfer_agreement_line(sp, s.plan.library.flashinfer) << "\n";
   if (const FlashInferMlaPlan& mla = s.plan.library.flashinfer_mla; !mla.inputs.kv_len.empty())
     o << "library " << flashinfer_mla_agreement_line(flashinfer_mla_model(mla), mla) << "\n";
+  if (s.plan.library.flash_attn.asked) o << "library " << flash_attn_agreement_line(s.plan.library.flash_attn) << "\n";
   if (c.fp8_kv()) {
     o << "fp8     ";
     if (s.quantisation)

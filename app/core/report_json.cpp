@@ -145,11 +145,57 @@ ordered_json flashinfer_mla_plan_to_json(const FlashInferMlaPlan& f) {
   return j;
 }
 
+ordered_json flash_attn_plan_to_json(const FlashAttnPlan& f) {
+  ordered_json j;
+  j["ran"] = f.ran;
+  j["available"] = f.available;
+  j["refused"] = f.refused;
+  j["why"] = f.why;
+  j["pin"] = f.pin;
+  j["source"] = "attnscope's reproduction of flash_api.cpp (mha_fwd_kvcache, set_params_splitkv, num_splits_heuristic)";
+  const DeviceProfile& d = f.device;
+  j["device"] = {{"source", d.source}, {"from_device", d.from_device}, {"sm_count", d.sm_count}};
+  if (f.available) {
+    j["inputs"] = {{"num_splits_arg", f.num_splits_arg},
+                   {"num_splits_from", f.num_splits_from},
+                   {"batch_size", f.batch_size},
+                   {"num_heads", f.num_heads},
+                   {"num_heads_k", f.num_heads_k},
+                   {"head_size", f.head_size},
+                   {"seqlen_q", f.seqlen_q},
+                   {"seqlen_k", f.seqlen_k},
+                   {"seqlenq_ngroups_swapped", f.ngroups_swapped},
+                   {"paged", f.paged},
+                   {"page_block_size", f.page_block_size},
+                   {"max_num_blocks_per_seq", f.max_num_blocks_per_seq}};
+    j["heuristic"] = {{"block_n", f.block_n},
+                      {"num_n_blocks", f.num_n_blocks},
+                      {"num_m_blocks", f.num_m_blocks},
+                      {"batch_nheads_mblocks", f.batch_nheads_mblocks},
+                      {"num_sms_x2", f.num_sms_x2}};
+    j["num_splits"] = f.num_splits;
+    j["chunk_tokens"] = f.chunk_tokens;
+    j["split_kernel"] = f.split_kernel;
+    j["accum_bytes"] = f.accum_bytes;
+  }
+  const SplitPlan& m = f.model;
+  j["model"] = {
+      {"num_splits", m.num_splits}, {"seqlen_k", m.seqlen_k}, {"chunk_tokens", m.chunk_tokens}, {"split_kv", m.split_kv}};
+  const auto diffs = compare_flash_attn_plan(f);
+  ordered_json dj = ordered_json::array();
+  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flash_attn", x.library}});
+  j["agreement"] = {{"agrees", f.ran ? ordered_json(diffs.empty()) : ordered_json(nullptr)},
+                    {"line", flash_attn_agreement_line(f)},
+                    {"differences", dj}};
+  return j;
+}
+
 ordered_json library_plans_to_json(const Plan& p) {
   ordered_json j = {{"flashinfer", flashinfer_plan_to_json(p.split, p.library.flashinfer)}};
   // absorbed MLA cases only, so that the other cases' reports keep their form
   if (!p.library.flashinfer_mla.inputs.kv_len.empty())
     j["flashinfer_mla"] = flashinfer_mla_plan_to_json(p.library.flashinfer_mla);
+  if (p.library.flash_attn.asked) j["flash_attn"] = flash_attn_plan_to_json(p.library.flash_attn);
   return j;
 }
 

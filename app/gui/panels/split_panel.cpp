@@ -89,6 +89,40 @@ LibraryItems build_library_items(const Session& s) {
   return L;
 }
 
+LibraryItems build_flash_attn_items(const Session& s) {
+  LibraryItems L;
+  const FlashAttnPlan& f = s.plan.library.flash_attn;
+  if (!f.asked) return L;  // ran stays false: the panel shows it for flash_attn cases only
+  const SplitPlan& m = f.model;
+  L.ran = f.ran;
+  L.available = f.available;
+  L.refused = f.refused;
+  L.title = "FlashAttention-2's own split: flash_attn_with_kvcache's num_splits (" + f.pin + ")";
+  L.line = flash_attn_agreement_line(f);
+  L.note = f.available ? f.num_splits_from : "";
+  if (!f.ran) return L;
+  L.source = "device answers from " + f.device.source;
+  const std::vector<PlanFieldDiff> diffs = compare_flash_attn_plan(f);
+  L.agrees = diffs.empty();
+  auto row = [&](const char* field, const std::string& model, const std::string& lib) {
+    LibraryField r{field, model, lib, false};
+    for (const auto& d : diffs)
+      if (d.field == field) {
+        r.model = d.model;
+        r.library = d.library;
+        r.differs = true;
+      }
+    L.fields.push_back(r);
+  };
+  row("refusal", "plans it", f.refused ? "refuses: " + f.why : "accepts");
+  if (!f.available) return L;
+  row("seqlen_k", num(m.seqlen_k) + " tokens", num(f.seqlen_k) + " tokens");
+  row("num_splits", num(m.num_splits), num(f.num_splits));
+  row("chunk_tokens", num(m.chunk_tokens), num(f.chunk_tokens));
+  row("split_kv", m.split_kv ? "true" : "false", f.num_splits > 1 ? "true" : "false");
+  return L;
+}
+
 SplitItems build_split_items(const Session& s) {
   SplitItems it;
   const CaseSpec& base = s.spec();
@@ -109,6 +143,7 @@ SplitItems build_split_items(const Session& s) {
     it.models.push_back(row);
   }
   it.library = build_library_items(s);
+  it.flash_attn = build_flash_attn_items(s);
   it.mla = build_mla_plan_items(s);
   it.padded_extra = s.plan.split.padded_items - s.plan.split.num_items;
   int item = 0;
@@ -123,18 +158,19 @@ namespace {
 
 // FlashInfer's own plan beside the model: where the device answers came from, the agreement
 // line, and a table of the fields with every differing one marked.
-void draw_library(const LibraryItems& L, const char* model_name) {
-  if (!ImGui::CollapsingHeader("FlashInfer's own plan beside the model", ImGuiTreeNodeFlags_DefaultOpen)) return;
+void draw_library(const LibraryItems& L, const char* model_name, const char* header = "FlashInfer's own plan beside the model",
+                  const char* lib_column = "FlashInfer", const char* table_id = "fi_plan") {
+  if (!ImGui::CollapsingHeader(header, ImGuiTreeNodeFlags_DefaultOpen)) return;
   ImGui::TextUnformatted(L.title.c_str());
   if (!L.source.empty()) ImGui::TextColored(ImVec4(0.95f, 0.85f, 0.4f, 1), "%s", L.source.c_str());
   ImGui::PushStyleColor(ImGuiCol_Text, !L.ran ? ImVec4(0.6f, 0.6f, 0.6f, 1) : L.agrees ? kAgrees : kDiffers);
   ImGui::TextWrapped("%s", L.line.c_str());
   ImGui::PopStyleColor();
   if (!L.note.empty() && L.line.find(L.note) == std::string::npos) ImGui::TextDisabled("%s", L.note.c_str());
-  if (L.fields.empty() || !ImGui::BeginTable("fi_plan", 4, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) return;
+  if (L.fields.empty() || !ImGui::BeginTable(table_id, 4, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg)) return;
   ImGui::TableSetupColumn("field");
   ImGui::TableSetupColumn((std::string("model (") + model_name + ")").c_str());
-  ImGui::TableSetupColumn("FlashInfer");
+  ImGui::TableSetupColumn(lib_column);
   ImGui::TableSetupColumn("");
   ImGui::TableHeadersRow();
   for (const auto& f : L.fields) {
@@ -202,6 +238,8 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTable();
   }
   draw_library(it.library, planner_name(sp.planner));
+  if (it.flash_attn.ran)  // FlashAttention-2's own num_splits beside the flash_attn model
+    draw_library(it.flash_attn, "flash_attn", "FlashAttention-2's own split beside the model", "FlashAttention-2", "fa_plan");
   draw_mla_plan(it.mla);  // absorbed MLA cases: FlashInfer's MLAPlan beside the model
   // batch invariance, computed on demand on a worker
   const std::string& key = key_;

@@ -55,11 +55,13 @@ struct SplitItems {
   int padded_extra = 0;            // CUDA-graph CTAs that do nothing
   std::vector<int> first_item;     // [units] id of the unit's first work item
   LibraryItems library;            // FlashInfer's own plan beside the model
+  LibraryItems flash_attn;         // FlashAttention-2's own num_splits beside the flash_attn model (flash_attn cases)
   MlaPlanItems mla;                // absorbed MLA cases: FlashInfer's MLAPlan beside the model
 };
 
 SplitItems build_split_items(const Session& s);
 LibraryItems build_library_items(const Session& s);
+LibraryItems build_flash_attn_items(const Session& s);
 
 class SplitPanel {
  public:

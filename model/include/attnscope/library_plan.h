@@ -84,14 +84,51 @@ struct FlashInferMlaPlan {
   int64_t float_workspace_bytes = 0;  // end of its partial_o / partial_lse regions
 };
 
+// FlashAttention-2's split decision as flash_attn_with_kvcache makes it (flash_api.cpp's
+// mha_fwd_kvcache, set_params_splitkv and num_splits_heuristic), reproduced by the flash_attn family
+// (backends/flash_attn/fa_planner.cpp; flash_api.cpp is PyTorch-bound) and pinned by a CPU test
+// against the sdist's own num_splits_heuristic. Beside the model of the same decision
+// (split_plan_flash_attn.cpp), compared field by field.
+struct FlashAttnPlan {
+  bool ran = false;             // the reproduction ran (false: not planned)
+  bool asked = false;           // the case plans with /split/planner flash_attn or runs a flash_attn backend:
+                                // the report and the CLI show it (other cases' reports keep their form)
+  bool refused = false;         // flash_attn_with_kvcache refuses the case: why holds the rule
+  bool available = false;       // ran && !refused
+  std::string why;              // why not available; empty when available
+  std::string pin;              // the flash-attn sdist whose flash_api.cpp is reproduced
+  DeviceProfile device;         // the SM count get_num_sm() answers (a profile without a GPU)
+  int num_splits_arg = 0;       // flash_attn_with_kvcache's num_splits argument: 0 = its heuristic
+  std::string num_splits_from;  // where that argument comes from, in words
+  // inputs, after mha_fwd_kvcache's rewrites (seqlenq_ngroups_swapped moves the group into seqlen_q)
+  int batch_size = 0, num_heads = 0, num_heads_k = 0, head_size = 0, seqlen_q = 0;
+  int64_t seqlen_k = 0;  // max_num_blocks_per_seq x page_block_size (paged) or the cache's seqlen dim
+  bool ngroups_swapped = false;
+  bool paged = false;
+  int page_block_size = 1, max_num_blocks_per_seq = 0;
+  // set_params_splitkv's derived inputs
+  int block_n = 0, num_n_blocks = 0, num_m_blocks = 0, num_sms_x2 = 0;
+  int64_t batch_nheads_mblocks = 0;
+  // outputs
+  int num_splits = 1;
+  int64_t chunk_tokens = 0;   // keys per split: ceil(num_n_blocks / num_splits) x block_n
+  bool split_kernel = false;  // the split-KV kernel runs (num_splits > 1, or a paged cache: forced)
+  int64_t accum_bytes = 0;    // out_accum + softmax_lse_accum, fp32, when num_splits > 1
+  // attnscope's model of the same decision (make_split_plan with /split/planner flash_attn, whatever
+  // the case's planner), kept here so every view compares the same two
+  SplitPlan model;
+};
+
 // Filled by the backends floor (plan_case asks each family with a planner of its own); make_plan
 // alone leaves them unplanned, with that as the reason.
 struct LibraryPlans {
   FlashInferPlan flashinfer;         // for the flashinfer / fixed / off planner models; why says when not run
   FlashInferMlaPlan flashinfer_mla;  // absorbed MLA cases: FlashInfer's MLAPlan
+  FlashAttnPlan flash_attn;          // FlashAttention-2's num_splits for the case (flash_attn family)
   LibraryPlans() {
     flashinfer.why = "not planned: the library planners run in plan_case (backends floor)";
     flashinfer_mla.why = flashinfer.why;
+    flash_attn.why = flashinfer.why;
   }
 };
 
@@ -123,5 +160,14 @@ std::vector<PlanFieldDiff> compare_flashinfer_mla_plan(const MlaPlanModel& model
 // "FlashInfer's MLA planner (profile H100 SXM, 132 SMs, ...): agrees with the model on every field
 // (N work items on C clusters of X CTAs, kv_len_limit L, M merge CTAs)", the differing fields, or why not run.
 std::string flashinfer_mla_agreement_line(const MlaPlanModel& model, const FlashInferMlaPlan& lib);
+
+// The fields where attnscope's flash_attn model (lib.model) and FlashAttention-2's own decision
+// differ: "refusal", "seqlen_k", "num_splits", "chunk_tokens", "split_kv". Empty: every field
+// agrees (or lib did not run).
+std::vector<PlanFieldDiff> compare_flash_attn_plan(const FlashAttnPlan& lib);
+
+// "FlashAttention-2's own num_splits (profile H100 SXM, 132 SMs, ...): agrees with the model on every
+// field (num_splits N, ...)", the differing fields, or why not run.
+std::string flash_attn_agreement_line(const FlashAttnPlan& lib);
 
 }  // namespace attnscope
