@@ -25,6 +25,8 @@ const char* tab_title(Tab t) {
       return "Sweep";
     case Tab::kConsistency:
       return "Consistency";
+    case Tab::kEngine:
+      return "Engine";
   }
   return "?";
 }
@@ -49,6 +51,8 @@ const char* tab_id(Tab t) {
       return "sweep";
     case Tab::kConsistency:
       return "consistency";
+    case Tab::kEngine:
+      return "engine";
   }
   return "?";
 }

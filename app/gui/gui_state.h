@@ -7,12 +7,12 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,      Tab::kSoftmax,
-                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency, kEngine };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,       Tab::kSoftmax,
+                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency, Tab::kEngine};
 
 const char* tab_title(Tab t);  // "Mask", "Pages", ...
-const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency"
+const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency", "engine"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {

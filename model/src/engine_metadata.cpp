@@ -32,6 +32,31 @@ const EngineTensor* EngineView::find(const std::string& name) const {
   return nullptr;
 }
 
+int engine_cell_owner(const PageTable& pt, int64_t value, bool slots) {
+  const int64_t page = slots ? value / pt.page_size : value;
+  if (value < 0 || page >= pt.num_pages) return kCellOutside;
+  return pt.owner[static_cast<size_t>(page)];
+}
+
+std::string engine_cell_text(const PageTable& pt, int64_t value, bool slots) {
+  const int64_t page = slots ? value / pt.page_size : value;
+  const std::string what =
+      slots ? "slot " + std::to_string(value) + " = page " + std::to_string(page) + " + " + std::to_string(value % pt.page_size)
+            : "page " + std::to_string(value);
+  const int owner = engine_cell_owner(pt, value, slots);
+  if (owner == kCellOutside) return what + ": outside the pool of " + std::to_string(pt.num_pages) + " pages";
+  if (owner == kPageNull) return what + ": the null page (no request's; a zeroed table reads 0)";
+  if (owner == kPageUnused) return what + ": unused";
+  int j = 0;
+  for (int i = pt.indptr[owner]; i < pt.indptr[owner + 1]; ++i)
+    if (pt.indices[i] == page) j = i - pt.indptr[owner];
+  const int first = j * pt.page_size;
+  const int last = first + (j + 1 == pt.pages_of(owner) ? pt.last_page_len[owner] : pt.page_size) - 1;
+  if (slots) return what + ": request " + std::to_string(owner) + ", key " + std::to_string(first + value % pt.page_size);
+  return what + ": request " + std::to_string(owner) + "'s page " + std::to_string(j) + " (keys " + std::to_string(first) + ".." +
+         std::to_string(last) + ")";
+}
+
 namespace engine_detail {
 
 namespace {

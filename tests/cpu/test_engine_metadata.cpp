@@ -14,7 +14,6 @@ namespace {
 // A contiguous pool: with null_page false request r's pages follow request r-1's from page 0.
 CaseSpec mk(const std::vector<std::pair<int, int>>& q_kv, int page_size, bool null_page = false) {
   CaseSpec c;
-  c.name = "t";
   c.head_dim_qk = c.head_dim_vo = 64;
   c.backends = {"cpu.reference"};
   c.kv_cache.page_size = page_size;
@@ -333,4 +332,15 @@ TEST(EngineViews, ValuesFillTheShape) {
         EXPECT_EQ(static_cast<int64_t>(t.values.size()), n) << engine_id(e) << " " << t.name;
       }
     }
+}
+
+TEST(EngineCells, SayWhichRequestAndKeysACellHolds) {
+  const CaseSpec c = mk({{1, 5}, {1, 3}}, 4, true);  // pages [1, 2], [3]; pool of 4
+  const PageTable pt = make_plan(c).pages;
+  EXPECT_EQ(engine_cell_text(pt, 2, false), "page 2: request 0's page 1 (keys 4..4)");
+  EXPECT_EQ(engine_cell_text(pt, 3, false), "page 3: request 1's page 0 (keys 0..2)");
+  EXPECT_EQ(engine_cell_text(pt, 0, false), "page 0: the null page (no request's; a zeroed table reads 0)");
+  EXPECT_EQ(engine_cell_text(pt, 8, true), "slot 8 = page 2 + 0: request 0, key 4");
+  EXPECT_EQ(engine_cell_owner(pt, 9, true), 0);
+  EXPECT_EQ(engine_cell_owner(pt, 9, false), kCellOutside);
 }

@@ -64,6 +64,12 @@ struct EngineView {
 // a valid case: what the engine cannot express is the view's refusal.
 EngineView engine_metadata(Engine e, const CaseSpec& c, const Plan& p);
 
+// What one cell of an engine's table points at in the pool (the GUI's hover): the owner request
+// (or kPageNull / kPageUnused, or kCellOutside past the pool) and a line saying which keys it holds.
+constexpr int kCellOutside = -3;
+int engine_cell_owner(const PageTable& pt, int64_t value, bool slots);
+std::string engine_cell_text(const PageTable& pt, int64_t value, bool slots);
+
 // Internals shared by the two engines' files, exposed for the tests.
 namespace engine_detail {
 // make_local_attention_virtual_batches (both engines): per virtual batch its query count, key count,
