@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 
 #include "engine_metadata_detail.h"
 
@@ -218,6 +219,12 @@ EngineTensor vec_tensor(const std::string& name, const std::string& dtype, const
 
 EngineTensor scalar(const std::string& name, int64_t v, const std::string& note) {
   return EngineTensor{name, "int", {}, {v}, note, false, false};
+}
+
+std::string number_text(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
 }
 
 std::vector<int64_t> prefix_sum(const std::vector<int64_t>& v) {

@@ -20,6 +20,7 @@ EngineTensor table_tensor(const std::string& name, const std::vector<std::vector
 EngineTensor vec_tensor(const std::string& name, const std::string& dtype, const std::vector<int64_t>& v,
                         const std::string& note = "");
 EngineTensor scalar(const std::string& name, int64_t v, const std::string& note = "");
+std::string number_text(double x);                               // shortest form: 50, 30.5
 std::vector<int64_t> prefix_sum(const std::vector<int64_t>& v);  // [0, v0, v0 + v1, ...]
 
 }  // namespace attnscope::engine_detail

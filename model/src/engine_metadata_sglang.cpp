@@ -243,6 +243,7 @@ EngineView sglang_view(const CaseSpec& c, const Plan& p) {
   v.tensors.push_back(page_table(pt, max_k));
   add_window(c, v);
   if (c.attention.local_chunk) add_local(c, p, v);
+  if (c.attention.soft_cap) v.notes.push_back("softcap " + number_text(*c.attention.soft_cap) + " (layer.logit_cap)");
   if (c.kv_cache.fp8)
     v.notes.push_back(
         "FP8 cache: forward_* casts q to the cache's FP8 type and passes k_descale / v_descale, layer.k_scale "

@@ -169,7 +169,7 @@ EngineView vllm_view(const CaseSpec& c, const Plan& p) {
     build(c, q, s, rows, width, ps, v);
   }
   v.tensors.push_back(vec_tensor("slot_mapping", "int64", slots, "cache slot of each new token: page * page_size + offset"));
-  if (c.attention.soft_cap) v.notes.push_back("logits_soft_cap " + std::to_string(*c.attention.soft_cap) + " (both plans)");
+  if (c.attention.soft_cap) v.notes.push_back("logits_soft_cap " + number_text(*c.attention.soft_cap) + " (both plans)");
   if (c.split.cuda_graph)
     v.notes.push_back(
         "/split/cuda_graph: a pure decode batch under full CUDA graphs is padded to the captured size "
