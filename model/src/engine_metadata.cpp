@@ -75,7 +75,7 @@ int sglang_effective_chunk(int chunk, int max_seq_len, int page_size) {
 // block-table row of a virtual batch starts at its first key's page and spans chunk / page_size
 // columns of the request's row, each column index clipped to the table's last column.
 LocalBatches local_virtual_batches(int chunk, const std::vector<int>& q_lens, const std::vector<int>& seq_lens,
-                                   const std::vector<std::vector<int64_t>>& table, int width, int page_size) {
+                                   const TableCell& cell, int width, int page_size) {
   LocalBatches lb;
   lb.chunk = chunk;
   lb.cu_seqlens_q.push_back(0);
@@ -96,7 +96,7 @@ LocalBatches local_virtual_batches(int chunk, const std::vector<int>& q_lens, co
       lb.k_start.push_back(start);
       lb.request.push_back(static_cast<int>(r));
       std::vector<int64_t> row;
-      for (int i = 0; i < cols; ++i) row.push_back(table[r][std::min(start / page_size + i, width - 1)]);
+      for (int i = 0; i < cols; ++i) row.push_back(cell(static_cast<int>(r), std::min(start / page_size + i, width - 1)));
       lb.block_table.push_back(std::move(row));
     }
   }
@@ -235,7 +235,35 @@ std::vector<int64_t> prefix_sum(const std::vector<int64_t>& v) {
 
 }  // namespace engine_detail
 
+namespace {
+
+// The widest table either engine builds for the case: batch x the longest request's pages (SGLang),
+// or the block table's width (vLLM).
+std::optional<std::string> size_refusal(Engine e, const CaseSpec& c, const PageTable& pt) {
+  int64_t max_kv = 0, max_pages = 0;
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    max_kv = std::max<int64_t>(max_kv, c.requests[r].kv_len);
+    max_pages = std::max<int64_t>(max_pages, pt.pages_of(static_cast<int>(r)));
+  }
+  const int64_t width = e == Engine::kSglangFa ? (max_kv + pt.page_size - 1) / pt.page_size
+                                               : std::max<int64_t>(max_pages, c.kv_cache.max_num_blocks_per_seq.value_or(0));
+  const int64_t cells = width * static_cast<int64_t>(c.requests.size());
+  if (cells <= kMaxEngineCells) return std::nullopt;
+  return "/requests: the engine's page table would hold " + std::to_string(cells) + " cells (" +
+         std::to_string(c.requests.size()) + " requests x " + std::to_string(width) + " columns), more than the " +
+         std::to_string(kMaxEngineCells) + " attnscope shows";
+}
+
+}  // namespace
+
 EngineView engine_metadata(Engine e, const CaseSpec& c, const Plan& p) {
+  if (auto why = size_refusal(e, c, p.pages)) {
+    EngineView v;
+    v.engine = e;
+    v.mode = "none";
+    v.refusal = *why;
+    return v;
+  }
   EngineView v = e == Engine::kSglangFa ? engine_detail::sglang_view(c, p) : engine_detail::vllm_view(c, p);
   v.engine = e;
   if (v.refusal) v.tensors.clear();

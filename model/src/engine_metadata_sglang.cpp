@@ -18,12 +18,9 @@ int64_t slot_of(const PageTable& pt, int r, int t) {
   return static_cast<int64_t>(pt.page_of(r, t)) * pt.page_size + t % pt.page_size;
 }
 
-// req_to_token[req, :width]: the token slots of each request, 0 past its keys.
-std::vector<std::vector<int64_t>> token_rows(const CaseSpec& c, const PageTable& pt, int width) {
-  std::vector<std::vector<int64_t>> rows(c.requests.size(), std::vector<int64_t>(width, 0));
-  for (size_t r = 0; r < rows.size(); ++r)
-    for (int t = 0; t < std::min(c.requests[r].kv_len, width); ++t) rows[r][t] = slot_of(pt, static_cast<int>(r), t);
-  return rows;
+// req_to_token[req, col]: the slot of the request's token `col`, 0 past its keys.
+TableCell token_cell(const CaseSpec& c, const PageTable& pt) {
+  return [&c, &pt](int r, int col) { return col < c.requests[r].kv_len ? slot_of(pt, r, col) : int64_t{0}; };
 }
 
 int64_t max_of(const std::vector<int64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
@@ -60,7 +57,7 @@ void add_local(const CaseSpec& c, const Plan& p, EngineView& v) {
   for (int64_t s : cs->values) seq_lens.push_back(static_cast<int>(s));
   const int max_k = static_cast<int>(max_of(cs->values));
   const int eff = sglang_effective_chunk(*c.attention.local_chunk, max_k, ps);
-  const LocalBatches lb = local_virtual_batches(eff, q_lens, seq_lens, token_rows(c, pt, max_k), max_k, ps);
+  const LocalBatches lb = local_virtual_batches(eff, q_lens, seq_lens, token_cell(c, pt), max_k, ps);
   std::vector<int64_t> cuq(lb.cu_seqlens_q.begin(), lb.cu_seqlens_q.end()), sk(lb.seqlens_k.begin(), lb.seqlens_k.end());
   const std::string pre = "local_attn_metadata.";
   v.tensors.push_back(vec_tensor(pre + "local_query_start_loc", "int32", cuq, "cu_seqlens_q_local of the virtual batches"));

@@ -155,9 +155,10 @@ EngineView vllm_view(const CaseSpec& c, const Plan& p) {
         "request order");
   if (c.attention.local_chunk) {
     const int ch = *c.attention.local_chunk;
-    std::vector<std::vector<int64_t>> by_pos(rows.begin(), rows.end());
-    const LocalBatches lb = local_virtual_batches(ch, oq, os, by_pos, width, ps);
-    const LocalBatches mine = local_virtual_batches(ch, ql, kl, all_rows, width, ps);  // the case's order, to compare
+    const auto at_pos = [&rows](int r, int col) { return rows[r][col]; };
+    const auto at_req = [&all_rows](int r, int col) { return all_rows[r][col]; };
+    const LocalBatches lb = local_virtual_batches(ch, oq, os, at_pos, width, ps);
+    const LocalBatches mine = local_virtual_batches(ch, ql, kl, at_req, width, ps);  // the case's order, to compare
     for (auto& m : compare_local(mine, p.local, pt)) v.mismatches.push_back(std::move(m));
     std::vector<int64_t> vq(lb.seqlens_q.begin(), lb.seqlens_q.end()), vs(lb.seqlens_k.begin(), lb.seqlens_k.end());
     build(c, vq, vs, lb.block_table, ch / ps, ps, v);

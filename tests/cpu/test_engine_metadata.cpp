@@ -57,7 +57,8 @@ const std::vector<std::pair<int, int>> kDocBatch = {{4, 6}, {10, 17}, {5, 9}};
 TEST(EngineLocal, TheCommentExampleAsTheCodeComputesIt) {
   Rows table = {
       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, {20, 21, 22, 23, 24, 25, 26, 27, 28, 29}};
-  const auto lb = engine_detail::local_virtual_batches(4, {4, 10, 5}, {6, 17, 9}, table, 10, 2);
+  const auto lb = engine_detail::local_virtual_batches(
+      4, {4, 10, 5}, {6, 17, 9}, [&table](int r, int col) { return table[r][col]; }, 10, 2);
   EXPECT_EQ(lb.seqlens_q, (std::vector<int>{2, 2, 1, 4, 4, 1, 4, 1}));
   EXPECT_EQ(lb.cu_seqlens_q, (std::vector<int>{0, 2, 4, 5, 9, 13, 14, 18, 19}));
   EXPECT_EQ(lb.seqlens_k, (std::vector<int>{4, 2, 4, 4, 4, 1, 4, 1}));
@@ -343,4 +344,16 @@ TEST(EngineCells, SayWhichRequestAndKeysACellHolds) {
   EXPECT_EQ(engine_cell_text(pt, 8, true), "slot 8 = page 2 + 0: request 0, key 4");
   EXPECT_EQ(engine_cell_owner(pt, 9, true), 0);
   EXPECT_EQ(engine_cell_owner(pt, 9, false), kCellOutside);
+}
+
+TEST(EngineViews, ATableTooLargeToShowIsRefusedNamingRequests) {
+  CaseSpec c = mk({{1, 1 << 20}, {1, 1}}, 16);  // 65536 pages wide
+  c.requests.resize(513, c.requests[1]);        // 513 x 65536 = 2^25 + 65536 cells
+  for (Engine e : {Engine::kSglangFa, Engine::kVllmFlashInfer}) {
+    const EngineView v = view(e, c);
+    ASSERT_TRUE(v.refusal);
+    EXPECT_EQ(v.refusal->rfind("/requests: the engine's page table would hold 33619968 cells (513 requests x 65536 columns)", 0),
+              0u)
+        << *v.refusal;
+  }
 }

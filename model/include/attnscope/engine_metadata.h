@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ enum class Engine { kSglangFa, kVllmFlashInfer };
 const char* engine_id(Engine e);                           // "sglang-fa", "vllm-flashinfer"
 std::optional<Engine> parse_engine(const std::string& s);  // by id
 constexpr const char* kEngineIds = "sglang-fa, vllm-flashinfer";
+// The most cells a view's tables may hold (an engine's page table is batch x widest request): a case
+// past it is refused naming /requests rather than allocating it.
+constexpr int64_t kMaxEngineCells = int64_t{1} << 25;
 
 // The file and commit each derivation follows.
 struct EngineSource {
@@ -73,15 +77,16 @@ std::string engine_cell_text(const PageTable& pt, int64_t value, bool slots);
 // Internals shared by the two engines' files, exposed for the tests.
 namespace engine_detail {
 // make_local_attention_virtual_batches (both engines): per virtual batch its query count, key count,
-// first key and request, and the block table rows picked from `table` (rows per request, width
-// `width`, clipped to width - 1), `page_size` tokens per table column.
+// first key and request, and the block table rows picked from the engine's table (cell(r, col) of a
+// table `width` columns wide, columns clipped to width - 1), `page_size` tokens per table column.
 struct LocalBatches {
   int chunk = 0;  // the chunk size used (SGLang shrinks it, see sglang_effective_chunk)
   std::vector<int> seqlens_q, cu_seqlens_q, seqlens_k, k_start, request;
   std::vector<std::vector<int64_t>> block_table;  // [virtual][chunk / page_size]
 };
+using TableCell = std::function<int64_t(int request, int column)>;
 LocalBatches local_virtual_batches(int chunk, const std::vector<int>& q_lens, const std::vector<int>& seq_lens,
-                                   const std::vector<std::vector<int64_t>>& table, int width, int page_size);
+                                   const TableCell& cell, int width, int page_size);
 // SGLang's effective chunk: min(chunk, max seq_len) rounded down to a page multiple, at least a page.
 int sglang_effective_chunk(int chunk, int max_seq_len, int page_size);
 // vLLM's reorder_batch_to_split_decodes_and_prefills on the case's requests: the request index at
