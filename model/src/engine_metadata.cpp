@@ -248,10 +248,24 @@ std::optional<std::string> size_refusal(Engine e, const CaseSpec& c, const PageT
   const int64_t width = e == Engine::kSglangFa ? (max_kv + pt.page_size - 1) / pt.page_size
                                                : std::max<int64_t>(max_pages, c.kv_cache.max_num_blocks_per_seq.value_or(0));
   const int64_t cells = width * static_cast<int64_t>(c.requests.size());
-  if (cells <= kMaxEngineCells) return std::nullopt;
-  return "/requests: the engine's page table would hold " + std::to_string(cells) + " cells (" +
-         std::to_string(c.requests.size()) + " requests x " + std::to_string(width) + " columns), more than the " +
-         std::to_string(kMaxEngineCells) + " attnscope shows";
+  if (cells > kMaxEngineCells)
+    return "/requests: the engine's page table would hold " + std::to_string(cells) + " cells (" +
+           std::to_string(c.requests.size()) + " requests x " + std::to_string(width) + " columns), more than the " +
+           std::to_string(kMaxEngineCells) + " attnscope shows";
+  if (!c.attention.local_chunk) return std::nullopt;
+  // the local block table: one row of chunk / page_size columns per virtual batch
+  const int ch = e == Engine::kSglangFa
+                     ? engine_detail::sglang_effective_chunk(*c.attention.local_chunk, static_cast<int>(max_kv), pt.page_size)
+                     : *c.attention.local_chunk;
+  int64_t rows = 0;
+  for (const auto& r : c.requests) {
+    const int first = std::min(ch - (r.kv_len - r.q_len) % ch, r.q_len);
+    rows += 1 + (r.q_len - first + ch - 1) / ch;
+  }
+  if (rows * (ch / pt.page_size) <= kMaxEngineCells) return std::nullopt;
+  return "/attention/local_chunk: the engine's local block table would hold " + std::to_string(rows * (ch / pt.page_size)) +
+         " cells (" + std::to_string(rows) + " virtual batches x " + std::to_string(ch / pt.page_size) +
+         " columns), more than the " + std::to_string(kMaxEngineCells) + " attnscope shows";
 }
 
 }  // namespace

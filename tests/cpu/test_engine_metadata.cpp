@@ -357,3 +357,16 @@ TEST(EngineViews, ATableTooLargeToShowIsRefusedNamingRequests) {
         << *v.refusal;
   }
 }
+
+TEST(EngineViews, ALocalBlockTableTooLargeToShowIsRefusedNamingTheChunk) {
+  CaseSpec c = mk({{1, 1}}, 1);
+  c.attention.local_chunk = 1 << 14;
+  c.requests.resize(4096, c.requests[0]);  // one virtual batch of 16384 columns each
+  const EngineView v = engine_metadata(Engine::kVllmFlashInfer, c, Plan{make_page_table(c)});
+  ASSERT_TRUE(v.refusal);
+  EXPECT_EQ(v.refusal->rfind("/attention/local_chunk: the engine's local block table would hold 67108864 cells (4096 virtual "
+                             "batches x 16384 columns)",
+                             0),
+            0u)
+      << *v.refusal;
+}
