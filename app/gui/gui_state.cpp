@@ -75,6 +75,7 @@ bool apply_view(const std::string& name, UiState& ui) {
     if (name == n) return ui.pages_view = v, true;
   for (const auto& [n, v] : diff)
     if (name == n) return ui.diff_reference = v, true;
+  if (name == "sglang-fa" || name == "vllm-flashinfer") return ui.engine = name == "sglang-fa" ? 0 : 1, true;
   return false;
 }
 

@@ -31,11 +31,13 @@ struct UiState {
   // and the Diff tab's reference (0 the comparison's baseline, 1 the dequantised ideal, 2 the original)
   int pages_view = 0;
   int diff_reference = 1;
+  int engine = 0;  // the Engine tab's engine: 0 sglang-fa, 1 vllm-flashinfer
 };
 
 // --view NAME: the Pages tab's pool / scales / channels view or the Diff tab's baseline / dequantised /
 // original reference of an FP8 case. False for another name.
 bool apply_view(const std::string& name, UiState& ui);
-constexpr const char* kViewNames = "pool, scales, channels (Pages), baseline, dequantised, original (Diff)";
+constexpr const char* kViewNames =
+    "pool, scales, channels (Pages), baseline, dequantised, original (Diff), sglang-fa, vllm-flashinfer (Engine)";
 
 }  // namespace attnscope::gui

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
           "PATH=VALUES] [--sweep-report FILE] [--consistency N] "
           "[--size WxH] [--edit-latency N] [--version]\n"
           "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
-          "                    (the Diff tab's reference)\n"
+          "                    (the Diff tab's reference), sglang-fa, vllm-flashinfer (the Engine tab's engine)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
       return 0;

@@ -380,7 +380,13 @@ TEST(GuiItems, GeneratorAndTabs) {
   EXPECT_EQ(parse_tab("Split-KV"), Tab::kSplit);
   EXPECT_EQ(parse_tab("diff"), Tab::kDiff);
   EXPECT_EQ(parse_tab("Softmax"), Tab::kSoftmax);
+  EXPECT_EQ(parse_tab("engine"), Tab::kEngine);
   EXPECT_FALSE(parse_tab("nope").has_value());
+  UiState ui;  // --view picks the Engine tab's engine
+  EXPECT_TRUE(apply_view("vllm-flashinfer", ui));
+  EXPECT_EQ(ui.engine, 1);
+  EXPECT_TRUE(apply_view("sglang-fa", ui));
+  EXPECT_EQ(ui.engine, 0);
 }
 
 TEST(GuiItems, ExportedReproReopensToTheSameState) {

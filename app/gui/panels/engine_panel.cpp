@@ -85,15 +85,14 @@ void EnginePanel::draw_grid(const Session& s, const EngineTensor& t) {
 }
 
 void EnginePanel::draw(const Session& s, UiState& ui) {
-  (void)ui;
-  ImGui::RadioButton("SGLang FlashAttention (sglang-fa)", &engine_, 0);
+  ImGui::RadioButton("SGLang FlashAttention (sglang-fa)", &ui.engine, 0);
   ImGui::SameLine();
-  ImGui::RadioButton("vLLM FlashInfer (vllm-flashinfer)", &engine_, 1);
-  const Engine e = engine_ == 0 ? Engine::kSglangFa : Engine::kVllmFlashInfer;
-  if (built_for_ != &s || built_engine_ != engine_) {
+  ImGui::RadioButton("vLLM FlashInfer (vllm-flashinfer)", &ui.engine, 1);
+  const Engine e = ui.engine == 0 ? Engine::kSglangFa : Engine::kVllmFlashInfer;
+  if (built_for_ != &s || built_engine_ != ui.engine) {
     view_ = build_engine_view(s, e);
     built_for_ = &s;
-    built_engine_ = engine_;
+    built_engine_ = ui.engine;
   }
   const EngineSource& src = source_of(e);
   ImGui::TextDisabled("%s %s @ %.12s (the tensors are shown, not yet fed to the backends)", src.repo, src.file, src.commit);

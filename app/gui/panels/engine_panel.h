@@ -18,7 +18,6 @@ class EnginePanel {
 
  private:
   void draw_grid(const Session& s, const EngineTensor& t);
-  int engine_ = 0;  // 0 sglang-fa, 1 vllm-flashinfer
   const Session* built_for_ = nullptr;
   int built_engine_ = -1;
   EngineView view_;
