@@ -25,6 +25,7 @@
 #include "attnscope/registry.h"
 #include "cli_args.h"
 #include "consistency_report.h"
+#include "engine_report.h"
 #include "explain_report.h"
 #include "python_options.h"
 #include "text_report.h"
@@ -43,6 +44,7 @@ commands:
   validate CASE            check a case; prints a one-line summary or the error
   plan CASE [--json]       page table, virtual batches, split plan with its reasoning, block map
       --flex-block-mask N  print each request's mask as FlexAttention's print(create_block_mask(..., BLOCK_SIZE=N))
+      --engine ID          the metadata tensors engine ID builds for the batch: sglang-fa, vllm-flashinfer
   run CASE [options]       run the backends and comparisons of the case
       --backends a,b,...   run these backends instead of the case's list
       --sample-rows N      references on N sampled query rows per request
@@ -146,6 +148,7 @@ int cmd_validate(const Args& a) {
 int cmd_plan(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   const Plan p = plan_case(f.spec);
+  if (a.value("engine")) return plan_engine(a, f.spec, p);
   if (a.value("flex-block-mask")) {
     // what FlexAttention's create_block_mask prints for each request's mask (B = 1, H = 1)
     const int bs = *a.int_value("flex-block-mask", 1, 1 << 20);
@@ -489,7 +492,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
-    if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask"}));
+    if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask", "engine"}));
     if (cmd == "run")
       return cmd_run(parse_backend_args(
           argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));

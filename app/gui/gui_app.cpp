@@ -414,6 +414,9 @@ void App::draw_panel(Tab t) {
       case Tab::kConsistency:
         consistency_.draw(*shown_, ui_);
         break;
+      case Tab::kEngine:
+        engine_.draw(*shown_, ui_);
+        break;
     }
   } catch (const std::exception& e) {  // no input may end the GUI: this view is turned off, the rest goes on
     depth.restore();

@@ -18,6 +18,7 @@
 #include "panels/consistency_panel.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
+#include "panels/engine_panel.h"
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
 #include "panels/pages_panel.h"
@@ -122,6 +123,7 @@ class App {
   MaskPanel mask_;
   PagesPanel pages_;
   LocalPanel local_;
+  EnginePanel engine_;
   SplitPanel split_;
   SoftmaxPanel softmax_;
   SweepPanel sweep_;

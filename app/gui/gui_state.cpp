@@ -25,6 +25,8 @@ const char* tab_title(Tab t) {
       return "Sweep";
     case Tab::kConsistency:
       return "Consistency";
+    case Tab::kEngine:
+      return "Engine";
   }
   return "?";
 }
@@ -49,6 +51,8 @@ const char* tab_id(Tab t) {
       return "sweep";
     case Tab::kConsistency:
       return "consistency";
+    case Tab::kEngine:
+      return "engine";
   }
   return "?";
 }
@@ -71,6 +75,7 @@ bool apply_view(const std::string& name, UiState& ui) {
     if (name == n) return ui.pages_view = v, true;
   for (const auto& [n, v] : diff)
     if (name == n) return ui.diff_reference = v, true;
+  if (name == "sglang-fa" || name == "vllm-flashinfer") return ui.engine = name == "sglang-fa" ? 0 : 1, true;
   return false;
 }
 

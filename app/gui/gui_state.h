@@ -7,12 +7,12 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,      Tab::kSoftmax,
-                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency, kEngine };
+constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,       Tab::kSoftmax,
+                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency, Tab::kEngine};
 
 const char* tab_title(Tab t);  // "Mask", "Pages", ...
-const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency"
+const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency", "engine"
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
@@ -31,11 +31,13 @@ struct UiState {
   // and the Diff tab's reference (0 the comparison's baseline, 1 the dequantised ideal, 2 the original)
   int pages_view = 0;
   int diff_reference = 1;
+  int engine = 0;  // the Engine tab's engine: 0 sglang-fa, 1 vllm-flashinfer
 };
 
 // --view NAME: the Pages tab's pool / scales / channels view or the Diff tab's baseline / dequantised /
 // original reference of an FP8 case. False for another name.
 bool apply_view(const std::string& name, UiState& ui);
-constexpr const char* kViewNames = "pool, scales, channels (Pages), baseline, dequantised, original (Diff)";
+constexpr const char* kViewNames =
+    "pool, scales, channels (Pages), baseline, dequantised, original (Diff), sglang-fa, vllm-flashinfer (Engine)";
 
 }  // namespace attnscope::gui

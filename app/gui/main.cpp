@@ -46,9 +46,10 @@ int main(int argc, char** argv) {
       const std::string t = next("--tab");
       o.tab = parse_tab(t);
       if (!o.tab) {
-        std::fprintf(stderr,
-                     "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing, sweep, consistency)\n",
-                     t.c_str());
+        std::fprintf(
+            stderr,
+            "attnscope: --tab %s is not a tab (mask, pages, local, split, softmax, diff, timing, sweep, consistency, engine)\n",
+            t.c_str());
         return 2;
       }
     } else if (a == "--view") {
@@ -94,11 +95,11 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab "
-          "mask|pages|local|split|softmax|diff|timing|sweep|consistency] [--view NAME] [--sweep "
+          "mask|pages|local|split|softmax|diff|timing|sweep|consistency|engine] [--view NAME] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] [--plan-cost] [--consistency N] "
           "[--size WxH] [--edit-latency N] [--version]\n"
           "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
-          "                    (the Diff tab's reference)\n"
+          "                    (the Diff tab's reference), sglang-fa, vllm-flashinfer (the Engine tab's engine)\n"
           "  --plan-cost       the Sweep tab's planning-cost view, measured at start (as attnscope-cli bench --plan-only)\n"
           "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
           "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");

@@ -381,7 +381,13 @@ TEST(GuiItems, GeneratorAndTabs) {
   EXPECT_EQ(parse_tab("Split-KV"), Tab::kSplit);
   EXPECT_EQ(parse_tab("diff"), Tab::kDiff);
   EXPECT_EQ(parse_tab("Softmax"), Tab::kSoftmax);
+  EXPECT_EQ(parse_tab("engine"), Tab::kEngine);
   EXPECT_FALSE(parse_tab("nope").has_value());
+  UiState ui;  // --view picks the Engine tab's engine
+  EXPECT_TRUE(apply_view("vllm-flashinfer", ui));
+  EXPECT_EQ(ui.engine, 1);
+  EXPECT_TRUE(apply_view("sglang-fa", ui));
+  EXPECT_EQ(ui.engine, 0);
 }
 
 TEST(GuiItems, ExportedReproReopensToTheSameState) {
@@ -658,7 +664,7 @@ TEST_P(Screenshot, TabRendersItsContent) {
   const std::string t = tab;
   // saturated colours: page owners, work-item cells, progress bars
   auto vivid = [](const unsigned char* p) { return std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 90; };
-  if (t == "pages" || t == "split" || t == "timing" || t == "sweep") {
+  if (t == "pages" || t == "split" || t == "timing" || t == "sweep" || t == "engine") {
     EXPECT_GT(count(img, vivid), 1500) << t;
   }
   if (t == "mask") {
@@ -681,7 +687,8 @@ INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
                                            Shot{"local", "llama4-chunked-local.json"}, Shot{"split", "gqa-decode-long.json"},
                                            Shot{"softmax", "gemma2-window-softcap.json"},
                                            Shot{"sweep", "gqa-decode-long.json --sweep '/requests/*/kv_len=64:4096:x4'"},
-                                           Shot{"diff", "prefix-lm.json"}, Shot{"timing", "prefix-lm.json"}),
+                                           Shot{"diff", "prefix-lm.json"}, Shot{"timing", "prefix-lm.json"},
+                                           Shot{"engine", "llama4-chunked-local.json"}),
                          [](const auto& info) { return std::string(info.param.tab); });
 
 // A mask zoo case: the heatmap, and the mask_mod printed above it in its own colour.
