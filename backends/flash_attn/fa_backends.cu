@@ -59,7 +59,7 @@ std::string arch_check() {
 
 // The buffers one launch reads and writes, besides the workload's Q / K / V.
 struct LaunchBuffers {
-  DeviceBuffer o, lse, oaccum, lseaccum, cu_q, cu_k, table, slopes, kcache, vcache;
+  DeviceBuffer o, lse, oaccum, lseaccum, cu_q, cu_k, seqused_k, table, slopes, kcache, vcache;
 };
 
 flash::Flash_fwd_params fill_params(const Launch& l, const CaseSpec& c, const cuda::DeviceWorkload& w, LaunchBuffers& b) {
@@ -103,6 +103,7 @@ flash::Flash_fwd_params fill_params(const Launch& l, const CaseSpec& c, const cu
   p.cu_seqlens_q = l.cu_seqlens_q.empty() ? nullptr : b.cu_q.as<int>();
   p.cu_seqlens_k = b.cu_k.as<int>();
   p.is_seqlens_k_cumulative = l.seqlens_k_cumulative;
+  p.seqused_k = l.seqused_k.empty() ? nullptr : b.seqused_k.as<int>();
   p.unpadded_lse = l.unpadded_lse;
   p.block_table = l.paged ? b.table.as<int>() : nullptr;
   p.block_table_batch_stride = l.max_num_blocks_per_seq;
@@ -152,6 +153,7 @@ class FaBackend final : public Backend {
     }
     if (!l.cu_seqlens_q.empty()) b.cu_q = DeviceBuffer::from(l.cu_seqlens_q);
     b.cu_k = DeviceBuffer::from(l.cu_seqlens_k);
+    if (!l.seqused_k.empty()) b.seqused_k = DeviceBuffer::from(l.seqused_k);
     if (l.paged) b.table = DeviceBuffer::from(l.block_table);
     if (!l.alibi_slopes.empty()) b.slopes = DeviceBuffer::from(l.alibi_slopes);
     if (cache_elems) copy_cache(l, c, w, &b);
@@ -174,7 +176,8 @@ class FaBackend final : public Backend {
       << (c.attention.window && !l.is_causal
               ? ", window_size (" + std::to_string(l.window_left) + ", " + std::to_string(l.window_right) + ")"
               : "")
-      << "; " << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
+      << (l.seqused_k.empty() ? "" : "; padding as " + std::to_string(l.b) + " segments with seqused_k") << "; "
+      << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
       << (l.paged ? "; block table " + std::to_string(l.max_num_blocks_per_seq) + " pages of " + std::to_string(l.page_block_size)
                   : "");
     res.message = m.str();

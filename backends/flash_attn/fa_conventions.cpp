@@ -61,7 +61,9 @@ std::string refusal_reason(Api api, const CaseSpec& c, const Built& built) {
     const auto& r = c.requests[i];
     const std::string at = "/requests/" + str(static_cast<int64_t>(i));
     if (r.doc_starts.size() > 1) return "FlashAttention-2 has no document mask (" + at + "/doc_starts)";
-    if (r.pad_start) return "FlashAttention-2 has no padding mask inside a sequence (" + at + "/pad_start)";
+    if (r.pad_start && api == Api::kKvcache)
+      return "flash_attn_with_kvcache has no padding mask inside a sequence (" + at +
+             "/pad_start; flash_attn.varlen takes it as segments with seqused_k)";
   }
   // FA2's non-causal ALiBi is symmetric, -slope |q_abs - k|; attnscope's is slope (k - q_abs), the same
   // only where keys past the query are masked (a window bounds the left side only)
@@ -152,11 +154,25 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
     l.unpadded_lse = true;
     l.cu_seqlens_q.push_back(0);
     l.cu_seqlens_k.push_back(0);
+    bool padded = false;
+    for (const auto& r : c.requests) padded = padded || r.pad_start;
     for (int r = 0; r < B; ++r) {
-      l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + c.requests[r].q_len);
+      const auto& q = c.requests[r];
+      // padding: the queries before pad_start see keys [0, pad_start) (FA2's bottom-right alignment
+      // puts them where attnscope does); the padding queries follow as a segment with no key
+      const int keys = q.pad_start ? *q.pad_start : q.kv_len;
+      const int real = q.pad_start ? std::clamp(*q.pad_start - (q.kv_len - q.q_len), 0, q.q_len) : q.q_len;
+      l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + real);
       // the ragged pool holds the requests back to back (paging.h: ragged storage is contiguous)
       l.cu_seqlens_k.push_back(p.pages.indptr[r + 1]);
+      if (padded) l.seqused_k.push_back(keys);
+      if (padded && real < q.q_len) {
+        l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + q.q_len - real);
+        l.cu_seqlens_k.push_back(p.pages.indptr[r + 1]);
+        l.seqused_k.push_back(0);
+      }
     }
+    l.b = static_cast<int>(l.cu_seqlens_q.size()) - 1;
     l.q_row_stride = l.o_row_stride = static_cast<int64_t>(Hq) * d;
     l.q_head_stride = l.o_head_stride = d;
     l.k_row_stride = static_cast<int64_t>(Hk) * d;

@@ -65,8 +65,10 @@ struct Launch {
   int num_splits = 1;               // after set_params_splitkv (1: no split)
   std::string num_splits_from;
   bool force_split_kernel = false;  // a paged cache runs only the split kernel (FA2's rule)
-  // rows that FA2 is not given (a request's padding queries, pad_start): O = 0, LSE = -inf
-  std::vector<int64_t> masked_tokens;
+  // varlen with padding (/requests/*/pad_start): one segment per request over its non-padding
+  // queries and keys, then one of its padding queries with no key (FA2 writes O = 0, LSE +inf there);
+  // seqused_k [b] gives each segment's keys. Empty: no padding, no seqused_k.
+  std::vector<int> seqused_k;
 };
 
 // The launch for a case refusal_reason accepts. `num_sms`: the device's SM count (get_num_sm).

@@ -238,3 +238,36 @@ TEST(FlashAttnConventions, TranslateAsTheApiDoes) {
   EXPECT_TRUE(l.is_causal);
   EXPECT_EQ(l.window_left, 768);
 }
+
+// Padding (pad_start) on flash_attn.varlen: each request becomes a segment of its queries before
+// pad_start over keys [0, pad_start) (seqused_k), then a segment of its padding queries with no key;
+// cu_seqlens_k keeps the pool's offsets. Without padding nothing changes (no seqused_k).
+TEST(FlashAttnConventions, PaddingBecomesSegmentsWithSequsedK) {
+  CaseSpec c;
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  c.kv_cache.storage = KvStorage::kRagged;
+  c.kv_cache.page_size = 1;
+  c.kv_cache.null_page = false;
+  c.attention.causal = true;
+  c.requests = {{100, 300}, {64, 64}, {50, 500}};
+  const fa::Built built{{128}, {DType::kBf16}};
+  fa::Launch l = fa::translate(fa::Api::kVarlen, c, make_plan(c), 132);
+  EXPECT_TRUE(l.seqused_k.empty());
+  EXPECT_EQ(l.b, 3);
+  c.requests[0].pad_start = 250;  // queries at 200..299: 50 real, 50 padding
+  c.requests[2].pad_start = 420;  // queries at 450..499: all padding
+  validate_case(c);
+  EXPECT_EQ(fa::refusal_reason(fa::Api::kVarlen, c, built), "");
+  EXPECT_NE(fa::refusal_reason(fa::Api::kKvcache, c, built).find("/requests/0/pad_start"), std::string::npos);
+  const Plan p = make_plan(c);
+  l = fa::translate(fa::Api::kVarlen, c, p, 132);
+  EXPECT_EQ(l.b, 5);
+  EXPECT_EQ(l.cu_seqlens_q, (std::vector<int>{0, 50, 100, 164, 164, 214}));
+  const int k1 = p.pages.indptr[1], k2 = p.pages.indptr[2], k3 = p.pages.indptr[3];
+  EXPECT_EQ(l.cu_seqlens_k, (std::vector<int>{0, k1, k1, k2, k3, k3}));
+  EXPECT_EQ(l.seqused_k, (std::vector<int>{250, 0, 64, 420, 0}));
+  EXPECT_EQ(l.total_q, 214);  // the LSE keeps attnscope's row order
+  EXPECT_EQ(l.seqlen_q, 100);
+}
