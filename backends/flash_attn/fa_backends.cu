@@ -138,13 +138,13 @@ class FaBackend final : public Backend {
     const int64_t total_q = c.total_q(), out_elems = total_q * Hq * d;
     const int64_t cache_elems = l.cache_src.empty() ? 0 : static_cast<int64_t>(l.b) * l.seqlen_k * Hk * d;
     const int64_t accum_rows = l.num_splits > 1 ? static_cast<int64_t>(l.num_splits) * l.b * l.h * l.seqlen_q : 0;
-    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_elems(l) * 4 + 2 * cache_elems * eb +
-                                    accum_rows * (l.d_rounded + 1) * 4,
+    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_buffer_elems(l) * 4 +
+                                    2 * cache_elems * eb + accum_rows * (l.d_rounded + 1) * 4,
                                 id() + " (inputs, outputs, cache copy, split partials)");
     cuda::DeviceWorkload w = cuda::make_device_workload(c, pl);
     LaunchBuffers b;
     b.o.alloc(std::max<int64_t>(out_elems, 1) * eb);
-    b.lse.alloc(std::max<int64_t>(lse_elems(l), 1) * 4);
+    b.lse.alloc(lse_buffer_elems(l) * 4);
     // Poison the outputs: an element FA2 does not write stays NaN and shows in the comparison.
     for (DeviceBuffer* x : {&b.o, &b.lse}) cuda::check(cudaMemset(x->as<void>(), 0xff, x->bytes()), "cudaMemset (poison)");
     if (accum_rows) {

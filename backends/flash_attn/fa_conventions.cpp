@@ -259,6 +259,11 @@ int64_t lse_elems(const Launch& l) {
   return l.api == Api::kVarlen ? static_cast<int64_t>(l.h) * l.total_q : static_cast<int64_t>(l.b) * l.h * l.seqlen_q;
 }
 
+int64_t lse_buffer_elems(const Launch& l) {
+  const int block_m = l.d % 128 == 0 ? 4 : (l.d % 64 == 0 ? 8 : 16);  // run_flash_splitkv_fwd's combine
+  return std::max<int64_t>(ceil_div(lse_elems(l), block_m) * block_m, 1);
+}
+
 std::vector<float> lse_to_attnscope(const Launch& l, const CaseSpec& c, const std::vector<float>& buf) {
   const int Hq = c.num_qo_heads;
   const int64_t T = c.total_q();

@@ -78,5 +78,9 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms);
 // becomes -inf, conventions.md section 1).
 std::vector<float> lse_to_attnscope(const Launch& l, const CaseSpec& c, const std::vector<float>& buf);
 int64_t lse_elems(const Launch& l);
+// The LSE buffer to allocate: lse_elems rounded up to the split-KV combine kernel's row block
+// (flash_fwd_splitkv_combine_kernel, kBlockM 4 / 8 / 16 by head dim), whose last block writes its
+// padded LSE rows unguarded where the LSE is not unpadded (PyTorch's allocator rounds to 512 bytes).
+int64_t lse_buffer_elems(const Launch& l);
 
 }  // namespace attnscope::peers::flash_attn

@@ -271,3 +271,24 @@ TEST(FlashAttnConventions, PaddingBecomesSegmentsWithSequsedK) {
   EXPECT_EQ(l.total_q, 214);  // the LSE keeps attnscope's row order
   EXPECT_EQ(l.seqlen_q, 100);
 }
+
+// The LSE buffer covers the split-KV combine's last row block: flash_fwd_splitkv_combine_kernel
+// writes kBlockM LSE rows per block (4 at head dim 128 / 256, 8 at 64, 16 at 96) with no bound on
+// the [b, h, seqlen_q] layout (memcheck caught 2 floats past a 1060-float buffer at head dim 64).
+TEST(FlashAttnConventions, LseBufferCoversTheCombinesLastBlock) {
+  for (int d : {64, 96, 128, 256}) {
+    CaseSpec c;
+    c.num_qo_heads = 4;
+    c.num_kv_heads = 4;  // no GQA swap: [b, h, seqlen_q] with seqlen_q 3
+    c.head_dim_qk = c.head_dim_vo = d;
+    c.kv_cache.storage = KvStorage::kRagged;
+    c.kv_cache.page_size = 1;
+    c.kv_cache.null_page = false;
+    c.requests.assign(5, {3, 5000});
+    const fa::Launch l = fa::translate(fa::Api::kKvcache, c, make_plan(c), 132);
+    ASSERT_EQ(fa::lse_elems(l), 5 * 4 * 3);
+    const int block_m = d % 128 == 0 ? 4 : (d % 64 == 0 ? 8 : 16);
+    const int64_t grid = (fa::lse_elems(l) + block_m - 1) / block_m;  // run_flash_splitkv_fwd's grid_combine
+    EXPECT_GE(fa::lse_buffer_elems(l), grid * block_m) << "d" << d;
+  }
+}
