@@ -134,6 +134,11 @@ class FaBackend final : public Backend {
     Result res;
     res.backend = id();
     const Launch l = translate(api_, c, pl, device_sms());
+    if (!l.engine_refusal.empty()) {  // what the engine builds is not what the kernel takes: no launch
+      res.status = Status::kUnsupported;
+      res.message = l.engine_refusal;
+      return res;
+    }
     const int Hq = c.num_qo_heads, Hk = c.num_kv_heads, d = c.head_dim_qk, eb = dtype_bytes(c.dtype);
     const int64_t total_q = c.total_q(), out_elems = total_q * Hq * d;
     const int64_t cache_elems = l.cache_src.empty() ? 0 : static_cast<int64_t>(l.b) * l.seqlen_k * Hk * d;
@@ -177,7 +182,7 @@ class FaBackend final : public Backend {
               ? ", window_size (" + std::to_string(l.window_left) + ", " + std::to_string(l.window_right) + ")"
               : "")
       << (l.seqused_k.empty() ? "" : "; padding as " + std::to_string(l.b) + " segments with seqused_k") << "; "
-      << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
+      << (l.fed.empty() ? "" : l.fed + "; ") << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
       << (l.paged ? "; block table " + std::to_string(l.max_num_blocks_per_seq) + " pages of " + std::to_string(l.page_block_size)
                   : "");
     res.message = m.str();

@@ -69,9 +69,19 @@ struct Launch {
   // queries and keys, then one of its padding queries with no key (FA2 writes O = 0, LSE +inf there);
   // seqused_k [b] gives each segment's keys. Empty: no padding, no seqused_k.
   std::vector<int> seqused_k;
+  // /engine sglang-fa (kvcache): the arrays above are SGLang's (cache_seqlens_int32, page_table, or
+  // local_attn_metadata's virtual batches); `fed` names them, `engine_refusal` is set (the tensor and
+  // the rule) where what SGLang builds is not what flash_attn_with_kvcache can take
+  std::string fed, engine_refusal;
 };
 
+// Replaces the kvcache launch's cache_seqlens / block table / batch by the tensors of SGLang's
+// FlashAttention backend (engine_metadata, sglang-fa), as forward_decode / forward_extend pass them
+// to flash_attn_with_kvcache. Sets l->fed, or l->engine_refusal naming the tensor and the rule.
+void feed_from_sglang(const CaseSpec& c, const Plan& p, Launch* l);
+
 // The launch for a case refusal_reason accepts. `num_sms`: the device's SM count (get_num_sm).
+// With /engine sglang-fa a kvcache launch is fed from SGLang's tensors (feed_from_sglang).
 Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms);
 
 // FA2's LSE buffer in attnscope's [total_q, qo_heads] order (natural log; +inf of an empty row

@@ -7,11 +7,15 @@
 // window / GQA-swap / stride translation), which every build compiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "attnscope/rng.h"
+#include "case_json.h"
 #include "fa_conventions.h"
 #include "fa_heuristic_reference.h"
 #include "fa_planner.h"
@@ -291,4 +295,35 @@ TEST(FlashAttnConventions, LseBufferCoversTheCombinesLastBlock) {
     const int64_t grid = (fa::lse_elems(l) + block_m - 1) / block_m;  // run_flash_splitkv_fwd's grid_combine
     EXPECT_GE(fa::lse_buffer_elems(l), grid * block_m) << "d" << d;
   }
+}
+
+// Every example FlashAttention-2 can run (with the default instantiation list) lists a flash_attn
+// backend it takes, and none lists one that refuses it.
+TEST(FlashAttnConventions, ExamplesListTheApiThatTakesThem) {
+  const fa::Built defaults{{64, 128, 256}, {DType::kBf16, DType::kFp16}};
+  int takes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".json") continue;
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    SCOPED_TRACE(e.path().filename().string());
+    bool any = false, listed = false;
+    for (auto [api, id] :
+         {std::pair{fa::Api::kVarlen, "flash_attn.varlen"}, std::pair{fa::Api::kKvcache, "flash_attn.kvcache"}}) {
+      // what run_backend asks before check(): the descriptor's expressions, FP8, sinks and trees
+      const BackendInfo* info = backend_info(id);
+      ASSERT_NE(info, nullptr) << id;
+      CaseSpec lowered;
+      std::string why = expressions_for(*info, c, &lowered);
+      if (why.empty()) why = fp8_for(*info, c);
+      if (why.empty() && (c.has_sinks() || c.has_trees())) why = "sinks / trees";
+      if (why.empty()) why = fa::refusal_reason(api, lowered, defaults);
+      const bool has = std::find(c.backends.begin(), c.backends.end(), id) != c.backends.end();
+      any = any || why.empty();
+      listed = listed || (has && why.empty());
+      EXPECT_FALSE(has && !why.empty()) << id << " is listed but refuses: " << why;
+    }
+    EXPECT_EQ(listed, any) << "FA2 takes this example: list flash_attn.varlen or flash_attn.kvcache in /backends";
+    takes += any;
+  }
+  EXPECT_GT(takes, 0);
 }

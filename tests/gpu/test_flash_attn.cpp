@@ -336,3 +336,47 @@ TEST(FlashAttn, SpeculativeVerifyOverALongCache) {
     check_twice_lowp(kKvcache, c);
   }
 }
+
+// /engine sglang-fa: flash_attn.kvcache fed SGLang's cache_seqlens_int32 and page_table (decode and
+// chain verify) gives the reference's result; Llama-4 chunked local, whose local_block_table SGLang
+// cuts from the token-slot table, is refused naming that tensor, with no launch (no crash).
+TEST(FlashAttn, FedFromSglangsTensors) {
+  REQUIRE_FA_GPU();
+  for (int q : {1, 4}) {
+    CaseSpec c = random_case(kKvcache, 31 + q);
+    c.name = "sglang-fa q_len " + std::to_string(q);
+    c.dtype = DType::kBf16;
+    c.head_dim_qk = c.head_dim_vo = 128;
+    c.num_qo_heads = 16;
+    c.num_kv_heads = 2;
+    c.attention = {};
+    c.attention.causal = true;
+    c.requests = {{q, 3000}, {q, 700}, {q, 5000}};
+    c.kv_cache.storage = KvStorage::kPaged;
+    c.kv_cache.page_size = 256;
+    c.kv_cache.null_page = true;
+    c.kv_cache.max_num_blocks_per_seq.reset();
+    c.engine = "sglang-fa";
+    validate_case(c);
+    if (!refusal(kKvcache, c).empty()) GTEST_SKIP() << refusal(kKvcache, c);
+    const Result a = check_twice_lowp(kKvcache, c);
+    EXPECT_NE(a.message.find("fed from SGLang's cache_seqlens_int32"), std::string::npos) << a.message;
+  }
+  CaseSpec c = random_case(kKvcache, 40);
+  c.dtype = DType::kBf16;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  c.attention = {};
+  c.attention.causal = true;
+  c.attention.local_chunk = 256;
+  c.requests = {{1, 1000}, {1, 600}, {1, 900}};
+  c.kv_cache.storage = KvStorage::kPaged;
+  c.kv_cache.page_size = 256;
+  c.kv_cache.null_page = true;
+  c.kv_cache.max_num_blocks_per_seq.reset();
+  c.engine = "sglang-fa";
+  validate_case(c);
+  const Plan p = plan_case(c);
+  const Result r = run_id(kKvcache, c, p, make_workload(c, p.pages));
+  EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  EXPECT_NE(r.message.find("local_attn_metadata.local_block_table["), std::string::npos) << r.message;
+}
