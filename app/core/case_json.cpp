@@ -256,9 +256,9 @@ void read_shape(const Obj& top, CaseSpec& c) {
 }  // namespace
 
 CaseFile parse_case(const json& j) {
-  Obj top(j, "",
-          {"schema", "name", "description", "requests", "heads", "head_dim", "mla", "dtype", "kv_cache", "attention", "split",
-           "data", "fp8_attention", "backends", "comparisons", "reference", "kernels", "environment", "recorded"});
+  Obj top(j, "", {"schema",      "name",      "description", "requests",    "heads",    "head_dim",      "mla",
+                  "dtype",       "kv_cache",  "attention",   "split",       "data",     "fp8_attention", "backends",
+                  "comparisons", "reference", "kernels",     "environment", "recorded", "engine"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -267,6 +267,7 @@ CaseFile parse_case(const json& j) {
   CaseSpec& c = f.spec;
   c.name = top.get_str("name", "");
   c.description = top.get_str("description", "");
+  c.engine = top.get_str("engine", "");
 
   top.require("requests");
   const json& reqs = top.array("requests");
@@ -462,6 +463,7 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["schema"] = kCaseSchema;
   j["name"] = c.name;
   j["description"] = c.description;
+  if (!c.engine.empty()) j["engine"] = c.engine;  // written only when set: other cases' text is unchanged
   ordered_json reqs = ordered_json::array();
   for (const auto& r : c.requests) {
     ordered_json q;

@@ -59,7 +59,7 @@ std::string arch_check() {
 
 // The buffers one launch reads and writes, besides the workload's Q / K / V.
 struct LaunchBuffers {
-  DeviceBuffer o, lse, oaccum, lseaccum, cu_q, cu_k, table, slopes, kcache, vcache;
+  DeviceBuffer o, lse, oaccum, lseaccum, cu_q, cu_k, seqused_k, table, slopes, kcache, vcache;
 };
 
 flash::Flash_fwd_params fill_params(const Launch& l, const CaseSpec& c, const cuda::DeviceWorkload& w, LaunchBuffers& b) {
@@ -103,6 +103,7 @@ flash::Flash_fwd_params fill_params(const Launch& l, const CaseSpec& c, const cu
   p.cu_seqlens_q = l.cu_seqlens_q.empty() ? nullptr : b.cu_q.as<int>();
   p.cu_seqlens_k = b.cu_k.as<int>();
   p.is_seqlens_k_cumulative = l.seqlens_k_cumulative;
+  p.seqused_k = l.seqused_k.empty() ? nullptr : b.seqused_k.as<int>();
   p.unpadded_lse = l.unpadded_lse;
   p.block_table = l.paged ? b.table.as<int>() : nullptr;
   p.block_table_batch_stride = l.max_num_blocks_per_seq;
@@ -133,17 +134,22 @@ class FaBackend final : public Backend {
     Result res;
     res.backend = id();
     const Launch l = translate(api_, c, pl, device_sms());
+    if (!l.engine_refusal.empty()) {  // what the engine builds is not what the kernel takes: no launch
+      res.status = Status::kUnsupported;
+      res.message = l.engine_refusal;
+      return res;
+    }
     const int Hq = c.num_qo_heads, Hk = c.num_kv_heads, d = c.head_dim_qk, eb = dtype_bytes(c.dtype);
     const int64_t total_q = c.total_q(), out_elems = total_q * Hq * d;
     const int64_t cache_elems = l.cache_src.empty() ? 0 : static_cast<int64_t>(l.b) * l.seqlen_k * Hk * d;
     const int64_t accum_rows = l.num_splits > 1 ? static_cast<int64_t>(l.num_splits) * l.b * l.h * l.seqlen_q : 0;
-    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_elems(l) * 4 + 2 * cache_elems * eb +
-                                    accum_rows * (l.d_rounded + 1) * 4,
+    cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_buffer_elems(l) * 4 +
+                                    2 * cache_elems * eb + accum_rows * (l.d_rounded + 1) * 4,
                                 id() + " (inputs, outputs, cache copy, split partials)");
     cuda::DeviceWorkload w = cuda::make_device_workload(c, pl);
     LaunchBuffers b;
     b.o.alloc(std::max<int64_t>(out_elems, 1) * eb);
-    b.lse.alloc(std::max<int64_t>(lse_elems(l), 1) * 4);
+    b.lse.alloc(lse_buffer_elems(l) * 4);
     // Poison the outputs: an element FA2 does not write stays NaN and shows in the comparison.
     for (DeviceBuffer* x : {&b.o, &b.lse}) cuda::check(cudaMemset(x->as<void>(), 0xff, x->bytes()), "cudaMemset (poison)");
     if (accum_rows) {
@@ -152,6 +158,7 @@ class FaBackend final : public Backend {
     }
     if (!l.cu_seqlens_q.empty()) b.cu_q = DeviceBuffer::from(l.cu_seqlens_q);
     b.cu_k = DeviceBuffer::from(l.cu_seqlens_k);
+    if (!l.seqused_k.empty()) b.seqused_k = DeviceBuffer::from(l.seqused_k);
     if (l.paged) b.table = DeviceBuffer::from(l.block_table);
     if (!l.alibi_slopes.empty()) b.slopes = DeviceBuffer::from(l.alibi_slopes);
     if (cache_elems) copy_cache(l, c, w, &b);
@@ -174,7 +181,8 @@ class FaBackend final : public Backend {
       << (c.attention.window && !l.is_causal
               ? ", window_size (" + std::to_string(l.window_left) + ", " + std::to_string(l.window_right) + ")"
               : "")
-      << "; " << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
+      << (l.seqused_k.empty() ? "" : "; padding as " + std::to_string(l.b) + " segments with seqused_k") << "; "
+      << (l.fed.empty() ? "" : l.fed + "; ") << l.num_splits_from << (l.swapped ? "; GQA decode swapped (seqlen_q = group)" : "")
       << (l.paged ? "; block table " + std::to_string(l.max_num_blocks_per_seq) + " pages of " + std::to_string(l.page_block_size)
                   : "");
     res.message = m.str();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attnscope/engine_metadata.h"
 #include "attnscope/mask.h"
 
 namespace attnscope::peers::flash_attn {
@@ -55,13 +56,18 @@ std::string refusal_reason(Api api, const CaseSpec& c, const Built& built) {
     return "not instantiated: this build compiled FlashAttention-2's kernels for " + list_text(built) +
            " (ATTNSCOPE_FLASH_ATTN_HEAD_DIMS / ATTNSCOPE_FLASH_ATTN_DTYPES), not " + dtype_name(c.dtype) + " d" +
            str(c.head_dim_qk);
-  if (c.attention.local_chunk) return "FlashAttention-2 has no chunked local attention (/attention/local_chunk)";
+  // SGLang runs chunked local attention on flash_attn_with_kvcache through its virtual batches
+  if (c.attention.local_chunk && !(api == Api::kKvcache && c.engine == "sglang-fa"))
+    return "FlashAttention-2 has no chunked local attention (/attention/local_chunk; flash_attn.kvcache runs SGLang's "
+           "virtual batches with /engine sglang-fa)";
   if (c.attention.prefix_lm) return "FlashAttention-2 has no prefix-LM mask (/attention/prefix_lm)";
   for (size_t i = 0; i < c.requests.size(); ++i) {
     const auto& r = c.requests[i];
     const std::string at = "/requests/" + str(static_cast<int64_t>(i));
     if (r.doc_starts.size() > 1) return "FlashAttention-2 has no document mask (" + at + "/doc_starts)";
-    if (r.pad_start) return "FlashAttention-2 has no padding mask inside a sequence (" + at + "/pad_start)";
+    if (r.pad_start && api == Api::kKvcache)
+      return "flash_attn_with_kvcache has no padding mask inside a sequence (" + at +
+             "/pad_start; flash_attn.varlen takes it as segments with seqused_k)";
   }
   // FA2's non-causal ALiBi is symmetric, -slope |q_abs - k|; attnscope's is slope (k - q_abs), the same
   // only where keys past the query are masked (a window bounds the left side only)
@@ -123,6 +129,75 @@ int num_splits_arg(const CaseSpec& c, int64_t seqlen_k, std::string* from) {
   return 0;
 }
 
+namespace {
+
+// "" when every cell of the engine's table is a page of the pool, else the first that is not.
+std::string table_outside_pool(const EngineTensor& t, const PageTable& pt) {
+  const int64_t width = t.shape.size() == 2 ? t.shape[1] : 1;
+  for (size_t i = 0; i < t.values.size(); ++i)
+    if (t.values[i] < 0 || t.values[i] >= pt.num_pages)
+      return t.name + "[" + str(static_cast<int64_t>(i) / width) + "][" + str(static_cast<int64_t>(i) % width) +
+             "] = " + str(t.values[i]) + " is not a page of the pool (" + str(pt.num_pages) + " pages of " + str(pt.page_size) +
+             " tokens)" + (t.slots ? ": the table holds token slots, which flash_attn_with_kvcache reads as page ids" : "");
+  return "";
+}
+
+}  // namespace
+
+void feed_from_sglang(const CaseSpec& c, const Plan& p, Launch* l) {
+  const EngineView v = engine_metadata(Engine::kSglangFa, c, p);
+  const std::string at = "/engine sglang-fa: ";
+  if (v.refusal) {
+    l->engine_refusal = at + *v.refusal;
+    return;
+  }
+  if (v.mode.rfind("decode", 0) != 0 && v.mode.rfind("target_verify", 0) != 0 && v.mode.rfind("extend", 0) != 0) {
+    l->engine_refusal = at + "SGLang's " + v.mode + " mode is not fed to flash_attn.kvcache (decode, target_verify, extend)";
+    return;
+  }
+  if (v.mode == "target_verify_topk") {
+    l->engine_refusal = at + "a tree verify's expand pass (expand.page_table of token slots) is not fed to flash_attn.kvcache";
+    return;
+  }
+  if (!l->paged) {
+    l->engine_refusal = at +
+                        "page_table: ragged storage is SGLang's page_size 1 pool, whose table of token slots needs a "
+                        "paged KV block size of 1; flash_attn_with_kvcache needs a multiple of 256 (/kv_cache/storage)";
+    return;
+  }
+  const bool local = c.attention.local_chunk.has_value();
+  const std::string pre = local ? "local_attn_metadata." : "";
+  const EngineTensor* seq = v.find(pre + (local ? "local_seqused_k" : "cache_seqlens_int32"));
+  const EngineTensor* cuq = v.find(pre + (local ? "local_query_start_loc" : "cu_seqlens_q"));
+  const EngineTensor* table = v.find(pre + (local ? "local_block_table" : "page_table"));
+  if (!seq || !cuq || !table || table->shape.size() != 2) {
+    l->engine_refusal = at + "the " + v.mode + " view has no " + pre + "cache_seqlens / cu_seqlens_q / table";
+    return;
+  }
+  // flash_attn_with_kvcache (FA2) has no cu_seqlens_q: q is [batch, seqlen_q], one length for all
+  const int L = c.requests[0].q_len, n = static_cast<int>(cuq->values.size()) - 1;
+  for (int i = 0; i < n; ++i) {
+    const int64_t q = cuq->values[i + 1] - cuq->values[i];
+    if (q == L && n == static_cast<int>(c.requests.size())) continue;
+    l->engine_refusal = at + cuq->name + ": batch " + str(i) + " of " + str(n) + " holds " + str(q) +
+                        " queries; flash_attn_with_kvcache takes q as [batch, seqlen_q] (" +
+                        str(static_cast<int64_t>(c.requests.size())) + " x " + str(L) +
+                        ") and no cu_seqlens_q (FA3's varlen-q path, which SGLang calls, has it)";
+    return;
+  }
+  if (auto why = table_outside_pool(*table, p.pages); !why.empty()) {
+    l->engine_refusal = at + why;
+    return;
+  }
+  l->b = n;
+  l->cu_seqlens_k.assign(seq->values.begin(), seq->values.end());
+  l->max_num_blocks_per_seq = static_cast<int>(table->shape[1]);
+  l->block_table.assign(table->values.begin(), table->values.end());
+  l->seqlen_k = l->max_num_blocks_per_seq * l->page_block_size;
+  l->fed =
+      "fed from SGLang's " + seq->name + ", " + table->name + " [" + str(n) + ", " + str(table->shape[1]) + "] (" + v.mode + ")";
+}
+
 Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
   Launch l;
   l.api = api;
@@ -152,11 +227,25 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
     l.unpadded_lse = true;
     l.cu_seqlens_q.push_back(0);
     l.cu_seqlens_k.push_back(0);
+    bool padded = false;
+    for (const auto& r : c.requests) padded = padded || r.pad_start;
     for (int r = 0; r < B; ++r) {
-      l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + c.requests[r].q_len);
+      const auto& q = c.requests[r];
+      // padding: the queries before pad_start see keys [0, pad_start) (FA2's bottom-right alignment
+      // puts them where attnscope does); the padding queries follow as a segment with no key
+      const int keys = q.pad_start ? *q.pad_start : q.kv_len;
+      const int real = q.pad_start ? std::clamp(*q.pad_start - (q.kv_len - q.q_len), 0, q.q_len) : q.q_len;
+      l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + real);
       // the ragged pool holds the requests back to back (paging.h: ragged storage is contiguous)
       l.cu_seqlens_k.push_back(p.pages.indptr[r + 1]);
+      if (padded) l.seqused_k.push_back(keys);
+      if (padded && real < q.q_len) {
+        l.cu_seqlens_q.push_back(l.cu_seqlens_q.back() + q.q_len - real);
+        l.cu_seqlens_k.push_back(p.pages.indptr[r + 1]);
+        l.seqused_k.push_back(0);
+      }
     }
+    l.b = static_cast<int>(l.cu_seqlens_q.size()) - 1;
     l.q_row_stride = l.o_row_stride = static_cast<int64_t>(Hq) * d;
     l.q_head_stride = l.o_head_stride = d;
     l.k_row_stride = static_cast<int64_t>(Hk) * d;
@@ -204,13 +293,14 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
       l.k_row_stride = static_cast<int64_t>(Hk) * d;
       l.k_head_stride = d;
     }
+    if (c.engine == "sglang-fa") feed_from_sglang(c, p, &l);
     // set_params_splitkv
     int arg = num_splits_arg(c, l.seqlen_k, &l.num_splits_from);
     if (arg < 1) {
       const int block_n = d <= 64 ? 256 : (d <= 128 ? 128 : 64);
       const int n_blocks = static_cast<int>(ceil_div(l.seqlen_k, block_n));
       const int m_blocks = static_cast<int>(ceil_div(l.seqlen_q, 64));
-      arg = num_splits_heuristic(B * l.h * m_blocks, num_sms * 2, n_blocks, 128);
+      arg = num_splits_heuristic(l.b * l.h * m_blocks, num_sms * 2, n_blocks, 128);
       l.num_splits_from += " (" + str(num_sms) + " SMs) chose " + str(arg);
     }
     l.num_splits = arg;
@@ -241,6 +331,11 @@ Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms) {
 
 int64_t lse_elems(const Launch& l) {
   return l.api == Api::kVarlen ? static_cast<int64_t>(l.h) * l.total_q : static_cast<int64_t>(l.b) * l.h * l.seqlen_q;
+}
+
+int64_t lse_buffer_elems(const Launch& l) {
+  const int block_m = l.d % 128 == 0 ? 4 : (l.d % 64 == 0 ? 8 : 16);  // run_flash_splitkv_fwd's combine
+  return std::max<int64_t>(ceil_div(lse_elems(l), block_m) * block_m, 1);
 }
 
 std::vector<float> lse_to_attnscope(const Launch& l, const CaseSpec& c, const std::vector<float>& buf) {

@@ -65,16 +65,32 @@ struct Launch {
   int num_splits = 1;               // after set_params_splitkv (1: no split)
   std::string num_splits_from;
   bool force_split_kernel = false;  // a paged cache runs only the split kernel (FA2's rule)
-  // rows that FA2 is not given (a request's padding queries, pad_start): O = 0, LSE = -inf
-  std::vector<int64_t> masked_tokens;
+  // varlen with padding (/requests/*/pad_start): one segment per request over its non-padding
+  // queries and keys, then one of its padding queries with no key (FA2 writes O = 0, LSE +inf there);
+  // seqused_k [b] gives each segment's keys. Empty: no padding, no seqused_k.
+  std::vector<int> seqused_k;
+  // /engine sglang-fa (kvcache): the arrays above are SGLang's (cache_seqlens_int32, page_table, or
+  // local_attn_metadata's virtual batches); `fed` names them, `engine_refusal` is set (the tensor and
+  // the rule) where what SGLang builds is not what flash_attn_with_kvcache can take
+  std::string fed, engine_refusal;
 };
 
+// Replaces the kvcache launch's cache_seqlens / block table / batch by the tensors of SGLang's
+// FlashAttention backend (engine_metadata, sglang-fa), as forward_decode / forward_extend pass them
+// to flash_attn_with_kvcache. Sets l->fed, or l->engine_refusal naming the tensor and the rule.
+void feed_from_sglang(const CaseSpec& c, const Plan& p, Launch* l);
+
 // The launch for a case refusal_reason accepts. `num_sms`: the device's SM count (get_num_sm).
+// With /engine sglang-fa a kvcache launch is fed from SGLang's tensors (feed_from_sglang).
 Launch translate(Api api, const CaseSpec& c, const Plan& p, int num_sms);
 
 // FA2's LSE buffer in attnscope's [total_q, qo_heads] order (natural log; +inf of an empty row
 // becomes -inf, conventions.md section 1).
 std::vector<float> lse_to_attnscope(const Launch& l, const CaseSpec& c, const std::vector<float>& buf);
 int64_t lse_elems(const Launch& l);
+// The LSE buffer to allocate: lse_elems rounded up to the split-KV combine kernel's row block
+// (flash_fwd_splitkv_combine_kernel, kBlockM 4 / 8 / 16 by head dim), whose last block writes its
+// padded LSE rows unguarded where the LSE is not unpadded (PyTorch's allocator rounds to 512 bytes).
+int64_t lse_buffer_elems(const Launch& l);
 
 }  // namespace attnscope::peers::flash_attn

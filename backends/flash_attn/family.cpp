@@ -17,8 +17,9 @@ BackendFamily flash_attn_family() {
   f.backends = {
       {"flash_attn.varlen", "FlashAttention-2 varlen forward (flash_attn_varlen_func: cu_seqlens_q / cu_seqlens_k)",
        "bf16 / fp16, the compiled head dims (ATTNSCOPE_FLASH_ATTN_HEAD_DIMS; Q, K, V alike, up to 256), ragged K/V "
-       "(/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal; no documents, "
-       "prefix-LM, padding, chunked local, mask_mod, sinks, trees, FP8 or MLA; the non-split prefill kernel",
+       "(/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal, padding (pad_start: "
+       "segments with seqused_k, the padding queries a segment with no key); no documents, prefix-LM, chunked "
+       "local, mask_mod, sinks, trees, FP8 or MLA; the non-split prefill kernel",
        E::kNone, E::kLowered, true, true, false, Role::kNone, 0},
       {"flash_attn.kvcache",
        "FlashAttention-2 with a KV cache (flash_attn_with_kvcache: cache_seqlens, block table, split-KV + combine)",

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/engine_metadata.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
@@ -295,6 +296,8 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   const auto& a = c.attention;
   const int ps = c.kv_cache.page_size;
 
+  require(c.engine.empty() || parse_engine(c.engine).has_value(), "/engine",
+          "\"" + c.engine + "\" is not an engine (" + kEngineIds + ")");
   require(!c.requests.empty(), "/requests", "must hold at least 1 request");
   require(c.requests.size() <= kMaxRequests, "/requests",
           std::to_string(c.requests.size()) + " requests, at most " + std::to_string(kMaxRequests) + " allowed");

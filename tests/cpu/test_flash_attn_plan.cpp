@@ -7,11 +7,15 @@
 // window / GQA-swap / stride translation), which every build compiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "attnscope/library_plan.h"
 #include "attnscope/plan.h"
+#include "attnscope/registry.h"
 #include "attnscope/rng.h"
+#include "case_json.h"
 #include "fa_conventions.h"
 #include "fa_heuristic_reference.h"
 #include "fa_planner.h"
@@ -237,4 +241,89 @@ TEST(FlashAttnConventions, TranslateAsTheApiDoes) {
   l = kv_launch(c, 132);
   EXPECT_TRUE(l.is_causal);
   EXPECT_EQ(l.window_left, 768);
+}
+
+// Padding (pad_start) on flash_attn.varlen: each request becomes a segment of its queries before
+// pad_start over keys [0, pad_start) (seqused_k), then a segment of its padding queries with no key;
+// cu_seqlens_k keeps the pool's offsets. Without padding nothing changes (no seqused_k).
+TEST(FlashAttnConventions, PaddingBecomesSegmentsWithSequsedK) {
+  CaseSpec c;
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  c.kv_cache.storage = KvStorage::kRagged;
+  c.kv_cache.page_size = 1;
+  c.kv_cache.null_page = false;
+  c.attention.causal = true;
+  c.requests = {{100, 300}, {64, 64}, {50, 500}};
+  const fa::Built built{{128}, {DType::kBf16}};
+  fa::Launch l = fa::translate(fa::Api::kVarlen, c, make_plan(c), 132);
+  EXPECT_TRUE(l.seqused_k.empty());
+  EXPECT_EQ(l.b, 3);
+  c.requests[0].pad_start = 250;  // queries at 200..299: 50 real, 50 padding
+  c.requests[2].pad_start = 420;  // queries at 450..499: all padding
+  validate_case(c);
+  EXPECT_EQ(fa::refusal_reason(fa::Api::kVarlen, c, built), "");
+  EXPECT_NE(fa::refusal_reason(fa::Api::kKvcache, c, built).find("/requests/0/pad_start"), std::string::npos);
+  const Plan p = make_plan(c);
+  l = fa::translate(fa::Api::kVarlen, c, p, 132);
+  EXPECT_EQ(l.b, 5);
+  EXPECT_EQ(l.cu_seqlens_q, (std::vector<int>{0, 50, 100, 164, 164, 214}));
+  const int k1 = p.pages.indptr[1], k2 = p.pages.indptr[2], k3 = p.pages.indptr[3];
+  EXPECT_EQ(l.cu_seqlens_k, (std::vector<int>{0, k1, k1, k2, k3, k3}));
+  EXPECT_EQ(l.seqused_k, (std::vector<int>{250, 0, 64, 420, 0}));
+  EXPECT_EQ(l.total_q, 214);  // the LSE keeps attnscope's row order
+  EXPECT_EQ(l.seqlen_q, 100);
+}
+
+// The LSE buffer covers the split-KV combine's last row block: flash_fwd_splitkv_combine_kernel
+// writes kBlockM LSE rows per block (4 at head dim 128 / 256, 8 at 64, 16 at 96) with no bound on
+// the [b, h, seqlen_q] layout (memcheck caught 2 floats past a 1060-float buffer at head dim 64).
+TEST(FlashAttnConventions, LseBufferCoversTheCombinesLastBlock) {
+  for (int d : {64, 96, 128, 256}) {
+    CaseSpec c;
+    c.num_qo_heads = 4;
+    c.num_kv_heads = 4;  // no GQA swap: [b, h, seqlen_q] with seqlen_q 3
+    c.head_dim_qk = c.head_dim_vo = d;
+    c.kv_cache.storage = KvStorage::kRagged;
+    c.kv_cache.page_size = 1;
+    c.kv_cache.null_page = false;
+    c.requests.assign(5, {3, 5000});
+    const fa::Launch l = fa::translate(fa::Api::kKvcache, c, make_plan(c), 132);
+    ASSERT_EQ(fa::lse_elems(l), 5 * 4 * 3);
+    const int block_m = d % 128 == 0 ? 4 : (d % 64 == 0 ? 8 : 16);
+    const int64_t grid = (fa::lse_elems(l) + block_m - 1) / block_m;  // run_flash_splitkv_fwd's grid_combine
+    EXPECT_GE(fa::lse_buffer_elems(l), grid * block_m) << "d" << d;
+  }
+}
+
+// Every example FlashAttention-2 can run (with the default instantiation list) lists a flash_attn
+// backend it takes, and none lists one that refuses it.
+TEST(FlashAttnConventions, ExamplesListTheApiThatTakesThem) {
+  const fa::Built defaults{{64, 128, 256}, {DType::kBf16, DType::kFp16}};
+  int takes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".json") continue;
+    const CaseSpec c = read_case_file(e.path().string()).spec;
+    SCOPED_TRACE(e.path().filename().string());
+    bool any = false, listed = false;
+    for (auto [api, id] :
+         {std::pair{fa::Api::kVarlen, "flash_attn.varlen"}, std::pair{fa::Api::kKvcache, "flash_attn.kvcache"}}) {
+      // what run_backend asks before check(): the descriptor's expressions, FP8, sinks and trees
+      const BackendInfo* info = backend_info(id);
+      ASSERT_NE(info, nullptr) << id;
+      CaseSpec lowered;
+      std::string why = expressions_for(*info, c, &lowered);
+      if (why.empty()) why = fp8_for(*info, c);
+      if (why.empty() && (c.has_sinks() || c.has_trees())) why = "sinks / trees";
+      if (why.empty()) why = fa::refusal_reason(api, lowered, defaults);
+      const bool has = std::find(c.backends.begin(), c.backends.end(), id) != c.backends.end();
+      any = any || why.empty();
+      listed = listed || (has && why.empty());
+      EXPECT_FALSE(has && !why.empty()) << id << " is listed but refuses: " << why;
+    }
+    EXPECT_EQ(listed, any) << "FA2 takes this example: list flash_attn.varlen or flash_attn.kvcache in /backends";
+    takes += any;
+  }
+  EXPECT_GT(takes, 0);
 }

@@ -179,6 +179,9 @@ struct CaseSpec {
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
   std::optional<int> pad_head_dim_to;  // the padded flash backend: zero-pad head dims to this (default 64),
                                        // sm_scale kept from the true head dim (FlashInfer workaround)
+  // /engine: "" (the backends build their own metadata) or an engine id (engine_metadata.h): the
+  // real-library backends that engine drives are fed the metadata tensors it builds for the batch
+  std::string engine;
   bool operator==(const CaseSpec&) const = default;
 
   int group_size() const { return num_qo_heads / num_kv_heads; }
