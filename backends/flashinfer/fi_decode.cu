@@ -305,7 +305,8 @@ GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p
   });
   io.upload(rep);
   try {
-    plan(rep, &ws, &ri, &rfb, &rib);
+    plan(rep, nullptr, nullptr, &rfb, &rib);  // what the real batch's plan needs, then the plan into the captured workspace
+    plan(rep, &ws, &ri, &fb, &ib);
   } catch (const std::exception& e) {
     r.checks.push_back(
         {"fits the captured grid", false, false, std::string("does not fit: DecodePlan for the real batch: ") + e.what()});

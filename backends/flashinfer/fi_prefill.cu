@@ -334,8 +334,6 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
                               u.page_size, true, eb, wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, eb),
         "PrefillPlan (CUDA graph)");
     cuda::check(cudaDeviceSynchronize(), "PrefillPlan (copy of the plan to the int workspace)");
-    *fb = ws->float_bytes;
-    *ib = ws->int_bytes;
   };
   auto grid = [&](const FiUnits& u, const fi::PrefillPlanInfo& i, const Workspaces& ws) {
     GraphGrid g;

@@ -6,6 +6,7 @@
 // do not capture saying why. Skips with the reason without a device or the flashinfer family.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
 #include "attnscope/registry.h"
@@ -159,6 +160,7 @@ TEST(CudaGraphGpu, FixedSplitThatOutgrowsTheCaptureIsAVerdictNotACrash) {
   EXPECT_NE(k->detail.find("does not fit"), std::string::npos) << k->detail;
   EXPECT_NE(k->detail.find("captured"), std::string::npos) << k->detail;
   EXPECT_EQ(check_of(g, "real rows"), nullptr) << "a replay that does not fit is not replayed";
+  std::printf("verdict: %s\n", k->detail.c_str());
   EXPECT_EQ(s->summary().state, RunSummary::State::kFailed);
 }
 
