@@ -372,6 +372,9 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   size_t rfb = 0, rib = 0;
   GraphGrid want = r.captured_grid;
   want.new_batch = fixed_split_ctas(rep, c.group_size(), r.captured_grid.cta_tile_q, sa.fixed_split_size);
+  if (sa.fixed_split_size > 0)  // PrefillSplitQOKVIndptr: a fixed split turns split-KV on when any entry has two chunks
+    for (size_t i = 0; i + 1 < rep.kv_indptr.size(); ++i)
+      want.split_kv = want.split_kv || rep.kv_indptr[i + 1] - rep.kv_indptr[i] > sa.fixed_split_size;
   want.float_ws = want.int_ws = 0;
   try {
     plan(rep, nullptr, nullptr, &rfb, &rib);  // what the real batch's plan needs, then the plan into the captured workspace
