@@ -253,6 +253,17 @@ void read_shape(const Obj& top, CaseSpec& c) {
   }
 }
 
+// /cuda_graph (docs/case-format.md): the bucket a graph was captured at and whose padding replays it.
+void read_cuda_graph(const Obj& top, CaseSpec& c) {
+  if (!top.has("cuda_graph")) return;
+  Obj g(top.raw("cuda_graph"), "/cuda_graph", {"bucket", "engine"});
+  g.require("bucket");
+  CudaGraphSpec cg;
+  cg.bucket = g.get_int("bucket", 1);
+  cg.engine = g.get_enum("engine", GraphEngine::kSglang, {{"sglang", GraphEngine::kSglang}, {"vllm", GraphEngine::kVllm}});
+  c.cuda_graph = cg;
+}
+
 }  // namespace
 
 CaseFile parse_case(const json& j) {
@@ -335,14 +346,7 @@ CaseFile parse_case(const json& j) {
     sp.partials =
         s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
   }
-  if (top.has("cuda_graph")) {
-    Obj g(top.raw("cuda_graph"), "/cuda_graph", {"bucket", "engine"});
-    g.require("bucket");
-    CudaGraphSpec cg;
-    cg.bucket = g.get_int("bucket", 1);
-    cg.engine = g.get_enum("engine", GraphEngine::kSglang, {{"sglang", GraphEngine::kSglang}, {"vllm", GraphEngine::kVllm}});
-    c.cuda_graph = cg;
-  }
+  read_cuda_graph(top, c);
   if (top.has("data")) {
     Obj d(top.raw("data"), "/data", {"seed", "mean", "std", "outliers"});
     c.data.seed = d.opt_u64("seed").value_or(1);
