@@ -7,6 +7,8 @@
 #include "attnscope/paging.h"
 #include "attnscope/registry.h"
 #include "case_json.h"
+#include "cuda_graph_run.h"
+#include "report_json.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -170,4 +172,32 @@ TEST(CudaGraphPad, BackendsThatDoNotCaptureSayWhy) {
   // no backend without /cuda_graph carries a report
   c.cuda_graph.reset();
   EXPECT_FALSE(run_session(CaseFile{c})->result("cpu.reference")->graph.has_value());
+}
+
+TEST(CudaGraphPad, ReportsCarryTheReplayAndThePaddedBatch) {
+  CaseSpec c = mk({{1, 5}, {1, 3}}, 4, 4);
+  validate_case(c);
+  Result r;
+  r.backend = "flashinfer.decode";
+  GraphReplayReport g;
+  g.captured = true;
+  g.engine = "sglang";
+  g.bucket = 4;
+  g.live = 2;
+  g.captured_grid = g.replay_grid = GraphGrid{4, 132, 2, 0, true, 0, 64, 1024, 512};
+  g.checks.push_back({"fits the captured grid", true, false, "replay plan = captured plan"});
+  g.checks.push_back({"real rows", false, false, "3 elements differ"});
+  r.graph = g;
+  const auto j = result_to_json(r);
+  EXPECT_EQ(j.at("cuda_graph").at("bucket"), 4);
+  EXPECT_EQ(j.at("cuda_graph").at("captured_grid").at("padded_batch"), 132);
+  EXPECT_EQ(j.at("cuda_graph").at("checks").at(1).at("verdict"), "FAIL");
+  const std::string text = graph_report_text(r);
+  EXPECT_NE(text.find("captured: 4 entries, grid 132 x 2 CTAs, split-KV chunk 64 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("FAIL real rows: 3 elements differ"), std::string::npos) << text;
+  EXPECT_TRUE(g.failed());
+  // plan's CUDA GRAPH section lists the padded entries
+  const std::string plan = graph_pad_text(c, make_plan(c));
+  EXPECT_NE(plan.find("bucket 4: 2 live + 2 padded entries"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("  3      pad      1        0         [1]"), std::string::npos) << plan;
 }
