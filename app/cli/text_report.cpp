@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "../core/cuda_graph_run.h"
 #include "../core/report_json.h"
 #include "attnscope/compare.h"
 #include "attnscope/fp8.h"
@@ -273,6 +274,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
 
   print_library_plans(o, p);
   print_mla_library_plan(o, p);
+  o << graph_pad_text(c, p);  // /cuda_graph: the padded batch
 
   o << "\nBLOCK MAP  ";
   o << block_map_text(p.blocks);
@@ -309,6 +311,7 @@ void print_session(std::ostream& o, const Session& s) {
     o << pad(r.backend, wb) << pad(status_name(r.status), ws) << pad(fmt("%.1f", r.timing.host_ms), 10)
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
+  for (const auto& r : s.results) o << graph_report_text(r);  // /cuda_graph replays
   if (!s.diffs.empty()) {
     // each row names its rule: a case may compare the same pair under two rules
     std::vector<std::string> names;

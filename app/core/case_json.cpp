@@ -253,12 +253,23 @@ void read_shape(const Obj& top, CaseSpec& c) {
   }
 }
 
+// /cuda_graph (docs/case-format.md): the bucket a graph was captured at and whose padding replays it.
+void read_cuda_graph(const Obj& top, CaseSpec& c) {
+  if (!top.has("cuda_graph")) return;
+  Obj g(top.raw("cuda_graph"), "/cuda_graph", {"bucket", "engine"});
+  g.require("bucket");
+  CudaGraphSpec cg;
+  cg.bucket = g.get_int("bucket", 1);
+  cg.engine = g.get_enum("engine", GraphEngine::kSglang, {{"sglang", GraphEngine::kSglang}, {"vllm", GraphEngine::kVllm}});
+  c.cuda_graph = cg;
+}
+
 }  // namespace
 
 CaseFile parse_case(const json& j) {
-  Obj top(j, "", {"schema",      "name",      "description", "requests",    "heads",    "head_dim",      "mla",
-                  "dtype",       "kv_cache",  "attention",   "split",       "data",     "fp8_attention", "backends",
-                  "comparisons", "reference", "kernels",     "environment", "recorded", "engine"});
+  Obj top(j, "", {"schema",   "name",        "description", "requests", "heads",       "head_dim", "mla",
+                  "dtype",    "kv_cache",    "attention",   "split",    "cuda_graph",  "data",     "fp8_attention",
+                  "backends", "comparisons", "reference",   "kernels",  "environment", "recorded", "engine"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -336,6 +347,7 @@ CaseFile parse_case(const json& j) {
     sp.partials =
         s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
   }
+  read_cuda_graph(top, c);
   if (top.has("data")) {
     Obj d(top.raw("data"), "/data", {"seed", "mean", "std", "outliers"});
     c.data.seed = d.opt_u64("seed").value_or(1);
@@ -513,6 +525,8 @@ ordered_json case_to_json(const CaseSpec& c) {
   j["split"] = {{"planner", planner_name(s.planner)},  {"fixed_split_size", opt(s.fixed_split_size)},
                 {"fixed_tile_q", opt(s.fixed_tile_q)}, {"num_sms", s.num_sms},
                 {"cuda_graph", s.cuda_graph},          {"partials", partials_name(s.partials)}};
+  if (c.cuda_graph)  // written only when set, so the canonical text of every other case is unchanged
+    j["cuda_graph"] = {{"bucket", c.cuda_graph->bucket}, {"engine", graph_engine_name(c.cuda_graph->engine)}};
   ordered_json d;
   d["seed"] = c.data.seed;
   d["mean"] = c.data.mean;

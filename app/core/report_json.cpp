@@ -292,6 +292,36 @@ ordered_json result_to_json(const Result& r) {
   j["message"] = r.message;
   j["sampled"] = !r.row_valid.empty();
   if (r.ok()) j["digest"] = result_digest(r);
+  if (r.graph) {  // /cuda_graph: the capture and replay (docs/conventions.md, "CUDA-graph replay")
+    const GraphReplayReport& g = *r.graph;
+    auto grid = [](const GraphGrid& x) {
+      return ordered_json{{"entries", x.entries},
+                          {"padded_batch", x.padded_batch},
+                          {"kv_heads", x.kv_heads},
+                          {"ctas_needed", x.new_batch},
+                          {"split_kv", x.split_kv},
+                          {"cta_tile_q", x.cta_tile_q},
+                          {"kv_chunk_tokens", x.kv_chunk_tokens},
+                          {"float_workspace", x.float_ws},
+                          {"int_workspace", x.int_ws}};
+    };
+    ordered_json checks = ordered_json::array();
+    for (const auto& k : g.checks)
+      checks.push_back({{"check", k.what},
+                        {"verdict", k.skipped ? "not checked"
+                                    : k.pass  ? "pass"
+                                              : "FAIL"},
+                        {"detail", k.detail}});
+    j["cuda_graph"] = {{"captured", g.captured},
+                       {"not_captured", g.not_captured},
+                       {"engine", g.engine},
+                       {"bucket", g.bucket},
+                       {"live", g.live},
+                       {"captured_grid", grid(g.captured_grid)},
+                       {"replay_grid", grid(g.replay_grid)},
+                       {"checks", checks},
+                       {"notes", g.notes}};
+  }
   j["host_ms"] = r.timing.host_ms;
   if (r.timing.reps > 0)
     j["device_ms"] = {{"median", r.timing.device_ms},

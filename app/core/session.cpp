@@ -4,6 +4,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
+#include "cuda_graph_run.h"
 
 namespace attnscope {
 
@@ -37,7 +38,15 @@ const char* replay_kind_name(ReplayKind k) {
 
 RunSummary Session::summary() const {
   RunSummary m;
-  for (const auto& r : results) m.backend_errors += r.status == Status::kError;
+  for (const auto& r : results) {
+    m.backend_errors += r.status == Status::kError;
+    if (r.graph)
+      for (const auto& k : r.graph->checks) {
+        ++m.graph_checks;
+        m.graph_failed += !k.pass && !k.skipped;
+        m.graph_skipped += k.skipped;
+      }
+  }
   for (const auto& d : diffs) {
     ++m.comparisons;
     m.comparisons_skipped += d.verdict.skipped;
@@ -53,9 +62,9 @@ RunSummary Session::summary() const {
     m.records_differ += rp.state == ReplayState::kDiffers;
     m.records_unchecked += rp.state == ReplayState::kNotChecked;
   }
-  if (m.backend_errors || m.comparisons_failed || m.digests_differ || m.records_differ)
+  if (m.backend_errors || m.comparisons_failed || m.digests_differ || m.records_differ || m.graph_failed)
     m.state = RunSummary::State::kFailed;
-  else if (m.digests_unchecked || m.records_unchecked || m.comparisons_skipped)
+  else if (m.digests_unchecked || m.records_unchecked || m.comparisons_skipped || m.graph_skipped)
     m.state = RunSummary::State::kNotChecked;
   return m;
 }
@@ -78,6 +87,10 @@ std::string RunSummary::line() const {
     add(std::to_string(digests_identical) + " of " + std::to_string(digests) + " recorded digests bit-identical" +
         (digests_differ ? ", " + std::to_string(digests_differ) + " differ" : "") +
         (digests_unchecked ? ", " + std::to_string(digests_unchecked) + " not checked" : ""));
+  if (graph_checks)
+    add(std::to_string(graph_checks - graph_failed - graph_skipped) + " of " + std::to_string(graph_checks) +
+        " CUDA-graph checks pass" + (graph_failed ? ", " + std::to_string(graph_failed) + " fail" : "") +
+        (graph_skipped ? ", " + std::to_string(graph_skipped) + " not checked" : ""));
   const int records = records_equal + records_differ + records_unchecked;
   if (records)
     add(std::to_string(records_equal) + " of " + std::to_string(records) + " recorded plan and verdicts equal" +
@@ -178,7 +191,9 @@ void run_session_backends(Session& s, const SessionOptions& opt, const std::func
       ro.threads = opt.threads;
       ro.progress = [&, id](double x) { progress(id, x); };
       progress(id, 0);
-      s.results.push_back(run_one(id, c, s.plan, w, ro));
+      Result r = run_one(id, c, s.plan, w, ro);
+      attach_graph_replay(id, c, s.plan, &r);  // /cuda_graph only
+      s.results.push_back(std::move(r));
     }
     if (on_result) on_result(s);
   }
@@ -304,6 +319,7 @@ void replay_recorded(Session& s) {
 
 void finish_session(Session& s) {
   const CaseSpec& c = s.spec();
+  check_graph_replays(s);
   s.diffs.clear();
   for (const auto& k : c.comparisons) {
     const Result* a = s.result(k.backend);

@@ -47,6 +47,7 @@ struct RunSummary {
   int comparisons_failed = 0, comparisons_skipped = 0, comparisons = 0;
   int digests_identical = 0, digests_differ = 0, digests_unchecked = 0;
   int records_equal = 0, records_differ = 0, records_unchecked = 0;  // the recorded plan and verdicts
+  int graph_checks = 0, graph_failed = 0, graph_skipped = 0;         // /cuda_graph replays (Result::graph)
   int exit_code() const { return state == State::kFailed ? 1 : state == State::kNotChecked ? 3 : 0; }
   const char* state_name() const;  // "ok", "FAILED", "NOT CHECKED"
   std::string line() const;        // "ok: ...", "FAILED: ...", "NOT CHECKED: ..."

@@ -8,6 +8,7 @@
 
 #include "device_workload.h"
 #include "fi_backends.h"
+#include "fi_graph.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
 
@@ -74,12 +75,18 @@ class Launch {
   // `out *= v_scale` (decode.py skips it for a float 1.0).
   void operator()(bool sync) {
     if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, nullptr), name_, false);
-    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), nullptr);
+    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, stream_), name_, false);
+    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), stream_);
     check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
+  }
+  // CUDA-graph capture (fi_graph.h): Q from the graph's bucket-sized buffer, launches on its stream.
+  void graph_io(void* q, cudaStream_t s) {
+    p_.q = static_cast<T*>(q);
+    stream_ = s;
   }
 
  private:
+  cudaStream_t stream_ = nullptr;
   FiVariant v_;
   int64_t o_elems_;
   DType dtype_;
@@ -100,7 +107,7 @@ cudaError_t decode_plan(const CaseSpec& c, const DecodePlanArgs& a, FiVariant v,
   });
 }
 
-class DecodeBackend final : public Backend {
+class DecodeBackend final : public Backend, public GraphReplayable {
  public:
   std::string id() const override { return "flashinfer.decode"; }
   std::string describe() const override {
@@ -231,7 +238,88 @@ class DecodeBackend final : public Backend {
     res.message = msg;
     return res;
   }
+
+  GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override;
 };
+
+// Captured at the bucket with DecodePlan's CUDA-graph planning (padded_batch_size fixed by the bucket
+// alone), re-planned for the padded real batch into the same workspace, replayed (fi_graph.h).
+GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
+  GraphReplayReport r;
+  if (auto why = graph_refusal(c, p); !why.empty()) {
+    r.not_captured = why;
+    return r;
+  }
+  const FiVariant v = choose_variant(c);
+  const FiUnits cap = graph_units(pad.capture, p.pages.page_size), rep = graph_units(pad.entries, p.pages.page_size);
+  auto plan = [&](const FiUnits& u, Workspaces* ws, fi::DecodePlanInfo* info, size_t* fb, size_t* ib) {
+    std::vector<int> kv = u.kv_indptr;
+    DecodePlanArgs a;
+    a.kv_indptr_h = kv.data();
+    a.batch_size = static_cast<uint32_t>(pad.bucket);
+    a.num_qo_heads = c.num_qo_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.page_size = u.page_size;
+    a.enable_cuda_graph = true;
+    a.size_only = ws == nullptr;
+    if (ws) {
+      a.float_buffer = ws->float_ws.as<void>();
+      a.float_bytes = ws->float_bytes;
+      a.int_buffer = ws->int_ws.as<void>();
+      a.host_buffer = ws->host;
+      a.int_bytes = ws->int_bytes;
+    }
+    cuda::check(decode_plan(c, a, v, info, fb, ib), "DecodePlan (CUDA graph)");
+    if (ws) cuda::check(cudaDeviceSynchronize(), "DecodePlan (copy of the plan to the int workspace)");
+  };
+  auto grid = [&](const fi::DecodePlanInfo& i, const Workspaces& ws, size_t fb, size_t ib) {
+    GraphGrid g;
+    g.entries = pad.bucket;
+    g.padded_batch = static_cast<int>(i.padded_batch_size);
+    g.kv_heads = c.num_kv_heads;
+    g.split_kv = i.split_kv;
+    g.kv_chunk_tokens = *fi::GetPtrFromBaseOffset<FiId>(ws.host, i.kv_chunk_size_ptr_offset);
+    g.float_ws = static_cast<int64_t>(fb);
+    g.int_ws = static_cast<int64_t>(ib);
+    return g;
+  };
+  size_t fb = 0, ib = 0, rfb = 0, rib = 0;
+  plan(cap, nullptr, nullptr, &fb, &ib);
+  const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+  const std::vector<float> slopes = alibi_slopes(c);
+  const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+  GraphIo io(c, w, pad, cap, rep);
+  Workspaces ws;
+  ws.alloc(fb, ib);  // the engine's workspace: what the captured plan needs
+  io.upload(cap);
+  fi::DecodePlanInfo ci, ri;
+  plan(cap, &ws, &ci, &fb, &ib);
+  r.captured_grid = grid(ci, ws, fb, ib);
+  r.captured = true;
+  with_types(c, [&](auto t, auto kv) {
+    Launch<decltype(t), decltype(kv)> launch(c, w, io.du, io.out, ws, ci, v, static_cast<uint32_t>(pad.bucket),
+                                             d_slopes.as<float>(), Fp8KvScales{});
+    launch.graph_io(io.q.as<void>(), io.stream);
+    io.capture([&] { launch(false); });
+    return 0;
+  });
+  io.upload(rep);
+  try {
+    plan(rep, nullptr, nullptr, &rfb, &rib);  // what the real batch's plan needs, then the plan into the captured workspace
+    plan(rep, &ws, &ri, &fb, &ib);
+  } catch (const std::exception& e) {
+    r.checks.push_back(
+        {"fits the captured grid", false, false, std::string("does not fit: DecodePlan for the real batch: ") + e.what()});
+    return r;
+  }
+  r.replay_grid = grid(ri, ws, rfb, rib);
+  r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
+  if (!r.checks.back().pass) return r;  // replaying would read past what was captured: not replayed
+  io.poison();
+  io.replay();
+  graph_outputs(c, w, pad, rep, io, &r);
+  return r;
+}
 
 }  // namespace
 

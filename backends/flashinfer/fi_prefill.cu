@@ -12,6 +12,7 @@
 #include "attnscope/workload.h"
 #include "device_workload.h"
 #include "fi_backends.h"
+#include "fi_graph.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
 
@@ -100,12 +101,18 @@ class Launch {
   // 1, the wrapper's `out *= v_scale`. FlashInfer takes params by value, so they stay as filled.
   void operator()(bool sync) {
     if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, nullptr), name_, false);
-    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), nullptr);
+    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, stream_), name_, false);
+    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), stream_);
     check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
+  }
+  // CUDA-graph capture (fi_graph.h): Q from the graph's bucket-sized buffer, launches on its stream.
+  void graph_io(void* q, cudaStream_t s) {
+    p_.q = static_cast<T*>(q);
+    stream_ = s;
   }
 
  private:
+  cudaStream_t stream_ = nullptr;
   fi::PrefillPlanInfo info_;
   FiVariant v_;
   FiMask m_;
@@ -119,7 +126,7 @@ class Launch {
   std::string name_;
 };
 
-class PrefillBackend final : public Backend {
+class PrefillBackend final : public Backend, public GraphReplayable {
  public:
   std::string id() const override { return "flashinfer.prefill"; }
   std::string describe() const override {
@@ -268,6 +275,8 @@ class PrefillBackend final : public Backend {
     return res;
   }
 
+  GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override;
+
  private:
   static std::string variant_text(const CaseSpec& c) {
     std::string s;
@@ -278,6 +287,119 @@ class PrefillBackend final : public Backend {
     return s.empty() ? "no logits transform" : s;
   }
 };
+
+// The CTAs a fixed-split plan needs for `u` (PrefillSplitQOKVIndptr's new_batch_size): query tiles x
+// KV chunks per entry; 0 without a fixed split (the plan then sizes its own chunks to the grid).
+int fixed_split_ctas(const FiUnits& u, int group, int tile, int fixed_pages) {
+  if (fixed_pages <= 0 || tile <= 0) return 0;
+  int n = 0;
+  for (size_t i = 0; i + 1 < u.qo_indptr.size(); ++i) {
+    const int rows = (u.qo_indptr[i + 1] - u.qo_indptr[i]) * group, pages = std::max(u.kv_indptr[i + 1] - u.kv_indptr[i], 1);
+    n += ((rows + tile - 1) / tile) * ((pages + fixed_pages - 1) / fixed_pages);
+  }
+  return n;
+}
+
+// Captured at the bucket with PrefillPlan's CUDA-graph planning, re-planned for the padded real batch
+// into the same workspace (what an engine's replay does), replayed (fi_graph.h).
+GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
+  GraphReplayReport r;
+  if (auto why = graph_refusal(c, p); !why.empty()) {
+    r.not_captured = why;
+    return r;
+  }
+  const FiVariant v = choose_variant(c);
+  const FiMask m = choose_mask(c, p);
+  if (!has_prefill(c.head_dim_qk, table_dtype(c), v, m)) {
+    r.not_captured = std::string("mask mode ") + fi_mask_name(m) + " is not instantiated with variant " + fi_variant_name(v);
+    return r;
+  }
+  const SplitArgs sa = split_args(c);
+  const int wl = v == FiVariant::kPlain ? -1 : window_left(c);
+  const uint32_t B = static_cast<uint32_t>(pad.bucket), eb = static_cast<uint32_t>(dtype_bytes(c.dtype));
+  const FiUnits cap = graph_units(pad.capture, p.pages.page_size), rep = graph_units(pad.entries, p.pages.page_size);
+  auto plan = [&](const FiUnits& u, Workspaces* ws, fi::PrefillPlanInfo* info, size_t* fb, size_t* ib) {
+    std::vector<int> qo = u.qo_indptr, kv = u.kv_indptr;
+    const uint32_t rows = static_cast<uint32_t>(u.total_q);
+    if (!ws) {
+      cuda::check(fi::PrefillPlanWorkspaceSize<FiId>(*fb, *ib, qo.data(), kv.data(), rows, B, c.num_qo_heads, c.num_kv_heads,
+                                                     c.head_dim_qk, c.head_dim_vo, u.page_size, true, eb, wl, sa.fixed_split_size,
+                                                     sa.disable_split_kv, 0, 0, nullptr, eb),
+                  "PrefillPlanWorkspaceSize (CUDA graph)");
+      return;
+    }
+    cuda::check(
+        fi::PrefillPlan<FiId>(ws->float_ws.as<void>(), ws->float_bytes, ws->int_ws.as<void>(), ws->host, ws->int_bytes, *info,
+                              qo.data(), kv.data(), rows, B, c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo,
+                              u.page_size, true, eb, wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, eb),
+        "PrefillPlan (CUDA graph)");
+    cuda::check(cudaDeviceSynchronize(), "PrefillPlan (copy of the plan to the int workspace)");
+  };
+  auto grid = [&](const FiUnits& u, const fi::PrefillPlanInfo& i, const Workspaces& ws) {
+    GraphGrid g;
+    g.entries = pad.bucket;
+    g.padded_batch = static_cast<int>(i.padded_batch_size);
+    g.kv_heads = c.num_kv_heads;
+    g.split_kv = i.split_kv;
+    g.cta_tile_q = static_cast<int>(i.cta_tile_q);
+    g.kv_chunk_tokens = i.split_kv ? *fi::GetPtrFromBaseOffset<FiId>(ws.host, i.kv_chunk_size_ptr_offset) : 0;
+    g.new_batch = fixed_split_ctas(u, c.group_size(), g.cta_tile_q, sa.fixed_split_size);
+    return g;
+  };
+  size_t fb = 0, ib = 0;
+  plan(cap, nullptr, nullptr, &fb, &ib);
+  const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+  const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(alibi_slopes(c));
+  const cuda::DeviceBuffer d_sinks = cuda::DeviceBuffer::from(std::vector<float>{0.f});
+  GraphIo io(c, w, pad, cap, rep);
+  Workspaces ws;
+  ws.alloc(fb, ib);  // the engine's workspace: what the captured plan needs
+  io.upload(cap);
+  fi::PrefillPlanInfo ci, ri;
+  plan(cap, &ws, &ci, &fb, &ib);
+  r.captured_grid = grid(cap, ci, ws);
+  r.captured_grid.float_ws = static_cast<int64_t>(fb);
+  r.captured_grid.int_ws = static_cast<int64_t>(ib);
+  r.captured = true;
+  with_types(c, [&](auto t, auto kv) {
+    Launch<decltype(t), decltype(kv)> launch(c, w, io.du, io.out, ws, ci, v, m, nullptr, nullptr, d_slopes.as<float>(),
+                                             d_sinks.as<float>(), Fp8KvScales{});
+    launch.graph_io(io.q.as<void>(), io.stream);
+    io.capture([&] { launch(false); });
+    return 0;
+  });
+  io.upload(rep);
+  size_t rfb = 0, rib = 0;
+  GraphGrid want = r.captured_grid;
+  want.new_batch = fixed_split_ctas(rep, c.group_size(), r.captured_grid.cta_tile_q, sa.fixed_split_size);
+  if (sa.fixed_split_size > 0)  // PrefillSplitQOKVIndptr: a fixed split turns split-KV on when any entry has two chunks
+    for (size_t i = 0; i + 1 < rep.kv_indptr.size(); ++i)
+      want.split_kv = want.split_kv || rep.kv_indptr[i + 1] - rep.kv_indptr[i] > sa.fixed_split_size;
+  want.float_ws = want.int_ws = 0;
+  try {
+    plan(rep, nullptr, nullptr, &rfb, &rib);  // what the real batch's plan needs, then the plan into the captured workspace
+    want.float_ws = static_cast<int64_t>(rfb);
+    want.int_ws = static_cast<int64_t>(rib);
+    plan(rep, &ws, &ri, &fb, &ib);
+  } catch (const std::exception& e) {
+    r.replay_grid = want;
+    GraphCheck k = fit_check(r.captured_grid, want, true);
+    k.pass = false;
+    k.detail = (k.detail.rfind("does not fit", 0) == 0 ? k.detail + "; " : std::string("does not fit: ")) +
+               "PrefillPlan for the real batch refuses: " + e.what();
+    r.checks.push_back(k);
+    return r;
+  }
+  r.replay_grid = grid(rep, ri, ws);
+  r.replay_grid.float_ws = want.float_ws;
+  r.replay_grid.int_ws = want.int_ws;
+  r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
+  if (!r.checks.back().pass) return r;  // replaying would launch the captured grid on a plan it does not hold
+  io.poison();
+  io.replay();
+  graph_outputs(c, w, pad, rep, io, &r);
+  return r;
+}
 
 }  // namespace
 

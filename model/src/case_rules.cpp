@@ -149,6 +149,30 @@ void validate_request(const CaseSpec& c, size_t i) {
             std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
 }
 
+// /cuda_graph: the graph is captured at `bucket` entries of num_tokens_per_bs query tokens each
+// (docs/conventions.md, "CUDA-graph replay"), so the real batch must fit and be uniform.
+void validate_cuda_graph(const CaseSpec& c) {
+  if (!c.cuda_graph) return;
+  const CudaGraphSpec& g = *c.cuda_graph;
+  const int n = static_cast<int>(c.requests.size());
+  require(g.bucket >= 1 && g.bucket <= kMaxRequests, "/cuda_graph/bucket",
+          std::to_string(g.bucket) + " is out of range, must be in [1, " + std::to_string(kMaxRequests) + "]");
+  require(g.bucket >= n, "/cuda_graph/bucket",
+          std::to_string(g.bucket) + " is smaller than the batch (" + std::to_string(n) +
+              " requests): the captured size must be >= the number of requests");
+  require(c.split.cuda_graph, "/split/cuda_graph",
+          "false with /cuda_graph, a captured batch needs the plan made for CUDA graphs (set it true)");
+  for (int r = 1; r < n; ++r)
+    require(c.requests[r].q_len == c.requests[0].q_len, "/requests/" + std::to_string(r) + "/q_len",
+            std::to_string(c.requests[r].q_len) + " differs from request 0's " + std::to_string(c.requests[0].q_len) +
+                ": a captured graph has the same query tokens per request (num_tokens_per_bs)");
+  if (g.engine == GraphEngine::kVllm)
+    require(c.requests[0].q_len == 1, "/requests/0/q_len",
+            std::to_string(c.requests[0].q_len) +
+                " with /cuda_graph/engine \"vllm\": vLLM's FlashInfer backend captures pure decode batches only (q_len 1)");
+  require(!c.is_mla(), "/mla", "set with /cuda_graph, the replay mode models the GQA backends only");
+}
+
 }  // namespace
 
 void validate_expressions(const CaseSpec& c) {
@@ -276,7 +300,10 @@ CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split,
                                                      : std::optional<int>(c.head_dim_vo >= 256 ? 64 : 128);
   } else {
     c.split.fixed_split_size.reset();
-    if (p == Planner::kFlashAttn || p == Planner::kOff) c.split.cuda_graph = false;
+    if (p == Planner::kFlashAttn || p == Planner::kOff) {
+      c.split.cuda_graph = false;
+      c.cuda_graph.reset();  // /cuda_graph needs the CUDA-graph plan
+    }
   }
   return c;
 }
@@ -439,6 +466,7 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
                 std::to_string(c.head_dim_vo) + ") and <= " + std::to_string(kMaxHeadDim));
   if (c.sample_rows)
     require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
+  validate_cuda_graph(c);
 }
 
 }  // namespace attnscope

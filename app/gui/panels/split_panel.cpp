@@ -241,6 +241,7 @@ void SplitPanel::draw(const Session& s, UiState& ui) {
   if (it.flash_attn.ran)  // FlashAttention-2's own num_splits beside the flash_attn model
     draw_library(it.flash_attn, "flash_attn", "FlashAttention-2's own split beside the model", "FlashAttention-2", "fa_plan");
   draw_mla_plan(it.mla);  // absorbed MLA cases: FlashInfer's MLAPlan beside the model
+  draw_cuda_graph(s);     // /cuda_graph: the captured grid beside the replayed batch
   // batch invariance, computed on demand on a worker
   const std::string& key = key_;
   if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {

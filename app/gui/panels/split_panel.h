@@ -63,6 +63,10 @@ SplitItems build_split_items(const Session& s);
 LibraryItems build_library_items(const Session& s);
 LibraryItems build_flash_attn_items(const Session& s);
 
+// /cuda_graph (split_panel_graph.cpp): the padded batch the engine replays, and per captured backend the
+// captured grid beside the replayed batch's, with the replay's checks.
+void draw_cuda_graph(const Session& s);
+
 class SplitPanel {
  public:
   void draw(const Session& s, UiState& ui);

@@ -131,6 +131,15 @@ struct SplitSpec {
   bool operator==(const SplitSpec&) const = default;
 };
 
+// /cuda_graph (docs/conventions.md, "CUDA-graph replay"): the batch replayed through a CUDA graph captured
+// at `bucket` entries, the real batch padded to it the way `engine` pads (model/include/attnscope/cuda_graph_pad.h).
+enum class GraphEngine { kSglang, kVllm };
+struct CudaGraphSpec {
+  int bucket = 1;  // the captured batch size, >= the number of requests
+  GraphEngine engine = GraphEngine::kSglang;
+  bool operator==(const CudaGraphSpec&) const = default;
+};
+
 struct DataSpec {
   uint64_t seed = 1;
   double mean = 0.0;
@@ -174,6 +183,7 @@ struct CaseSpec {
   DataSpec data;
   std::optional<Fp8AttentionSpec> fp8_attention;  // needs kv_cache.fp8
   std::optional<MlaSpec> mla;                     // sets num_kv_heads and the head dims (validate_case)
+  std::optional<CudaGraphSpec> cuda_graph;        // needs split.cuda_graph
   std::vector<std::string> backends;              // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
   std::optional<int> sample_rows;      // references computed on N sampled query rows per request
@@ -228,6 +238,7 @@ const char* storage_name(KvStorage s);
 const char* rule_name(CompareRule r);
 const char* partials_name(PartialPrecision p);
 const char* granularity_name(ScaleGranularity g);
+const char* graph_engine_name(GraphEngine e);  // "sglang", "vllm"
 
 // A copy of `c` planned by model `p`, made valid for it: `fixed` gets the case's split size and
 // tile, or 2048 tokens of pages and tile 128 (64 for head_dim vo >= 256), unless given here; the

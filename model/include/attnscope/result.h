@@ -25,6 +25,43 @@ struct Timing {
   int reps = 0;
 };
 
+// /cuda_graph (docs/conventions.md, "CUDA-graph replay"): a backend's launch captured at the bucket
+// size and replayed for the padded real batch. A grid as FlashInfer's plan gives it.
+struct GraphGrid {
+  int entries = 0;       // batch entries planned (the bucket)
+  int padded_batch = 0;  // plan's padded_batch_size: CTAs along x (the grid is padded_batch x kv_heads)
+  int kv_heads = 0;      // CTAs along y
+  int new_batch = 0;     // CTAs the batch needs (tiles x KV chunks); 0 when the plan does not say
+  bool split_kv = false;
+  int cta_tile_q = 0;  // prefill only
+  int kv_chunk_tokens = 0;
+  int64_t float_ws = 0, int_ws = 0;  // workspace bytes the plan uses
+  bool operator==(const GraphGrid&) const = default;
+};
+struct GraphCheck {
+  std::string what;  // "real rows", "padded rows", "fits the captured grid"
+  bool pass = false;
+  bool skipped = false;  // could not be checked here (detail says why): neither pass nor fail
+  std::string detail;    // the numbers that decided it
+};
+struct GraphReplayReport {
+  bool captured = false;
+  std::string not_captured;  // why not ("" when captured); the backend's eager run stands alone
+  std::string engine;        // "sglang" / "vllm": whose padding
+  int bucket = 0, live = 0;
+  GraphGrid captured_grid, replay_grid;
+  std::vector<GraphCheck> checks;
+  std::vector<std::string> notes;
+  // The replay's real rows ([total_q, ...], as Result::o / lse), compared by the session against the
+  // eager run; emptied once the checks are made.
+  std::vector<float> o, lse;
+  bool failed() const {
+    for (const auto& k : checks)
+      if (!k.pass && !k.skipped) return true;
+    return false;
+  }
+};
+
 struct Result {
   std::string backend;
   Status status = Status::kOk;
@@ -33,6 +70,7 @@ struct Result {
   std::vector<float> lse;          // [total_q, qo_heads], natural log; -inf for a fully masked row
   std::vector<uint8_t> row_valid;  // [total_q], 1 = computed; empty = every row computed
   Timing timing;
+  std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
   bool ok() const { return status == Status::kOk; }
   bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
 };

@@ -1,0 +1,30 @@
+// The session's part of /cuda_graph (docs/conventions.md, "CUDA-graph replay"): after a backend's
+// eager run, its capture and replay (backends/include/attnscope/graph_replay.h) or why not; after
+// every backend, the replay's real rows against the eager run.
+#pragma once
+
+#include <string>
+
+#include "attnscope/backend.h"
+
+namespace attnscope {
+
+struct Session;
+
+// Fills r->graph for a case with /cuda_graph: the backend's capture and replay, or "not captured"
+// with the reason (a CPU backend, a GPU backend without the capability, an eager run that did not run).
+void attach_graph_replay(const std::string& id, const CaseSpec& c, const Plan& p, Result* r);
+
+// The "real rows" check of every captured replay: bit-identical to the eager run where the planner
+// promises it (FlashInfer with a fixed split size), else the twice_lowp rule against the session's
+// reference and low-precision baseline. Drops the replay's rows afterwards.
+void check_graph_replays(Session& s);
+
+// `plan`'s CUDA GRAPH section: the padded batch the engine replays, entry by entry ("" without /cuda_graph).
+std::string graph_pad_text(const CaseSpec& c, const Plan& p);
+
+// The replay of one result as text lines (the CLI's report): "graph  <backend>: captured ...", the
+// grids, one line per check; "" without a report.
+std::string graph_report_text(const Result& r);
+
+}  // namespace attnscope

@@ -1,0 +1,188 @@
+// CUDA-graph capture and replay around flashinfer.decode / flashinfer.prefill (fi_graph.h).
+#include <algorithm>
+#include <cmath>
+
+#include "device_workload.h"
+#include "fi_graph.h"
+
+namespace attnscope::peers::flashinfer {
+
+std::string graph_refusal(const CaseSpec& c, const Plan& p) {
+  if (c.fp8_kv()) return "an FP8 KV cache (its scales are applied outside the kernel launch this mode captures)";
+  if (c.attention.local_chunk)
+    return "chunked local attention (the backends run vLLM's virtual batches; the padding is modelled per request)";
+  if (c.attention.alibi) return "ALiBi (its positions are the units' origins, which the padded batch does not carry)";
+  if (c.has_sinks()) return "attention sinks (per-unit sink rows)";
+  if (choose_mask(c, p) == FiMask::kCustom) return "a custom mask (its bits are packed per unit of the eager batch)";
+  if (p.units.size() != c.requests.size()) return "the plan splits requests into several units";
+  for (size_t i = 0; i < p.units.size(); ++i) {
+    const WorkUnit& u = p.units[i];
+    if (u.request != static_cast<int>(i) || u.kv_begin != 0 || u.q_begin != 0 || u.kv_len != c.requests[i].kv_len)
+      return "the plan's unit " + std::to_string(i) + " is not request " + std::to_string(i) + " whole";
+  }
+  return "";
+}
+
+FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size) {
+  const GraphCsr s = graph_csr(entries);
+  FiUnits u;
+  u.page_size = page_size;
+  u.qo_indptr = s.qo_indptr;
+  u.kv_indptr = s.kv_indptr;
+  u.kv_indices = s.kv_indices;
+  u.kv_last_page_len = s.kv_last_page_len;
+  u.q_abs_first.assign(entries.size(), 0);
+  u.kv_begin.assign(entries.size(), 0);
+  u.total_q = s.qo_indptr.back();
+  return u;
+}
+
+namespace {
+
+template <class T>
+cuda::DeviceBuffer sized(size_t n) {
+  cuda::DeviceBuffer b(std::max<size_t>(n, 1) * sizeof(T));
+  cuda::check(cudaMemset(b.as<void>(), 0, b.bytes()), "cudaMemset (graph metadata)");
+  return b;
+}
+
+void put(const cuda::DeviceBuffer& b, const std::vector<int>& v, const char* what) {
+  if (v.size() * sizeof(int) > b.bytes()) throw cuda::CudaError(std::string("graph metadata ") + what + " outgrows its buffer");
+  if (!v.empty()) cuda::check(cudaMemcpy(b.as<void>(), v.data(), v.size() * sizeof(int), cudaMemcpyHostToDevice), what);
+}
+
+}  // namespace
+
+GraphIo::GraphIo(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& cap,
+                 const FiUnits& rep) {
+  const size_t n = static_cast<size_t>(pad.bucket);
+  du.qo_indptr = sized<int>(n + 1);
+  du.kv_indptr = sized<int>(n + 1);
+  du.kv_last_page_len = sized<int>(n);
+  du.kv_indices = sized<int>(std::max(cap.kv_indices.size(), rep.kv_indices.size()));
+  const int64_t rows = static_cast<int64_t>(pad.bucket) * pad.tokens_per_entry;
+  const size_t q_row = static_cast<size_t>(c.num_qo_heads) * c.head_dim_qk * dtype_bytes(c.dtype);
+  q = sized<char>(rows * q_row);
+  // the live rows are the workload's Q in token order; the padded rows stay zero (stale in an engine)
+  cuda::check(cudaMemcpy(q.as<void>(), w.q.as<void>(), static_cast<size_t>(w.total_q) * q_row, cudaMemcpyDeviceToDevice),
+              "cudaMemcpy (Q into the graph's buffer)");
+  out = poisoned_outputs(c, rows);
+  cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (capture stream)");
+}
+
+GraphIo::~GraphIo() {
+  if (exec_) cudaGraphExecDestroy(exec_);
+  if (graph_) cudaGraphDestroy(graph_);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+void GraphIo::upload(const FiUnits& u) {
+  put(du.qo_indptr, u.qo_indptr, "qo_indptr");
+  put(du.kv_indptr, u.kv_indptr, "kv_indptr");
+  put(du.kv_indices, u.kv_indices, "kv_indices");
+  put(du.kv_last_page_len, u.kv_last_page_len, "kv_last_page_len");
+  cuda::check(cudaDeviceSynchronize(), "graph metadata upload");
+}
+
+void GraphIo::capture(const std::function<void()>& launch) {
+  cuda::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  try {
+    launch();
+  } catch (...) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream, &g);  // leave the stream usable; the launch's error is the one reported
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  cuda::check(cudaStreamEndCapture(stream, &graph_), "cudaStreamEndCapture");
+  cuda::check(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+}
+
+void GraphIo::poison() {
+  cuda::check(cudaMemset(out.o.as<void>(), 0xff, out.o.bytes()), "cudaMemset (poison O before the replay)");
+  cuda::check(cudaMemset(out.lse.as<void>(), 0xff, out.lse.bytes()), "cudaMemset (poison LSE before the replay)");
+}
+
+void GraphIo::replay() {
+  cuda::check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
+  cuda::check(cudaStreamSynchronize(stream), "graph replay");
+}
+
+GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets) {
+  GraphCheck k;
+  k.what = "fits the captured grid";
+  std::string d;
+  auto differs = [&](const std::string& what, int64_t a, int64_t b) {
+    if (a != b) d += (d.empty() ? "" : "; ") + what + " captured " + std::to_string(a) + ", replay plan " + std::to_string(b);
+  };
+  differs("padded_batch_size", cap.padded_batch, rep.padded_batch);
+  differs("split_kv", cap.split_kv, rep.split_kv);
+  differs("cta_tile_q", cap.cta_tile_q, rep.cta_tile_q);
+  if (rep.new_batch > cap.padded_batch)
+    d += (d.empty() ? "" : "; ") + std::string("the real batch needs ") + std::to_string(rep.new_batch) +
+         " CTAs, the captured grid has " + std::to_string(cap.padded_batch);
+  if (rep.float_ws > cap.float_ws || rep.int_ws > cap.int_ws)
+    d += (d.empty() ? "" : "; ") + std::string("workspace ") + std::to_string(rep.float_ws) + " + " + std::to_string(rep.int_ws) +
+         " bytes, captured " + std::to_string(cap.float_ws) + " + " + std::to_string(cap.int_ws);
+  if (!same_offsets && d.empty()) d = "the plan's workspace offsets moved (the captured launch reads the old ones)";
+  k.pass = d.empty();
+  k.detail = k.pass ? "replay plan = captured plan: " + graph_grid_text(rep) : "does not fit: " + d;
+  return k;
+}
+
+void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep,
+                   const GraphIo& io, GraphReplayReport* r) {
+  Result all;
+  download_outputs(c, rep, std::vector<float>(c.num_qo_heads, 0.f), io.out, &all);
+  const int Hq = c.num_qo_heads, D = c.head_dim_vo;
+  const int64_t live_rows = static_cast<int64_t>(pad.live) * pad.tokens_per_entry;
+  r->o.assign(all.o.begin(), all.o.begin() + live_rows * Hq * D);
+  r->lse.assign(all.lse.begin(), all.lse.begin() + live_rows * Hq);
+  GraphCheck k;
+  k.what = "padded rows";
+  const int64_t rows = static_cast<int64_t>(pad.bucket) * pad.tokens_per_entry;
+  if (rows == live_rows) {
+    k.pass = true;
+    k.detail = "none (the batch fills the bucket)";
+    r->checks.push_back(k);
+    return;
+  }
+  // the V rows of the one key a padded SGLang decode entry reads: slot 0 of its first page
+  std::vector<float> v_key;
+  if (pad.expect == CudaGraphPad::PadExpect::kValueOfKey) {
+    const GraphPadEntry& e = pad.entries[pad.live];
+    const int ps = rep.page_size, Hk = c.num_kv_heads;
+    const size_t eb = dtype_bytes(c.dtype), page_elems = static_cast<size_t>(ps) * Hk * D;
+    cuda::DeviceBuffer page(page_elems * eb);
+    cuda::check(cudaMemcpy(page.as<void>(), w.v.as<char>() + static_cast<size_t>(e.pages[0]) * page_elems * eb, page.bytes(),
+                           cudaMemcpyDeviceToDevice),
+                "cudaMemcpy (the padded entries' V page)");
+    const std::vector<float> pv = cuda::download_as_float(page, static_cast<int64_t>(page_elems), c.dtype);
+    v_key.resize(static_cast<size_t>(Hk) * D);
+    for (int h = 0; h < Hk; ++h)
+      for (int d = 0; d < D; ++d)
+        v_key[h * D + d] = c.kv_cache.layout == KvLayout::kNHD ? pv[(static_cast<size_t>(0) * Hk + h) * D + d]
+                                                               : pv[(static_cast<size_t>(h) * ps + 0) * D + d];
+  }
+  int64_t poisoned = 0, wrong = 0, checked = 0;
+  for (int64_t t = live_rows; t < rows; ++t)
+    for (int h = 0; h < Hq; ++h)
+      for (int d = 0; d < D; ++d) {
+        const float o = all.o[(t * Hq + h) * D + d];
+        ++checked;
+        if (std::isnan(o)) {
+          ++poisoned;
+          continue;
+        }
+        if (pad.expect == CudaGraphPad::PadExpect::kZero && o != 0.f) ++wrong;
+        if (pad.expect == CudaGraphPad::PadExpect::kValueOfKey && o != v_key[(h / c.group_size()) * D + d]) ++wrong;
+      }
+  k.pass = poisoned == 0 && wrong == 0;
+  k.detail = std::to_string(rows - live_rows) + " rows x " + std::to_string(Hq) + " heads: " +
+             (k.pass ? std::string("all as expected (") + pad.expect_text + ")"
+                     : std::to_string(poisoned) + " of " + std::to_string(checked) + " elements still poison, " +
+                           std::to_string(wrong) + " differ from the expectation (" + pad.expect_text + ")");
+  r->checks.push_back(k);
+}
+
+}  // namespace attnscope::peers::flashinfer

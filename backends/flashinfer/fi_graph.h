@@ -1,0 +1,63 @@
+// CUDA-graph capture and replay for flashinfer.decode and flashinfer.prefill (graph_replay.h): the
+// fixed buffers a captured graph reads, the capture on a non-default stream, the replay, the fit of
+// the real batch's plan in the captured one and the padded-row check. Each backend's file plans and
+// launches; this file owns everything around it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnscope/graph_replay.h"
+#include "fi_runtime.h"
+
+namespace attnscope::cuda {
+struct DeviceWorkload;
+}
+
+namespace attnscope::peers::flashinfer {
+
+// Why the FlashInfer backends do not capture this case ("" = they do): what the padded batch does
+// not model (chunked local attention's virtual batches, custom masks, ALiBi's positions, sinks,
+// FP8 caches).
+std::string graph_refusal(const CaseSpec& c, const Plan& p);
+
+// A padded batch as FlashInfer's CSR (the entries' pages; positions and ALiBi origins zero).
+FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size);
+
+// The buffers a captured graph is bound to: metadata with room for the capture's and the replay's
+// batch, Q and O of bucket x tokens_per_entry rows (Q's live rows copied from the workload, the
+// padded rows zero), and the capture stream.
+class GraphIo {
+ public:
+  GraphIo(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& cap, const FiUnits& rep);
+  ~GraphIo();
+  GraphIo(const GraphIo&) = delete;
+  GraphIo& operator=(const GraphIo&) = delete;
+  void upload(const FiUnits& u);  // the metadata of `u` into the same buffers (what an engine's replay does)
+  // Records `launch` (which must launch on `stream`) into a graph and instantiates it.
+  void capture(const std::function<void()>& launch);
+  void poison();  // O and LSE all 0xff (NaN)
+  void replay();  // cudaGraphLaunch on the stream, then a sync
+  DeviceUnits du;
+  cuda::DeviceBuffer q;
+  DeviceOutputs out;
+  cudaStream_t stream = nullptr;
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// "fits the captured grid": the replay plan equal to the captured one in every field the captured
+// launch baked in (grid, split, tile, workspace offsets), else what differs with the numbers.
+GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets);
+
+// After the replay: the padded rows against what the engine expects (pad.expect) and the real rows
+// into r->o / lse for the session's comparison with the eager run.
+void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep,
+                   const GraphIo& io, GraphReplayReport* r);
+
+}  // namespace attnscope::peers::flashinfer

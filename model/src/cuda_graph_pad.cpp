@@ -1,0 +1,150 @@
+// The padded batch of a CUDA-graph replay (cuda_graph_pad.h), as SGLang and vLLM build it.
+#include "attnscope/cuda_graph_pad.h"
+
+#include <algorithm>
+
+namespace attnscope {
+
+const GraphSource kGraphSglangSource[2] = {
+    {"sgl-project/sglang", "python/sglang/srt/model_executor/cuda_graph_runner.py", "0021673cd18b64f44373950249ff07177e493b4b"},
+    {"sgl-project/sglang", "python/sglang/srt/layers/attention/flashattention_backend.py",
+     "756596d14cbf314dfa846f62064e4a9113f826ef"}};
+const GraphSource kGraphVllmSource = {"vllm-project/vllm", "vllm/v1/attention/backends/flashinfer.py",
+                                      "00a817ada81626793c9e2432903ee4c5b33ab33a"};
+
+const char* graph_engine_name(GraphEngine e) { return e == GraphEngine::kVllm ? "vllm" : "sglang"; }
+
+int64_t CudaGraphPad::total_pages() const {
+  int64_t n = 0;
+  for (const auto& e : entries) n += static_cast<int64_t>(e.pages.size());
+  return n;
+}
+
+namespace {
+
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// An entry of `seq_len` keys reading the pages of `row` (a request's page-table row), column j past
+// the row's end reading page 0 (SGLang's req_to_token rows are zero-initialised: slot 0, page 0).
+GraphPadEntry entry_on_row(const PageTable& pt, int row, int q_len, int seq_len) {
+  GraphPadEntry e;
+  e.q_len = q_len;
+  e.seq_len = seq_len;
+  const int np = ceil_div(seq_len, pt.page_size);
+  for (int j = 0; j < np; ++j) e.pages.push_back(j < pt.pages_of(row) ? pt.indices[pt.indptr[row] + j] : 0);
+  e.last_page_len = seq_len - (np - 1) * pt.page_size;
+  return e;
+}
+
+void pad_sglang(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) {
+  const int t = g->tokens_per_entry;
+  // seq_len_fill_value (FlashAttentionBackend.get_cuda_graph_seq_len_fill_value) is 1; in target
+  // verify the backend adds the draft tokens: cache_seqlens = seq_lens + draft_token_num
+  const int fill = 1 + (t > 1 ? t : 0);
+  for (int b = g->live; b < g->bucket; ++b) {
+    GraphPadEntry e = entry_on_row(pt, 0, t, fill);
+    e.position = 0;  // the positions buffer is zero-initialised and only [:raw_num_token] is copied
+    g->entries.push_back(e);
+  }
+  for (int b = 0; b < g->bucket; ++b) {
+    GraphPadEntry e = entry_on_row(pt, 0, t, fill);  // capture: every seq_len the fill value, req_pool_indices 0
+    g->capture.push_back(e);
+  }
+  if (t == 1) {
+    g->expect = CudaGraphPad::PadExpect::kValueOfKey;
+    g->expect_text =
+        "one key (seq_len 1 on req_to_token row 0 = request 0's key 0): O = that key's V row exactly; SGLang returns "
+        "output[:raw_num_token] and drops these rows";
+  } else {
+    g->expect = CudaGraphPad::PadExpect::kAnything;
+    g->expect_text = "seq_len 1 + " + std::to_string(t) +
+                     " draft tokens on request 0's row: written by the kernel, then dropped (output[:raw_num_token])";
+  }
+  g->notes.push_back(
+      "req_pool_indices: request r holds req_to_token row r (a fresh pool hands out rows in order); padded "
+      "entries keep the captured 0, so they read request 0's row");
+  g->notes.push_back("out_cache_loc of the padded tokens is 0 (zero_()): their K/V land in slot 0, the pool's padding slot");
+  g->notes.push_back(std::string("followed: ") + kGraphSglangSource[0].file + " @ " + kGraphSglangSource[0].commit +
+                     " (replay_prepare), " + kGraphSglangSource[1].file + " @ " + kGraphSglangSource[1].commit +
+                     " (init_forward_metadata_replay_cuda_graph, normal_decode_set_metadata)");
+  (void)c;
+}
+
+void pad_vllm(const PageTable& pt, CudaGraphPad* g) {
+  // paged_kv_indptr_cpu[1 + num_decodes : 1 + num_input_tokens].fill_(indptr[-1]): no pages;
+  // paged_kv_last_page_len_cpu[num_decodes:num_input_tokens].fill_(1) ("flashinfer treats 0 as a full page")
+  for (int b = g->live; b < g->bucket; ++b) {
+    GraphPadEntry e;
+    e.q_len = 1;
+    e.seq_len = 0;
+    e.last_page_len = 1;
+    g->entries.push_back(e);
+  }
+  // the capture (_dummy_run): every request one token on block-table row zeros, block 0
+  for (int b = 0; b < g->bucket; ++b) {
+    GraphPadEntry e;
+    e.q_len = 1;
+    e.seq_len = 1;
+    e.pages = {0};
+    e.last_page_len = 1;
+    g->capture.push_back(e);
+  }
+  g->expect = CudaGraphPad::PadExpect::kZero;
+  g->expect_text =
+      "no pages (kv length 0): FlashInfer's empty state writes O = 0 and LSE -inf; vLLM's forward slices "
+      "output[:num_actual_tokens] and drops these rows";
+  g->notes.push_back("the decode wrapper is planned for pad_for_cudagraph(num_decodes) = /cuda_graph/bucket entries");
+  g->notes.push_back("slot_mapping of the padded tokens is PAD_SLOT_ID (-1): reshape_and_cache_flash skips them");
+  g->notes.push_back(std::string("followed: ") + kGraphVllmSource.file + " @ " + kGraphVllmSource.commit +
+                     " (FlashInferMetadataBuilder.build, use_cudagraph branch)");
+  (void)pt;
+}
+
+}  // namespace
+
+CudaGraphPad cuda_graph_pad(const CaseSpec& c, const PageTable& pt) {
+  if (!c.cuda_graph) throw CaseError("/cuda_graph", "missing, the case has no CUDA-graph bucket");
+  CudaGraphPad g;
+  g.engine = c.cuda_graph->engine;
+  g.bucket = c.cuda_graph->bucket;
+  g.live = static_cast<int>(c.requests.size());
+  g.tokens_per_entry = c.requests.empty() ? 1 : c.requests[0].q_len;
+  for (int r = 0; r < g.live; ++r) {
+    const RequestSpec& q = c.requests[r];
+    GraphPadEntry e = entry_on_row(pt, r, q.q_len, q.kv_len);
+    e.request = r;
+    e.position = q.kv_len - q.q_len;
+    g.entries.push_back(e);
+  }
+  if (g.engine == GraphEngine::kVllm)
+    pad_vllm(pt, &g);
+  else
+    pad_sglang(c, pt, &g);
+  g.padded_row.assign(static_cast<size_t>(g.bucket) * g.tokens_per_entry, 0);
+  std::fill(g.padded_row.begin() + static_cast<int64_t>(g.live) * g.tokens_per_entry, g.padded_row.end(), uint8_t{1});
+  return g;
+}
+
+GraphCsr graph_csr(const std::vector<GraphPadEntry>& entries) {
+  GraphCsr s;
+  s.qo_indptr.push_back(0);
+  s.kv_indptr.push_back(0);
+  for (const auto& e : entries) {
+    s.qo_indptr.push_back(s.qo_indptr.back() + e.q_len);
+    s.kv_indices.insert(s.kv_indices.end(), e.pages.begin(), e.pages.end());
+    s.kv_indptr.push_back(static_cast<int>(s.kv_indices.size()));
+    s.kv_last_page_len.push_back(e.pages.empty() ? 1 : e.last_page_len);
+  }
+  return s;
+}
+
+std::string graph_grid_text(const GraphGrid& g) {
+  std::string s = std::to_string(g.entries) + " entries, grid " + std::to_string(g.padded_batch) + " x " +
+                  std::to_string(g.kv_heads) + " CTAs";
+  if (g.new_batch > 0) s += " (" + std::to_string(g.new_batch) + " needed)";
+  s += g.split_kv ? ", split-KV chunk " + std::to_string(g.kv_chunk_tokens) + " tokens" : ", no split";
+  if (g.cta_tile_q > 0) s += ", tile " + std::to_string(g.cta_tile_q);
+  return s;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,177 @@
+// /cuda_graph on the GPU (docs/conventions.md, "CUDA-graph replay"): flashinfer.decode and
+// flashinfer.prefill captured into a CUDA graph at the bucket and replayed for the real batch padded
+// as SGLang and vLLM pad it, on seeded random cases with shuffled pools and poisoned pages: the real
+// rows against the eager run, the padded rows against the engine's expectation, the fit of the real
+// batch's plan in the captured grid both ways (FlashInfer #1675's fixed split), and the backends that
+// do not capture saying why. Skips with the reason without a device or the flashinfer family.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "attnscope/registry.h"
+#include "case_json.h"
+#include "gpu_test_util.h"
+#include "session.h"
+
+using namespace attnscope;
+
+namespace {
+
+constexpr const char* kDecode = "flashinfer.decode";
+constexpr const char* kPrefill = "flashinfer.prefill";
+
+#define REQUIRE_FLASHINFER()                                                              \
+  do {                                                                                    \
+    REQUIRE_GPU();                                                                        \
+    const BackendFamily* f_ = family_of(kPrefill);                                        \
+    if (!f_ || !f_->compiled) GTEST_SKIP() << "the flashinfer family is not compiled";    \
+    const std::string why_ = refusal(kDecode, small_case(1, 1, 2, GraphEngine::kSglang)); \
+    if (!why_.empty()) GTEST_SKIP() << why_;                                              \
+  } while (0)
+
+// head_dim 128 bf16 (every FlashInfer build has it), GQA 4, a shuffled pool with poisoned unused
+// pages and slots; n requests of q_len tokens, kv lengths in [q_len, max_kv], the bucket n + extra.
+CaseSpec small_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed = 1, int max_kv = 700) {
+  std::mt19937_64 g(seed);
+  CaseSpec c;
+  c.name = "graph";
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 128;
+  c.dtype = DType::kBf16;
+  c.kv_cache.page_size = 16;
+  c.kv_cache.allocation = PageAlloc::kShuffled;
+  c.kv_cache.allocation_seed = seed;
+  c.kv_cache.poison_unused = true;
+  c.split.cuda_graph = true;
+  c.cuda_graph = CudaGraphSpec{bucket, e};
+  c.data.seed = seed;
+  for (int r = 0; r < n; ++r) {
+    RequestSpec q;
+    q.q_len = q_len;
+    q.kv_len = q_len + static_cast<int>(g() % static_cast<uint64_t>(max_kv - q_len + 1));
+    c.requests.push_back(q);
+  }
+  c.backends = {"cuda.reference", "cpu.lowp", kPrefill, "cuda.flash"};
+  if (q_len == 1) c.backends.push_back(kDecode);
+  validate_case(c, &registry_ids());
+  return c;
+}
+
+const GraphReplayReport& graph_of(const Session& s, const std::string& id) {
+  const Result* r = s.result(id);
+  EXPECT_NE(r, nullptr) << id;
+  EXPECT_TRUE(r && r->graph.has_value()) << id;
+  static const GraphReplayReport none;
+  return r && r->graph ? *r->graph : none;
+}
+
+const GraphCheck* check_of(const GraphReplayReport& g, const std::string& what) {
+  for (const auto& k : g.checks)
+    if (k.what == what) return &k;
+  return nullptr;
+}
+
+std::string checks_text(const GraphReplayReport& g) {
+  std::string s = g.not_captured;
+  for (const auto& k : g.checks) s += "\n  " + k.what + ": " + (k.pass ? "pass " : k.skipped ? "skip " : "FAIL ") + k.detail;
+  return s;
+}
+
+// Every check of a captured replay passes, and there are the three of them.
+void expect_replayed(const Session& s, const std::string& id, const std::string& label) {
+  const GraphReplayReport& g = graph_of(s, id);
+  ASSERT_TRUE(g.captured) << label << " " << id << ": " << g.not_captured;
+  EXPECT_FALSE(g.failed()) << label << " " << id << checks_text(g);
+  for (const char* what : {"real rows", "padded rows", "fits the captured grid"}) {
+    const GraphCheck* k = check_of(g, what);
+    ASSERT_NE(k, nullptr) << label << " " << id << " has no check " << what << checks_text(g);
+    EXPECT_FALSE(k->skipped) << label << " " << id << " " << what << ": " << k->detail;
+  }
+  EXPECT_EQ(g.captured_grid, g.replay_grid) << label << " " << id;
+  EXPECT_GT(g.captured_grid.padded_batch, 0);
+}
+
+}  // namespace
+
+TEST(CudaGraphGpu, RandomDecodeBatchesReplayForBothEngines) {
+  REQUIRE_FLASHINFER();
+  const int n = attnscope::testing::gpu_cases(6, 2);
+  for (int i = 0; i < n; ++i) {
+    const GraphEngine e = i % 2 ? GraphEngine::kVllm : GraphEngine::kSglang;
+    const int live = 1 + i * 3 % 13;
+    const CaseSpec c = small_case(live, 1, live + 1 + i % 5, e, 100 + i);
+    const std::string label = "case " + std::to_string(i) + " (" + graph_engine_name(e) + ", " + std::to_string(live) +
+                              " live, bucket " + std::to_string(c.cuda_graph->bucket) + ")";
+    auto s = run_session(CaseFile{c});
+    expect_replayed(*s, kDecode, label);
+    expect_replayed(*s, kPrefill, label);
+    // cuda.flash runs eagerly and says why it is not captured
+    const GraphReplayReport& f = graph_of(*s, "cuda.flash");
+    EXPECT_FALSE(f.captured);
+    EXPECT_NE(f.not_captured.find("no capture/replay"), std::string::npos) << f.not_captured;
+    EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
+  }
+}
+
+TEST(CudaGraphGpu, TargetVerifyBatchesReplayOnPrefill) {
+  REQUIRE_FLASHINFER();
+  const CaseSpec c = small_case(5, 3, 8, GraphEngine::kSglang, 7);
+  auto s = run_session(CaseFile{c});
+  expect_replayed(*s, kPrefill, "target verify");
+  const GraphCheck* k = check_of(graph_of(*s, kPrefill), "padded rows");
+  ASSERT_NE(k, nullptr);
+  EXPECT_NE(k->detail.find("draft tokens"), std::string::npos) << k->detail;
+}
+
+TEST(CudaGraphGpu, FixedSplitThatFitsIsBitIdenticalToTheEagerRun) {
+  REQUIRE_FLASHINFER();
+  // a split size past every request (700 keys = 44 pages): one chunk in the capture and the replay
+  CaseSpec c = small_case(6, 1, 9, GraphEngine::kSglang, 11);
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 64;
+  c.backends = {"cuda.reference", "cpu.lowp", kPrefill};
+  auto s = run_session(CaseFile{c});
+  expect_replayed(*s, kPrefill, "fixed split 64 pages");
+  const GraphCheck* k = check_of(graph_of(*s, kPrefill), "real rows");
+  ASSERT_NE(k, nullptr);
+  EXPECT_NE(k->detail.find("bit-identical"), std::string::npos) << k->detail;
+}
+
+TEST(CudaGraphGpu, FixedSplitThatOutgrowsTheCaptureIsAVerdictNotACrash) {
+  REQUIRE_FLASHINFER();
+  // FlashInfer #1675: captured with one-key entries (one chunk each: no split-KV), the real batch's
+  // 1-page chunks split it; the captured kernel has no merge and its grid was sized for one chunk each
+  CaseSpec c = small_case(12, 1, 16, GraphEngine::kSglang, 13, 100);
+  c.requests[0].kv_len = 100;
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 1;
+  c.backends = {kPrefill};
+  auto s = run_session(CaseFile{c});
+  const Result* r = s->result(kPrefill);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->ok()) << r->message;  // the eager run stands
+  const GraphReplayReport& g = graph_of(*s, kPrefill);
+  ASSERT_TRUE(g.captured) << g.not_captured;
+  const GraphCheck* k = check_of(g, "fits the captured grid");
+  ASSERT_NE(k, nullptr) << checks_text(g);
+  EXPECT_FALSE(k->pass);
+  EXPECT_NE(k->detail.find("does not fit"), std::string::npos) << k->detail;
+  EXPECT_NE(k->detail.find("captured"), std::string::npos) << k->detail;
+  EXPECT_EQ(check_of(g, "real rows"), nullptr) << "a replay that does not fit is not replayed";
+  std::printf("verdict: %s\n", k->detail.c_str());
+  EXPECT_EQ(s->summary().state, RunSummary::State::kFailed);
+}
+
+TEST(CudaGraphGpu, UncapturedCasesSayWhy) {
+  REQUIRE_FLASHINFER();
+  CaseSpec c = small_case(3, 1, 4, GraphEngine::kSglang, 17);
+  c.attention.alibi = true;
+  c.backends = {kDecode};
+  auto s = run_session(CaseFile{c});
+  const GraphReplayReport& g = graph_of(*s, kDecode);
+  EXPECT_FALSE(g.captured);
+  EXPECT_NE(g.not_captured.find("ALiBi"), std::string::npos) << g.not_captured;
+  EXPECT_TRUE(s->result(kDecode)->ok());
+}
