@@ -140,7 +140,7 @@ bool worker_takes_gpu(double timeout_s, const std::atomic<bool>* cancel, std::st
     const Reply rep = wk.call({{"op", "probe"}}, {}, timeout_s, cancel);
     probed = wk.pid();
     ok = rep.header.value("cuda", false);
-    reason = rep.header.value("why", "");
+    reason = rep.header.value("why", rep.header.value("message", ""));
   }
   *why = reason;
   return ok;

@@ -210,6 +210,8 @@ CPU_ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
 
 # ---- the GPU path: attnscope's device buffers opened through CUDA IPC as PyTorch tensors (no copy)
 
+_DEV = "cuda"  # the adapters' device (a development harness may run them on "cpu")
+
 class _Cai:
     """A device pointer as __cuda_array_interface__, which torch.as_tensor wraps without copying."""
 
@@ -219,7 +221,7 @@ class _Cai:
 
 
 class _IpcHandle(__import__("ctypes").Structure):
-    _fields_ = [("reserved", __import__("ctypes").c_char * 64)]
+    _fields_ = [("reserved", __import__("ctypes").c_ubyte * 64)]  # c_char would stop at a NUL
 
 
 _gpu = None  # (torch, libcuda) once PyTorch has set up its CUDA context here
@@ -241,7 +243,7 @@ def gpu_setup(device):
         _gpu = (torch, cu, op)
     torch = _gpu[0]
     torch.cuda.set_device(device)
-    torch.zeros(1, device="cuda")  # makes the primary context current on this thread
+    torch.zeros(1, device=_DEV)  # makes the primary context current on this thread
     return _gpu
 
 
@@ -269,11 +271,11 @@ def gpu_inputs(desc):
             base = opened.get(d["handle"])
             if base is None:
                 ptr = ctypes.c_uint64(0)
-                rc = op(ctypes.byref(ptr), _IpcHandle(bytes.fromhex(d["handle"])), 1)  # lazy peer access
+                rc = op(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(bytes.fromhex(d["handle"])), 1)  # lazy peer access
                 if rc != 0:
                     raise RuntimeError("cuIpcOpenMemHandle of %s failed (CUresult %d)" % (d["name"], rc))
                 base = opened[d["handle"]] = ptr.value
-            t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device="cuda")
+            t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
             arrays[d["name"]] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
     except Exception:
         for base in opened.values():
@@ -314,7 +316,7 @@ def _mask_kind(b, h, r):
 
 
 def _finish(b, torch, h):
-    empty = torch.tensor([lo >= hi for lo, hi in zip(h["mask_lo"], h["mask_hi"])], device="cuda")
+    empty = torch.tensor([lo >= hi for lo, hi in zip(h["mask_lo"], h["mask_hi"])], device=_DEV)
 
     def finish(o, lse):
         o = torch.where(empty[:, None, None], 0.0, o.float())
@@ -344,7 +346,7 @@ def gpu_sdpa(backend):
             kind = _mask_kind(b, h, r)
             mask = None
             if kind == "other":
-                keys = torch.arange(k.shape[2], device="cuda")
+                keys = torch.arange(k.shape[2], device=_DEV)
                 lo, hi = b.mask_lo[s:e, None], b.mask_hi[s:e, None]
                 mask = ((keys[None, :] >= lo) & (keys[None, :] < hi))[None, None]
             items.append((s, e, q, k, v, mask, kind == "causal"))
@@ -371,7 +373,7 @@ def gpu_sdpa(backend):
         fin = _finish(b, torch, h)
 
         def finish(outs):
-            o = torch.empty((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
+            o = torch.empty((b.total_q, b.num_qo_heads, b.head_dim_vo), device=_DEV)
             for (s, e, *_), out in zip(items, outs):
                 o[s:e] = out[0].transpose(0, 1)
             return fin(o, None)
@@ -397,17 +399,17 @@ def gpu_flex(b):
     q = b.q.transpose(0, 1)[None].contiguous()
     k = torch.cat([_t_request_kv(b, b.k_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
     v = torch.cat([_t_request_kv(b, b.v_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
-    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device="cuda")
-    klens = torch.tensor(h["cache_seqlens"], device="cuda")
-    q_req = torch.repeat_interleave(torch.arange(B, device="cuda"), qlens)
-    kv_req = torch.repeat_interleave(torch.arange(B, device="cuda"), klens)
-    kv_pos = torch.arange(b.total_kv, device="cuda") - torch.tensor(h["cu_seqlens_k"][:-1], device="cuda")[kv_req]
+    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device=_DEV)
+    klens = torch.tensor(h["cache_seqlens"], device=_DEV)
+    q_req = torch.repeat_interleave(torch.arange(B, device=_DEV), qlens)
+    kv_req = torch.repeat_interleave(torch.arange(B, device=_DEV), klens)
+    kv_pos = torch.arange(b.total_kv, device=_DEV) - torch.tensor(h["cu_seqlens_k"][:-1], device=_DEV)[kv_req]
     lo, hi = b.mask_lo.long(), b.mask_hi.long()
 
     # every built-in mask is one key interval per query row (docs/architecture.md), within its request
     def mask_mod(bi, hd, qi, ki):
         return (q_req[qi] == kv_req[ki]) & (kv_pos[ki] >= lo[qi]) & (kv_pos[ki] < hi[qi])
-    bm = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device="cuda")
+    bm = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device=_DEV)
     last_block_mask = bm
     cap = float(b.soft_cap)
     score_mod = (lambda s, bi, hd, qi, ki: cap * torch.tanh(s / cap)) if cap > 0 else None
@@ -575,7 +577,7 @@ def call_gpu(header, fn, adapter):
         out_o, out_lse = arrays.pop("o"), arrays.pop("lse")
         wants = "torch"
         if adapter is None:
-            wants = getattr(sys.modules.get(fn.__module__), "ATTNSCOPE_INPUTS", "torch")
+            wants = getattr(fn, "__globals__", {}).get("ATTNSCOPE_INPUTS", "torch")
         if wants == "numpy":
             arrays = {k: _as_numpy(v) for k, v in arrays.items()}
         batch = types.SimpleNamespace(**meta, **arrays, inputs=wants)
@@ -600,9 +602,9 @@ def call_gpu(header, fn, adapter):
             if i >= int(header.get("warmup", 0)):  # a NumPy function's time is the host's
                 times.append(ev[0].elapsed_time(ev[1]) if wants == "torch" else took)
         o, lse = outputs(finish(ret), meta)
-        out_o.copy_(torch.as_tensor(o, device="cuda").reshape(out_o.shape))
+        out_o.copy_(torch.as_tensor(o, device=_DEV).reshape(out_o.shape))
         if lse is not None:
-            out_lse.copy_(torch.as_tensor(lse, device="cuda").reshape(out_lse.shape))
+            out_lse.copy_(torch.as_tensor(lse, device=_DEV).reshape(out_lse.shape))
         reply = {"status": "ok", "call_ms": times, "timer": "cuda_events" if wants == "torch" else "host",
                  "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": []}
         if adapter is not None and header.get("adapter") == "flex_attention":
