@@ -114,7 +114,9 @@ def short_traceback(e):
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != "<string>"]  # not the worker's
     where = ["%s:%d in %s: %s" % (os.path.basename(f.filename), f.lineno, f.name, (f.line or "").strip())
              for f in frames[-2:]]
-    what = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+    lines = [x for x in "".join(traceback.format_exception_only(type(e), e)).strip().splitlines() if x.strip()]
+    # the first line names the exception; PyTorch's compile errors end in advice, not the cause
+    what = lines[0] if lines and ("torch" in type(e).__module__ or len(lines) > 3) else (lines or ["?"])[-1]
     return what + ("" if not where else " (at " + " <- ".join(reversed(where)) + ")")
 
 
@@ -241,9 +243,10 @@ def gpu_setup(device):
         op.argtypes = [ctypes.POINTER(ctypes.c_uint64), _IpcHandle, ctypes.c_uint]
         cu.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         _gpu = (torch, cu, op)
-    torch = _gpu[0]
-    torch.cuda.set_device(device)
-    torch.zeros(1, device=_DEV)  # makes the primary context current on this thread
+        torch.cuda.set_device(device)
+        torch.zeros(1, device=_DEV)  # makes the primary context current on this thread
+    elif _gpu[0].cuda.current_device() != device:
+        _gpu[0].cuda.set_device(device)
     return _gpu
 
 
@@ -350,10 +353,11 @@ def gpu_sdpa(backend):
                 lo, hi = b.mask_lo[s:e, None], b.mask_hi[s:e, None]
                 mask = ((keys[None, :] >= lo) & (keys[None, :] < hi))[None, None]
             items.append((s, e, q, k, v, mask, kind == "causal"))
-        ctx = sdpa_kernel([getattr(SDPBackend, SDPA_BACKENDS[backend])]) if backend else None
+        pinned = [getattr(SDPBackend, SDPA_BACKENDS[backend])] if backend else None
 
         def go():
             outs = []
+            ctx = sdpa_kernel(pinned) if pinned else None  # a generator's context: one per call
             if ctx is not None:
                 ctx.__enter__()
             try:
@@ -662,6 +666,8 @@ def main():
         except Unavailable as e:
             send({"status": "error", "kind": "unavailable", "message": str(e)})
         except Exception as e:
+            if "adapter" in header:  # attnscope's own code: the whole traceback on attnscope's stderr
+                traceback.print_exc(file=sys.stderr)
             send({"status": "error", "kind": "exception", "message": short_traceback(e)})
 
 
