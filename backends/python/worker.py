@@ -386,6 +386,9 @@ def gpu_sdpa(backend):
 
 
 _flex_compiled = None
+# FlexAttention's kernel_options to try: PyTorch 2.11's default (BACKEND AUTO) found no kernel for these
+# calls on an H100 (NoValidChoicesError) where BACKEND TRITON compiles
+_flex_options = [None, {"BACKEND": "TRITON"}, {"BACKEND": "TRITON", "USE_TMA": False}]
 last_block_mask = None  # the last python.flex_attention call's BlockMask, for the reply
 
 
@@ -418,7 +421,7 @@ def gpu_flex(b):
     cap = float(b.soft_cap)
     score_mod = (lambda s, bi, hd, qi, ki: cap * torch.tanh(s / cap)) if cap > 0 else None
 
-    tried = [None, {"BACKEND": "TRITON"}, {"BACKEND": "TRITON", "USE_TMA": False}]  # kernel_options, in turn
+    tried = _flex_options  # kernel_options in turn; the first that compiles here stays first for the worker
 
     def flex(opts):
         kw = dict(score_mod=score_mod, block_mask=bm, scale=b.sm_scale, enable_gqa=True, kernel_options=opts)
