@@ -164,6 +164,7 @@ void note_timing(const Reply& rep, bool gpu, const RunOptions& opt, Result* r) {
                        : "CPU time (time.perf_counter)",
                 ms.empty() ? 0.0 : ms[ms.size() / 2], gpu ? ", inputs through CUDA IPC" : "", overhead, worker);
   r->message = buf;
+  r->timing.overhead_ms = overhead;
   if (setup > 0) {
     std::snprintf(buf, sizeof buf, "; adapter set-up %.3f ms", setup);
     r->message += buf;

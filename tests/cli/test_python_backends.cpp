@@ -167,6 +167,7 @@ TEST_F(PythonBackends, ExampleMeetsTheTwiceLowpRuleOnRandomCases) {
 TEST_F(PythonBackends, TheFunctionSeesTheEnginesMetadata) {
   const Result r = run(id("metadata"));
   EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_GT(r.timing.overhead_ms, 0) << "the hand-off's cost, for the Timing tab's column";
 }
 
 TEST_F(PythonBackends, AnExceptionIsTheStatusWithItsTracebackLine) {
