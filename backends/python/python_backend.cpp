@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "attnscope/registry.h"
+#include "gpu_handoff.h"
 #include "python_family.h"
 #include "worker_client.h"
 
@@ -27,14 +28,14 @@ struct Arrays {
 };
 
 // The batch metadata in the forms engines use (vLLM / FlashAttention, FlashInfer) and the scalars.
-nlohmann::json metadata(const CaseSpec& c, const Plan& p, const Workload& w, Arrays* a) {
+nlohmann::json metadata(const CaseSpec& c, const Plan& p, Arrays* a) {
   const PageTable& pt = p.pages;
   const int B = static_cast<int>(c.requests.size());
   const bool ragged = c.kv_cache.storage == KvStorage::kRagged;
-  std::vector<int> cu_q(B + 1), cu_k(B + 1, 0), seqlens(B), lo(c.total_q()), hi(c.total_q());
+  std::vector<int> cu_q(B + 1, 0), cu_k(B + 1, 0), seqlens(B), lo(c.total_q()), hi(c.total_q());
   int max_q = 0, max_k = 0, width = 0;
   for (int r = 0; r < B; ++r) {
-    cu_q[r + 1] = static_cast<int>(w.q_indptr[r + 1]);
+    cu_q[r + 1] = cu_q[r] + c.requests[r].q_len;
     seqlens[r] = c.requests[r].kv_len;
     cu_k[r + 1] = cu_k[r] + seqlens[r];
     max_q = std::max(max_q, c.requests[r].q_len);
@@ -107,8 +108,14 @@ class PythonBackend final : public Backend {
   }
   std::string check(const CaseSpec& c) const override {
     if (c.attention.alibi) return id_ + " is not handed ALiBi slopes (docs/python-backends.md)";
-    if (fn_ == "sdpa" && file_.empty() && c.attention.soft_cap)
-      return "python.sdpa: PyTorch's SDPA has no soft-cap (/attention/soft_cap); python.flex_attention runs it";
+    if (!file_.empty()) return "";
+    if (fn_.rfind("sdpa", 0) == 0 && c.attention.soft_cap)
+      return id_ + ": PyTorch's SDPA has no soft-cap (/attention/soft_cap); python.flex_attention runs it";
+    if (fn_ == "sgl_fa3" || fn_ == "vllm_fa") {
+      if (c.dtype == DType::kFp32) return id_ + ": FlashAttention takes fp16 / bf16 (/dtype is fp32)";
+      if (c.kv_cache.storage == KvStorage::kRagged || c.kv_cache.layout != KvLayout::kNHD)
+        return id_ + ": the engine's kernel reads a paged NHD cache (/kv_cache)";
+    }
     return "";
   }
   Result run(const CaseSpec& c, const Plan& p, const Workload& w_in, const RunOptions& opt) override;
@@ -117,16 +124,62 @@ class PythonBackend final : public Backend {
   std::string id_, file_, fn_;
 };
 
+// Whether the running worker takes the GPU path (PyTorch with CUDA importable there): asked once per
+// worker process, under the worker's lock. `why` says why not.
+bool worker_takes_gpu(double timeout_s, const std::atomic<bool>* cancel, std::string* why) {
+  static const std::string no_gpu = gpu_handoff_unavailable();
+  static pid_t probed = -1;
+  static bool ok = false;
+  static std::string reason;
+  if (!no_gpu.empty()) {
+    *why = no_gpu;
+    return false;
+  }
+  Worker& wk = shared_worker();
+  if (probed < 0 || probed != wk.pid()) {
+    const Reply rep = wk.call({{"op", "probe"}}, {}, timeout_s, cancel);
+    probed = wk.pid();
+    ok = rep.header.value("cuda", false);
+    reason = rep.header.value("why", rep.header.value("message", ""));
+  }
+  *why = reason;
+  return ok;
+}
+
+// The reply's timing as the Result's note (and Timing under bench): the function's time with the
+// timer the worker used, and the fixed cost around it.
+void note_timing(const Reply& rep, bool gpu, const RunOptions& opt, Result* r) {
+  std::vector<double> ms;
+  for (const auto& x : rep.header.value("call_ms", nlohmann::json::array())) ms.push_back(x.get<double>());
+  double sum = 0;
+  for (double x : ms) sum += x;
+  std::sort(ms.begin(), ms.end());
+  const bool events = rep.header.value("timer", "") == "cuda_events";
+  const double setup = rep.header.value("setup_ms", 0.0), worker = rep.header.value("worker_overhead_ms", 0.0);
+  const double overhead = rep.round_trip_ms - (gpu ? rep.header.value("call_wall_ms", 0.0) + setup : sum);
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s %.3f ms per call%s; hand-off %.3f ms (worker side %.3f ms)",
+                events ? "CUDA events"
+                : gpu  ? "host time (a NumPy function on the GPU path)"
+                       : "CPU time (time.perf_counter)",
+                ms.empty() ? 0.0 : ms[ms.size() / 2], gpu ? ", inputs through CUDA IPC" : "", overhead, worker);
+  r->message = buf;
+  r->timing.overhead_ms = overhead;
+  if (setup > 0) {
+    std::snprintf(buf, sizeof buf, "; adapter set-up %.3f ms", setup);
+    r->message += buf;
+  }
+  if (opt.bench_reps > 0 && !ms.empty()) {
+    r->timing.device_ms = ms[ms.size() / 2];
+    r->timing.device_ms_min = ms.front();
+    r->timing.device_ms_max = ms.back();
+    r->timing.reps = static_cast<int>(ms.size());
+  }
+}
+
 Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in, const RunOptions& opt) {
   Result r;
   r.backend = id_;
-  // bench hands GPU-style backends no host inputs: this one makes its own, as a GPU backend does
-  Workload own;
-  const Workload* w = &w_in;
-  if (w_in.q.empty()) {
-    own = make_workload(c, p.pages);
-    w = &own;
-  }
   Arrays a;
   nlohmann::json h;
   h["op"] = "call";
@@ -134,23 +187,46 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   h["function"] = fn_;
   if (file_.empty()) h["adapter"] = fn_;
   h["reps"] = std::max(1, opt.bench_reps);
-  h["meta"] = metadata(c, p, *w, &a);
+  h["meta"] = metadata(c, p, &a);
   const int64_t tq = c.total_q(), kvh = c.num_kv_heads;
-  const bool ragged = c.kv_cache.storage == KvStorage::kRagged;
-  const bool nhd = c.kv_cache.layout == KvLayout::kNHD;
-  const int64_t np = p.pages.num_pages, ps = p.pages.page_size;
-  auto pool = [&](int d) -> std::vector<int64_t> {
-    if (ragged) return {np * ps, kvh, d};
-    return nhd ? std::vector<int64_t>{np, ps, kvh, d} : std::vector<int64_t>{np, kvh, ps, d};
-  };
-  a.f32("q", w->q, {tq, c.num_qo_heads, c.head_dim_qk});
-  a.f32("k_cache", w->k_pool, pool(c.head_dim_qk));
-  a.f32("v_cache", w->v_pool, pool(c.head_dim_vo));
   Reply rep;
+  bool gpu = false;
+  std::unique_ptr<GpuHandoff> dev;
+  Workload own;  // the NumPy path's host inputs when the caller gave none (bench, as to a GPU backend)
   {
     std::lock_guard<std::mutex> l(shared_worker_mutex());
     try {
-      rep = shared_worker().call(h, a.list, user_code_timeout(), opt.cancel);
+      std::string why;
+      gpu = worker_takes_gpu(user_code_timeout(), opt.cancel, &why);
+      if (gpu) {
+        std::vector<IntArray> meta;
+        for (const auto& b : a.list) meta.push_back({b.name, static_cast<const int*>(b.data), b.bytes / sizeof(int), b.shape});
+        try {
+          dev = make_gpu_handoff(c, p, meta);
+        } catch (const std::runtime_error& e) {
+          throw WorkerFailure(std::string("the GPU hand-off: ") + e.what());
+        }
+        h["cuda"] = dev->header();
+        h["warmup"] = opt.bench_reps > 0 ? 2 : 0;  // a compiled adapter may compile again on its second call
+        rep = shared_worker().call(h, {}, user_code_timeout(), opt.cancel);
+      } else {
+        const Workload* w = &w_in;
+        if (w_in.q.empty()) {
+          own = make_workload(c, p.pages);
+          w = &own;
+        }
+        const bool ragged = c.kv_cache.storage == KvStorage::kRagged;
+        const bool nhd = c.kv_cache.layout == KvLayout::kNHD;
+        const int64_t np = p.pages.num_pages, ps = p.pages.page_size;
+        auto pool = [&](int d) -> std::vector<int64_t> {
+          if (ragged) return {np * ps, kvh, d};
+          return nhd ? std::vector<int64_t>{np, ps, kvh, d} : std::vector<int64_t>{np, kvh, ps, d};
+        };
+        a.f32("q", w->q, {tq, c.num_qo_heads, c.head_dim_qk});
+        a.f32("k_cache", w->k_pool, pool(c.head_dim_qk));
+        a.f32("v_cache", w->v_pool, pool(c.head_dim_vo));
+        rep = shared_worker().call(h, a.list, user_code_timeout(), opt.cancel);
+      }
     } catch (const WorkerCancelled& e) {
       r.status = Status::kCancelled;
       r.message = e.what();
@@ -171,16 +247,26 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     return r;
   }
   const size_t want_o = static_cast<size_t>(tq) * c.num_qo_heads * c.head_dim_vo * 4;
-  if (rep.buffers.empty() || rep.buffers[0].size() != want_o) {
-    r.status = Status::kError;
-    r.message = "the Python worker returned an O of the wrong size";
-    return r;
-  }
-  r.o.resize(want_o / 4);
-  std::memcpy(r.o.data(), rep.buffers[0].data(), want_o);
-  if (rep.buffers.size() > 1 && rep.buffers[1].size() == static_cast<size_t>(tq) * c.num_qo_heads * 4) {
-    r.lse.resize(rep.buffers[1].size() / 4);
-    std::memcpy(r.lse.data(), rep.buffers[1].data(), rep.buffers[1].size());
+  if (gpu) {
+    try {
+      dev->download(rep.header.value("lse", false), &r.o, &r.lse);
+    } catch (const std::runtime_error& e) {
+      r.status = Status::kError;
+      r.message = std::string("reading O back from the device: ") + e.what();
+      return r;
+    }
+  } else {
+    if (rep.buffers.empty() || rep.buffers[0].size() != want_o) {
+      r.status = Status::kError;
+      r.message = "the Python worker returned an O of the wrong size";
+      return r;
+    }
+    r.o.resize(want_o / 4);
+    std::memcpy(r.o.data(), rep.buffers[0].data(), want_o);
+    if (rep.buffers.size() > 1 && rep.buffers[1].size() == static_cast<size_t>(tq) * c.num_qo_heads * 4) {
+      r.lse.resize(rep.buffers[1].size() / 4);
+      std::memcpy(r.lse.data(), rep.buffers[1].data(), rep.buffers[1].size());
+    }
   }
   std::string bad = non_finite(r.o, "O", int64_t{c.num_qo_heads} * c.head_dim_vo, c.num_qo_heads, false);
   if (bad.empty()) bad = non_finite(r.lse, "LSE", c.num_qo_heads, c.num_qo_heads, true);
@@ -192,23 +278,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     return r;
   }
   for (float& x : r.o) x = round_to(c.dtype, x);  // O in the case dtype, as every backend returns it
-  // the function's own time, and what the hand-off cost around it
-  std::vector<double> ms;
-  for (const auto& x : rep.header.value("call_ms", nlohmann::json::array())) ms.push_back(x.get<double>());
-  double sum = 0;
-  for (double x : ms) sum += x;
-  std::sort(ms.begin(), ms.end());
-  const double overhead = rep.round_trip_ms - sum, worker = rep.header.value("worker_overhead_ms", 0.0);
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "CPU time (time.perf_counter) %.3f ms per call; hand-off %.3f ms (worker side %.3f ms)",
-                ms.empty() ? 0.0 : ms[ms.size() / 2], overhead, worker);
-  r.message = buf;
-  if (opt.bench_reps > 0 && !ms.empty()) {
-    r.timing.device_ms = ms[ms.size() / 2];
-    r.timing.device_ms_min = ms.front();
-    r.timing.device_ms_max = ms.back();
-    r.timing.reps = static_cast<int>(ms.size());
-  }
+  note_timing(rep, gpu, opt, &r);
   return r;
 }
 

@@ -114,7 +114,9 @@ def short_traceback(e):
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != "<string>"]  # not the worker's
     where = ["%s:%d in %s: %s" % (os.path.basename(f.filename), f.lineno, f.name, (f.line or "").strip())
              for f in frames[-2:]]
-    what = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+    lines = [x for x in "".join(traceback.format_exception_only(type(e), e)).strip().splitlines() if x.strip()]
+    # the first line names the exception; PyTorch's compile errors end in advice, not the cause
+    what = lines[0] if lines and ("torch" in type(e).__module__ or len(lines) > 3) else (lines or ["?"])[-1]
     return what + ("" if not where else " (at " + " <- ".join(reversed(where)) + ")")
 
 
@@ -126,8 +128,8 @@ class Unavailable(Exception):
     """A named adapter's library is missing here: the backend's status is unsupported, not an error."""
 
 
-# ---- named adapters (python.sdpa, python.flex_attention): attnscope's own code, run on CPU tensors in
-# this landing (the GPU path, through CUDA IPC, is not yet)
+# ---- named adapters on the NumPy path (no PyTorch on a CUDA device): python.sdpa / python.flex_attention
+# on CPU tensors in fp64; their GPU forms are in gpu_adapters below
 
 def _torch():
     try:
@@ -205,10 +207,351 @@ def adapter_flex_attention(b):
     return _per_request(b, torch, attend)
 
 
-ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
+CPU_ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
+
+
+# ---- the GPU path: attnscope's device buffers opened through CUDA IPC as PyTorch tensors (no copy)
+
+_DEV = "cuda"  # the adapters' device (a development harness may run them on "cpu")
+
+class _Cai:
+    """A device pointer as __cuda_array_interface__, which torch.as_tensor wraps without copying."""
+
+    def __init__(self, ptr, shape, typestr):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
+                                         "strides": None, "version": 2}
+
+
+class _IpcHandle(__import__("ctypes").Structure):
+    _fields_ = [("reserved", __import__("ctypes").c_ubyte * 64)]  # c_char would stop at a NUL
+
+
+_gpu = None  # (torch, libcuda) once PyTorch has set up its CUDA context here
+
+
+def gpu_setup(device):
+    """PyTorch on CUDA device `device` and the driver's IPC calls (libcuda through ctypes: it opens the
+    runtime's cudaIpcMemHandle_t, the same 64 bytes, in the primary context PyTorch uses)."""
+    global _gpu
+    if _gpu is None:
+        import ctypes
+        torch = _torch()
+        if not torch.cuda.is_available():
+            raise Unavailable("PyTorch %s here has no CUDA device" % torch.__version__)
+        cu = ctypes.CDLL("libcuda.so.1")
+        op = getattr(cu, "cuIpcOpenMemHandle_v2", None) or cu.cuIpcOpenMemHandle
+        op.argtypes = [ctypes.POINTER(ctypes.c_uint64), _IpcHandle, ctypes.c_uint]
+        cu.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
+        _gpu = (torch, cu, op)
+        torch.cuda.set_device(device)
+        torch.zeros(1, device=_DEV)  # makes the primary context current on this thread
+    elif _gpu[0].cuda.current_device() != device:
+        _gpu[0].cuda.set_device(device)
+    return _gpu
+
+
+def gpu_probe():
+    try:
+        torch = _torch()
+    except Unavailable as e:
+        return {"status": "ok", "cuda": False, "why": str(e)}
+    if not torch.cuda.is_available():
+        return {"status": "ok", "cuda": False, "why": "PyTorch %s here has no CUDA device" % torch.__version__}
+    return {"status": "ok", "cuda": True, "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+
+
+_TYPESTR = {"f32": "<f4", "i32": "<i4", "f16": "<f2", "bf16": "<i2"}
+
+
+def gpu_inputs(desc):
+    """The call's tensors: views of attnscope's allocations. Returns (arrays, close) where close() unmaps them."""
+    import ctypes
+    torch, cu, op = gpu_setup(desc["device"])
+    opened = {}
+    arrays = {}
+    try:
+        for d in desc["buffers"]:
+            base = opened.get(d["handle"])
+            if base is None:
+                ptr = ctypes.c_uint64(0)
+                rc = op(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(bytes.fromhex(d["handle"])), 1)  # lazy peer access
+                if rc != 0:
+                    raise RuntimeError("cuIpcOpenMemHandle of %s failed (CUresult %d)" % (d["name"], rc))
+                base = opened[d["handle"]] = ptr.value
+            t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
+            arrays[d["name"]] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
+    except Exception:
+        for base in opened.values():
+            cu.cuIpcCloseMemHandle(base)
+        raise
+
+    def close():
+        torch.cuda.synchronize()
+        for base in opened.values():
+            cu.cuIpcCloseMemHandle(base)
+    return arrays, close
+
+
+def _host_lists(b):
+    return {n: getattr(b, n).tolist() for n in ("cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "mask_lo", "mask_hi")}
+
+
+def _t_request_kv(b, cache, r, h):
+    """Request r's keys (or values) [kv_len, kv_heads, dim], gathered from its pages."""
+    kv_len = h["cache_seqlens"][r]
+    if b.storage == "ragged":
+        return cache[h["cu_seqlens_k"][r]:h["cu_seqlens_k"][r + 1]]
+    x = cache[b.block_table[r, :(kv_len + b.page_size - 1) // b.page_size].long()]
+    if b.layout == "HND":
+        x = x.transpose(1, 2)
+    return x.reshape(-1, x.shape[2], x.shape[3])[:kv_len]
+
+
+def _mask_kind(b, h, r):
+    """'none' (every row sees every key), 'causal' (top-left: row i sees keys [0, i]), or 'other'."""
+    s, e, kv = h["cu_seqlens_q"][r], h["cu_seqlens_q"][r + 1], h["cache_seqlens"][r]
+    lo, hi = h["mask_lo"][s:e], h["mask_hi"][s:e]
+    if all(a == 0 for a in lo) and all(x == kv for x in hi):
+        return "none"
+    if e - s == kv and all(a == 0 for a in lo) and hi == list(range(1, kv + 1)):
+        return "causal"
+    return "other"
+
+
+def _finish(b, torch, h):
+    empty = torch.tensor([lo >= hi for lo, hi in zip(h["mask_lo"], h["mask_hi"])], device=_DEV)
+
+    def finish(o, lse):
+        o = torch.where(empty[:, None, None], 0.0, o.float())
+        if lse is not None:
+            lse = torch.where(empty[:, None], -float("inf"), lse.float())
+        return o, lse
+    return finish
+
+
+SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                 "math": "MATH"}
+
+
+def gpu_sdpa(backend):
+    def prepare(b):
+        torch = _torch()
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        h = _host_lists(b)
+        group = b.num_qo_heads // b.num_kv_heads
+        items = []
+        for r in range(b.num_requests):
+            s, e = h["cu_seqlens_q"][r], h["cu_seqlens_q"][r + 1]
+            q = b.q[s:e].transpose(0, 1)[None].contiguous()
+            k = _t_request_kv(b, b.k_cache, r, h).repeat_interleave(group, 1).transpose(0, 1)[None].contiguous()
+            v = _t_request_kv(b, b.v_cache, r, h).repeat_interleave(group, 1).transpose(0, 1)[None].contiguous()
+            kind = _mask_kind(b, h, r)
+            mask = None
+            if kind == "other":
+                keys = torch.arange(k.shape[2], device=_DEV)
+                lo, hi = b.mask_lo[s:e, None], b.mask_hi[s:e, None]
+                mask = ((keys[None, :] >= lo) & (keys[None, :] < hi))[None, None]
+            items.append((s, e, q, k, v, mask, kind == "causal"))
+        pinned = [getattr(SDPBackend, SDPA_BACKENDS[backend])] if backend else None
+
+        def go():
+            outs = []
+            ctx = sdpa_kernel(pinned) if pinned else None  # a generator's context: one per call
+            if ctx is not None:
+                ctx.__enter__()
+            try:
+                for (s, e, q, k, v, mask, causal) in items:
+                    outs.append(F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                               scale=b.sm_scale))
+            except RuntimeError as ex:
+                if backend and "No available kernel" in str(ex):
+                    raise Unavailable("PyTorch's SDPA %s backend does not take this case (%s)"
+                                      % (backend, "a mask other than none or causal with q_len == kv_len"
+                                         if any(i[5] is not None for i in items) else str(ex).splitlines()[0]))
+                raise
+            finally:
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+            return outs
+        fin = _finish(b, torch, h)
+
+        def finish(outs):
+            o = torch.empty((b.total_q, b.num_qo_heads, b.head_dim_vo), device=_DEV)
+            for (s, e, *_), out in zip(items, outs):
+                o[s:e] = out[0].transpose(0, 1)
+            return fin(o, None)
+        return go, finish
+    return prepare
+
+
+_flex_compiled = None
+# FlexAttention's kernel_options to try: PyTorch 2.11's default (BACKEND AUTO) found no kernel for these
+# calls on an H100 (NoValidChoicesError) where BACKEND TRITON compiles
+_flex_options = [None, {"BACKEND": "TRITON"}, {"BACKEND": "TRITON", "USE_TMA": False}]
+last_block_mask = None  # the last python.flex_attention call's BlockMask, for the reply
+
+
+def gpu_flex(b):
+    global _flex_compiled, last_block_mask
+    torch = _torch()
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except Exception as e:
+        raise Unavailable("FlexAttention not importable (PyTorch %s): %s" % (torch.__version__, e))
+    if _flex_compiled is None:
+        _flex_compiled = torch.compile(flex_attention, dynamic=False)
+    h = _host_lists(b)
+    B = b.num_requests
+    q = b.q.transpose(0, 1)[None].contiguous()
+    k = torch.cat([_t_request_kv(b, b.k_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
+    v = torch.cat([_t_request_kv(b, b.v_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
+    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device=_DEV)
+    klens = torch.tensor(h["cache_seqlens"], device=_DEV)
+    q_req = torch.repeat_interleave(torch.arange(B, device=_DEV), qlens)
+    kv_req = torch.repeat_interleave(torch.arange(B, device=_DEV), klens)
+    kv_pos = torch.arange(b.total_kv, device=_DEV) - torch.tensor(h["cu_seqlens_k"][:-1], device=_DEV)[kv_req]
+    lo, hi = b.mask_lo.long(), b.mask_hi.long()
+
+    # every built-in mask is one key interval per query row (docs/architecture.md), within its request
+    def mask_mod(bi, hd, qi, ki):
+        return (q_req[qi] == kv_req[ki]) & (kv_pos[ki] >= lo[qi]) & (kv_pos[ki] < hi[qi])
+    bm = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device=_DEV)
+    last_block_mask = bm
+    cap = float(b.soft_cap)
+    score_mod = (lambda s, bi, hd, qi, ki: cap * torch.tanh(s / cap)) if cap > 0 else None
+
+    tried = _flex_options  # kernel_options in turn; the first that compiles here stays first for the worker
+
+    def flex(opts):
+        kw = dict(score_mod=score_mod, block_mask=bm, scale=b.sm_scale, enable_gqa=True, kernel_options=opts)
+        try:
+            return _flex_compiled(q, k, v, return_lse=True, **kw)
+        except TypeError:  # a PyTorch that asks for return_aux instead
+            from torch.nn.attention.flex_attention import AuxRequest
+            out, aux = _flex_compiled(q, k, v, return_aux=AuxRequest(lse=True), **kw)
+            return out, aux.lse
+
+    def go():
+        # the first kernel_options this PyTorch compiles for the case, kept for the timed calls
+        while True:
+            try:
+                return flex(tried[0])
+            except Exception:
+                if len(tried) == 1:
+                    raise
+                traceback.print_exc(file=sys.stderr)
+                print("attnscope: flex_attention with kernel_options %s failed; trying %s" % (tried[0], tried[1]),
+                      file=sys.stderr)
+                tried.pop(0)
+    fin = _finish(b, torch, h)
+
+    def finish(ret):
+        out, lse = ret
+        return fin(out[0].transpose(0, 1), lse[0].transpose(0, 1))
+    return go, finish
+
+
+def _fa_window(b, h):
+    """FlashAttention's (causal, window_size) for the case, or why its mask is not one it takes."""
+    for r in range(b.num_requests):
+        s, e, kv = h["cu_seqlens_q"][r], h["cu_seqlens_q"][r + 1], h["cache_seqlens"][r]
+        for i in range(e - s):
+            end = kv - (e - s) + i + 1 if b.causal else kv  # bottom-right aligned, as FlashAttention's causal
+            start = max(0, end - 1 - b.window_left) if b.window_left >= 0 else 0
+            if (h["mask_lo"][s + i], h["mask_hi"][s + i]) != (start, min(max(end, 0), kv)):
+                raise Unavailable("flash_attn_with_kvcache takes causal and sliding-window masks; this case's mask "
+                                  "is another")
+    return bool(b.causal), (b.window_left, 0 if b.causal else -1) if b.window_left >= 0 else (-1, -1)
+
+
+def gpu_engine(module, name):
+    def prepare(b):
+        import importlib
+        torch = _torch()
+        try:
+            mod = importlib.import_module(module)
+        except Exception as e:
+            raise Unavailable("not installed: %s (%s)" % (module, e))
+        fn = getattr(mod, name)
+        if b.storage != "paged" or b.layout != "NHD":
+            raise Unavailable("the engines' kernels read a paged NHD cache; this case's is %s %s" % (b.storage, b.layout))
+        h = _host_lists(b)
+        causal, window = _fa_window(b, h)
+        cap = float(b.soft_cap)
+        if module == "sgl_kernel.flash_attn":  # SGLang's FlashAttentionBackend (forward_extend / forward_decode)
+            def go():
+                return fn(q=b.q, k_cache=b.k_cache, v_cache=b.v_cache, page_table=b.block_table,
+                          cache_seqlens=b.cache_seqlens, cu_seqlens_q=b.cu_seqlens_q, cu_seqlens_k_new=None,
+                          max_seqlen_q=b.max_seqlen_q, softmax_scale=b.sm_scale, causal=causal, window_size=window,
+                          softcap=cap, return_softmax_lse=True)
+        else:  # vLLM's FlashAttentionImpl.forward: the varlen entry point on the paged cache
+            def go():
+                return fn(q=b.q, k=b.k_cache, v=b.v_cache, max_seqlen_q=b.max_seqlen_q, cu_seqlens_q=b.cu_seqlens_q,
+                          max_seqlen_k=b.max_seqlen_k, seqused_k=b.cache_seqlens, softmax_scale=b.sm_scale,
+                          causal=causal, window_size=list(window), block_table=b.block_table, softcap=cap,
+                          return_softmax_lse=True)
+        fin = _finish(b, torch, h)
+
+        def finish(ret):
+            out, lse = ret
+            if lse.shape[0] == b.num_qo_heads and lse.shape[-1] == b.total_q:  # FlashAttention's [heads, total_q]
+                lse = lse.reshape(b.num_qo_heads, b.total_q).transpose(0, 1)
+            return fin(out, lse)
+        return go, finish
+    return prepare
+
+
+def gpu_flex_prepare(b):
+    return gpu_flex(b)
+
+
+GPU_ADAPTERS = {"sdpa": gpu_sdpa(None), "flex_attention": gpu_flex_prepare,
+                "sgl_fa3": gpu_engine("sgl_kernel.flash_attn", "flash_attn_with_kvcache"),
+                "vllm_fa": gpu_engine("vllm.vllm_flash_attn", "flash_attn_varlen_func")}
+GPU_ADAPTERS.update({"sdpa_" + k: gpu_sdpa(k) for k in SDPA_BACKENDS})
+
+
+def block_mask_summary():
+    """The last BlockMask in the reply's header: its block sizes, kv_num_blocks and kv_indices (first
+    head's, clipped), for the Mask tab."""
+    bm = last_block_mask
+    if bm is None:
+        return None
+    n = bm.kv_num_blocks[0, 0].tolist()
+    idx = bm.kv_indices[0, 0][:, :64].tolist()
+    return {"block_size": list(bm.BLOCK_SIZE), "kv_num_blocks": n[:256],
+            "kv_indices": [row[:k] for row, k in zip(idx[:256], n[:256])],
+            "full_kv_num_blocks": [] if bm.full_kv_num_blocks is None else bm.full_kv_num_blocks[0, 0].tolist()[:256],
+            "text": str(bm)[:4000]}
+
+
+def _cpu_needs_gpu(name, module=None):
+    def adapter(b):
+        if module is not None:
+            import importlib
+            try:
+                importlib.import_module(module)
+            except Exception as e:
+                raise Unavailable("not installed: %s (%s)" % (module, e))
+        torch = _torch()
+        raise Unavailable("%s runs on PyTorch's CUDA tensors; PyTorch %s here has no CUDA device, or this build of "
+                          "attnscope has none" % (name, torch.__version__))
+    return adapter
+
+
+CPU_ADAPTERS.update({"sdpa_" + k: _cpu_needs_gpu("python.sdpa_" + k) for k in ("flash", "cudnn", "efficient", "math")})
+CPU_ADAPTERS["sgl_fa3"] = _cpu_needs_gpu("python.sgl_fa3", "sgl_kernel.flash_attn")
+CPU_ADAPTERS["vllm_fa"] = _cpu_needs_gpu("python.vllm_fa", "vllm.vllm_flash_attn")
 
 
 def checked(value, name, shape):
+    if type(value).__module__.startswith("torch"):
+        if not value.is_floating_point():
+            raise ContractError("%s has dtype %s; the contract wants a floating tensor" % (name, value.dtype))
+        if tuple(value.shape) != tuple(shape):
+            raise ContractError("%s has shape %s; the contract wants %s" % (name, tuple(value.shape), tuple(shape)))
+        return value
     a = np.asarray(value)
     if a.dtype.kind != "f":
         raise ContractError("%s has dtype %s; the contract wants a floating array (float16, float32 or float64)"
@@ -236,11 +579,79 @@ def outputs(ret, meta):
     return o, lse
 
 
-def call(header, arrays):
+def _as_numpy(t):
+    """A device tensor as the NumPy path's array (float32 or int32, read-only): for a function that asks
+    for NumPy (ATTNSCOPE_INPUTS = "numpy") on the GPU path."""
+    a = (t.float() if t.is_floating_point() else t).cpu().numpy()
+    a.flags.writeable = False
+    return a
+
+
+def call_gpu(header, fn, adapter):
+    """The GPU path: inputs are views of attnscope's allocations; O (and the LSE) go into its output
+    buffer. Times the function with CUDA events: `warmup` calls, then `reps` timed ones."""
     t0 = time.perf_counter()
     meta = header["meta"]
-    fn = ADAPTERS[header["adapter"]] if "adapter" in header else load(header["file"], header["function"])
-    batch = types.SimpleNamespace(**meta, **arrays)
+    arrays, close = gpu_inputs(header["cuda"])
+    torch = _gpu[0]
+    try:
+        out_o, out_lse = arrays.pop("o"), arrays.pop("lse")
+        wants = "torch"
+        if adapter is None:
+            wants = getattr(fn, "__globals__", {}).get("ATTNSCOPE_INPUTS", "torch")
+        if wants == "numpy":
+            arrays = {k: _as_numpy(v) for k, v in arrays.items()}
+        batch = types.SimpleNamespace(**meta, **arrays, inputs=wants)
+        setup_ms = 0.0
+        if adapter is not None:  # the adapter's set-up (gathers, masks, BlockMask) is timed apart
+            s = time.perf_counter()
+            go, finish = adapter(batch)
+            torch.cuda.synchronize()
+            setup_ms = (time.perf_counter() - s) * 1e3
+        else:
+            go, finish = (lambda: fn(batch)), (lambda ret: ret)
+        times, wall = [], 0.0
+        for i in range(int(header.get("warmup", 0)) + max(1, int(header.get("reps", 1)))):
+            ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a = time.perf_counter()
+            ev[0].record()
+            ret = go()
+            ev[1].record()
+            torch.cuda.synchronize()
+            took = (time.perf_counter() - a) * 1e3
+            wall += took
+            if i >= int(header.get("warmup", 0)):  # a NumPy function's time is the host's
+                times.append(ev[0].elapsed_time(ev[1]) if wants == "torch" else took)
+        o, lse = outputs(finish(ret), meta)
+        out_o.copy_(torch.as_tensor(o, device=_DEV).reshape(out_o.shape))
+        if lse is not None:
+            out_lse.copy_(torch.as_tensor(lse, device=_DEV).reshape(out_lse.shape))
+        reply = {"status": "ok", "call_ms": times, "timer": "cuda_events" if wants == "torch" else "host",
+                 "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": []}
+        if adapter is not None and header.get("adapter") == "flex_attention":
+            reply["block_mask"] = block_mask_summary()
+        del batch, arrays, out_o, out_lse, o, lse, ret
+    finally:
+        close()
+    reply["worker_overhead_ms"] = (time.perf_counter() - t0) * 1e3 - wall - reply["setup_ms"]
+    send(reply)
+
+
+def call(header, arrays):
+    if header.get("op") == "probe":
+        send(gpu_probe())
+        return
+    fn = adapter = None
+    if "adapter" in header:
+        adapter = (GPU_ADAPTERS if "cuda" in header else CPU_ADAPTERS)[header["adapter"]]
+    else:
+        fn = load(header["file"], header["function"])
+    if "cuda" in header:
+        return call_gpu(header, fn, adapter)
+    t0 = time.perf_counter()
+    meta = header["meta"]
+    fn = fn or adapter
+    batch = types.SimpleNamespace(**meta, **arrays, inputs="numpy")
     reps = max(1, int(header.get("reps", 1)))
     times = []
     t1 = time.perf_counter()
@@ -250,11 +661,14 @@ def call(header, arrays):
         times.append((time.perf_counter() - a) * 1e3)
     t2 = time.perf_counter()
     o, lse = outputs(ret, meta)
+    if not isinstance(o, np.ndarray):  # a torch tensor from a CPU-path function
+        o = np.ascontiguousarray(o.detach().float().cpu().numpy(), dtype="<f4")
+        lse = None if lse is None else np.ascontiguousarray(lse.detach().float().cpu().numpy(), dtype="<f4")
     bufs = [{"name": "o", "dtype": "f32", "shape": list(o.shape)}]
     if lse is not None:
         bufs.append({"name": "lse", "dtype": "f32", "shape": list(lse.shape)})
     overhead = ((t1 - t0) + (time.perf_counter() - t2)) * 1e3
-    send({"status": "ok", "call_ms": times, "worker_overhead_ms": overhead, "buffers": bufs},
+    send({"status": "ok", "call_ms": times, "timer": "host", "worker_overhead_ms": overhead, "buffers": bufs},
          [o.tobytes()] + ([] if lse is None else [lse.tobytes()]))
 
 
@@ -269,6 +683,8 @@ def main():
         except Unavailable as e:
             send({"status": "error", "kind": "unavailable", "message": str(e)})
         except Exception as e:
+            if "adapter" in header:  # attnscope's own code: the whole traceback on attnscope's stderr
+                traceback.print_exc(file=sys.stderr)
             send({"status": "error", "kind": "exception", "message": short_traceback(e)})
 
 

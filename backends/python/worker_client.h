@@ -1,8 +1,8 @@
 // The persistent Python worker the python: backends call (docs/python-backends.md, "Protocol"): one
 // process for the whole run, started on first use, killed and started again after it dies, hangs past
 // the timeout or breaks the protocol. Inputs go over a Unix socket pair as JSON headers and raw
-// little-endian buffers (worker.py). Not yet: PyTorch tensors on the GPU through CUDA IPC; this
-// landing hands NumPy arrays over the socket.
+// little-endian buffers (worker.py), or, on the GPU path, CUDA IPC handles of attnscope's device
+// buffers in the header (gpu_handoff.h).
 #pragma once
 
 #include <sys/types.h>

@@ -9,6 +9,9 @@ the LSE [total_q, num_qo_heads] (natural log, -inf for a row that sees no key).
 """
 import numpy as np
 
+# On the GPU path (PyTorch with CUDA in the worker) ask for host NumPy copies instead of CUDA tensors.
+ATTNSCOPE_INPUTS = "numpy"
+
 
 def request_kv(batch, cache, r):
     """Request r's keys (or values) in key order, [kv_len, num_kv_heads, dim], read through its pages."""

@@ -167,6 +167,7 @@ TEST_F(PythonBackends, ExampleMeetsTheTwiceLowpRuleOnRandomCases) {
 TEST_F(PythonBackends, TheFunctionSeesTheEnginesMetadata) {
   const Result r = run(id("metadata"));
   EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_GT(r.timing.overhead_ms, 0) << "the hand-off's cost, for the Timing tab's column";
 }
 
 TEST_F(PythonBackends, AnExceptionIsTheStatusWithItsTracebackLine) {
@@ -310,4 +311,47 @@ TEST_F(PythonBackends, AdaptersNeedPyTorch) {
   }
   c.attention.soft_cap = 30;
   EXPECT_NE(refusal("python.sdpa", c).find("no soft-cap"), std::string::npos);
+}
+
+// The GPU-only adapters where the worker has no PyTorch with CUDA (CI): the engines' kernels say which
+// module is missing, SDPA pinned to a backend says it needs CUDA tensors (or that PyTorch is missing);
+// unsupported, never an error. An engine's kernel refuses what it cannot read before the call.
+TEST_F(PythonBackends, GpuAdaptersSayWhyWithoutTheirLibraries) {
+  const CaseSpec c = small_case();
+  for (const char* id : {"python.sgl_fa3", "python.vllm_fa"}) {
+    SCOPED_TRACE(id);
+    CaseSpec bf = c;
+    bf.dtype = DType::kBf16;
+    const Result r = run(id, bf);
+    EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+    EXPECT_EQ(r.message.rfind("not installed: ", 0), 0u) << r.message;
+    EXPECT_NE(refusal(id, c).find("FlashAttention takes fp16 / bf16"), std::string::npos) << refusal(id, c);
+    bf.kv_cache.layout = KvLayout::kHND;
+    EXPECT_NE(refusal(id, bf).find("paged NHD cache"), std::string::npos) << refusal(id, bf);
+  }
+  const bool torch = std::system((py_ + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  for (const char* id : {"python.sdpa_flash", "python.sdpa_cudnn", "python.sdpa_efficient", "python.sdpa_math"}) {
+    SCOPED_TRACE(id);
+    const Result r = run(id);
+    EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+    EXPECT_NE(r.message.find(torch ? "runs on PyTorch's CUDA tensors" : "PyTorch not importable"), std::string::npos)
+        << r.message;
+  }
+}
+
+// A function may return O alone: the comparison checks O (it read past the empty LSE before).
+TEST_F(PythonBackends, AnOAloneResultIsCompared) {
+  const CaseSpec c = small_case();
+  const Plan p = plan_case(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result z = run_backend(*make_backend(id("zeros")), c, p, w, RunOptions{});
+  const Result ref = run_backend(*make_backend("cpu.reference"), c, p, w, RunOptions{});
+  ASSERT_TRUE(z.ok()) << z.message;
+  ASSERT_TRUE(z.lse.empty());
+  for (CompareRule rule : {CompareRule::kAllclose, CompareRule::kBitwise}) {
+    const DiffReport d = compare_results(c, z, ref, {id("zeros"), "cpu.reference", rule, 1e-2, 1e-3, ""}, nullptr);
+    EXPECT_FALSE(d.verdict.pass);  // zeros are not attention
+    EXPECT_EQ(d.lse.count, 0);
+    EXPECT_GT(d.o.count, 0);
+  }
 }

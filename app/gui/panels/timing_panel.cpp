@@ -54,6 +54,7 @@ TimingItems build_timing_items(const Session& s) {
     row.host_ms = r.timing.host_ms;
     row.device_ms = r.timing.device_ms;
     row.device_timed = r.timing.reps > 0;
+    row.overhead_ms = r.timing.overhead_ms;
     const double ms = row.device_timed ? row.device_ms : row.host_ms;
     const WorkCounts done = work_done(s, r);
     row.flops = done.flops;
@@ -90,12 +91,13 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
     std::snprintf(b, sizeof b, "%.3g ms %s", r.device_timed ? r.device_ms : r.host_ms, r.device_timed ? "device" : "host");
     label_w = std::max(label_w, ImGui::CalcTextSize(b).x);
   }
-  if (ImGui::BeginTable("timing", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+  if (ImGui::BeginTable("timing", 6, ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
     const float ch = ImGui::CalcTextSize("0").x;
     ImGui::TableSetupColumn("backend", ImGuiTableColumnFlags_WidthFixed, ch * 20);
     ImGui::TableSetupColumn("time", ImGuiTableColumnFlags_WidthStretch, 1.4f);
     ImGui::TableSetupColumn("TFLOP/s", ImGuiTableColumnFlags_WidthFixed, ch * 10);
     ImGui::TableSetupColumn("GB/s", ImGuiTableColumnFlags_WidthFixed, ch * 9);
+    ImGui::TableSetupColumn("hand-off", ImGuiTableColumnFlags_WidthFixed, ch * 10);
     ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthStretch, 1.f);
     ImGui::TableHeadersRow();
     for (const auto& r : it.rows) {
@@ -117,6 +119,11 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
         ImGui::SetTooltip("%.3g GFLOP done: the sampled rows only (the case asks for %.3g GFLOP)", r.flops / 1e9, it.flops / 1e9);
       ImGui::TableNextColumn();
       ImGui::Text("%.3g%s", r.gbps, r.sampled ? " *" : "");
+      ImGui::TableNextColumn();
+      if (r.overhead_ms > 0) {  // a python: backend's worker: the call's fixed cost, apart from its time
+        ImGui::Text("%.3g ms", r.overhead_ms);
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("handing the inputs to the Python worker and reading O back, per call");
+      }
       ImGui::TableNextColumn();
       ImGui::TextWrapped("%s", r.status.c_str());
     }

@@ -16,6 +16,7 @@ namespace attnscope::gui {
 struct TimingRow {
   std::string backend, status;
   double host_ms = 0, device_ms = 0;
+  double overhead_ms = 0;       // the hand-off around the timed call (python: backends), 0 = none
   double flops = 0, bytes = 0;  // the work this run did: a sampled reference computes only its rows
   double tflops = 0, gbps = 0;  // from device time when measured, else host time
   bool device_timed = false;

@@ -23,6 +23,7 @@ struct Timing {
   double device_ms = 0;  // median kernel time with CUDA events (GPU backends), else 0
   double device_ms_min = 0, device_ms_max = 0;
   int reps = 0;
+  double overhead_ms = 0;  // a hand-off's fixed cost around the timed call (python: backends' worker), 0 = none
 };
 
 // /cuda_graph (docs/conventions.md, "CUDA-graph replay"): a backend's launch captured at the bucket

@@ -1,0 +1,235 @@
+// The python family on the GPU (docs/python-backends.md, "On the GPU"): inputs through CUDA IPC as
+// PyTorch tensors, CUDA-event timing with the hand-off apart, the named adapters (SDPA per backend,
+// compiled FlexAttention, the engines' kernels against PyTorch stand-ins in tests/python/standins) and
+// the Triton example, each under the 2x rule against cpu.reference. Skips, saying why, without a GPU,
+// or without PyTorch with CUDA (or Triton) in the worker's Python.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "attnscope/compare.h"
+#include "attnscope/registry.h"
+#include "case_gen.h"
+#include "gpu_test_util.h"
+
+using namespace attnscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
+
+const char* kModule = R"(import torch
+def inputs(b):
+    # views of attnscope's device buffers, in the case dtype
+    want = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[b.dtype]
+    assert b.inputs == "torch"
+    assert b.q.is_cuda and b.k_cache.is_cuda and b.block_table.is_cuda, "not on the GPU"
+    assert b.q.dtype == want and b.k_cache.dtype == want, (b.q.dtype, want)
+    assert b.block_table.dtype == torch.int32 and b.cu_seqlens_q.dtype == torch.int32
+    assert b.k_cache.shape == (b.num_pages, b.page_size, b.num_kv_heads, b.head_dim_qk), b.k_cache.shape
+    assert int(b.cu_seqlens_q[-1]) == b.total_q == b.q.shape[0]
+    assert int(b.kv_indptr[-1]) == b.kv_indices.shape[0]
+    return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
+def zeros(b):
+    return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
+def boom(b):
+    raise ValueError("no kernel today")
+def nan_out(b):
+    o = zeros(b)
+    o[2, 1, 3] = float("nan")
+    return o
+)";
+
+class PythonGpu : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* env = std::getenv("ATTNSCOPE_PYTHON");
+    py_ = env && *env ? env : "python3";
+    const std::string probe = py_ + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1";
+    torch_ = std::system(probe.c_str()) == 0;
+    triton_ = std::system((py_ + " -c 'import triton' >/dev/null 2>&1").c_str()) == 0;
+    // the engines' stand-ins on the worker's path (the worker starts after this)
+    setenv("PYTHONPATH", src("tests/python/standins").c_str(), 1);
+    dir_ = fs::temp_directory_path() / ("attnscope_pygpu_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "g.py") << kModule;
+  }
+  static void TearDownTestSuite() {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void SetUp() override {
+    REQUIRE_GPU();
+    if (!torch_) GTEST_SKIP() << py_ << " has no PyTorch with CUDA (set ATTNSCOPE_PYTHON)";
+    allow_all_user_code(true);
+    set_user_code_timeout(300);  // torch's import and torch.compile's first compiles
+  }
+  void TearDown() override {
+    allow_all_user_code(false);
+    set_user_code_timeout(kDefaultUserCodeTimeout);
+  }
+  static std::string id(const std::string& fn) { return "python:" + (dir_ / "g.py").string() + ":" + fn; }
+  static CaseSpec fixed(std::vector<RequestSpec> reqs, bool causal = true) {
+    CaseSpec c;
+    c.name = "pygpu";
+    c.requests = std::move(reqs);
+    c.num_qo_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_dim_qk = c.head_dim_vo = 128;
+    c.kv_cache.page_size = 16;
+    c.kv_cache.allocation = PageAlloc::kShuffled;
+    c.dtype = DType::kBf16;
+    c.attention.causal = causal;
+    validate_case(c);
+    return c;
+  }
+  // Runs `id` on c; ok: it must meet the 2x rule (and returns 1); unsupported: 0 with the reason
+  // printed; anything else fails.
+  static int meets_twice_lowp(const std::string& bid, const CaseSpec& c, int reps = 0) {
+    SCOPED_TRACE(bid + " on " + c.name);
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    RunOptions o;
+    o.bench_reps = reps;
+    const Result a = attnscope::testing::run_id(bid, c, p, w, o), ref = attnscope::testing::run_id("cpu.reference", c, p, w),
+                 low = attnscope::testing::run_id("cpu.lowp", c, p, w);
+    if (a.status == Status::kUnsupported) {
+      std::cout << "  " << bid << " on " << c.name << ": unsupported: " << a.message << "\n";
+      return 0;
+    }
+    EXPECT_TRUE(a.ok()) << a.message;
+    if (!a.ok()) return 0;
+    EXPECT_NE(a.message.find("inputs through CUDA IPC"), std::string::npos) << a.message;
+    const DiffReport d = compare_results(c, a, ref, {bid, "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &low);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
+    std::cout << "  " << bid << " on " << c.name << ": " << a.message << "\n";
+    return d.verdict.pass ? 1 : 0;
+  }
+  static std::vector<CaseSpec> random_cases(int n, int min_dim) {
+    std::vector<CaseSpec> out;
+    for (uint64_t seed = 0; seed < 200 && static_cast<int>(out.size()) < n; ++seed) {
+      attnscope::testing::GenLimits lim;
+      lim.max_kv = 200;
+      CaseSpec c = attnscope::testing::random_case(seed, lim);
+      if (c.attention.alibi || c.head_dim_qk < min_dim || c.head_dim_vo < min_dim) continue;
+      out.push_back(c);
+    }
+    return out;
+  }
+  static std::string py_;
+  static bool torch_, triton_;
+  static fs::path dir_;
+};
+std::string PythonGpu::py_;
+bool PythonGpu::torch_ = false, PythonGpu::triton_ = false;
+fs::path PythonGpu::dir_;
+
+}  // namespace
+
+TEST_F(PythonGpu, InputsAreTheDeviceBuffersAsTensors) {
+  for (DType t : {DType::kBf16, DType::kFp16, DType::kFp32}) {
+    CaseSpec c = fixed({{5, 40}, {1, 33}});
+    c.dtype = t;
+    const Plan p = plan_case(c);
+    const Result r = attnscope::testing::run_id(id("inputs"), c, p, make_workload(c, p.pages));
+    EXPECT_TRUE(r.ok()) << r.message;
+    EXPECT_NE(r.message.find("CUDA events"), std::string::npos) << r.message;
+  }
+}
+
+TEST_F(PythonGpu, FailuresOnTheGpuPathAreStatusesAndTheNextCallRuns) {
+  const CaseSpec c = fixed({{5, 40}, {1, 33}});
+  const Plan p = plan_case(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result boom = attnscope::testing::run_id(id("boom"), c, p, w);
+  EXPECT_EQ(boom.status, Status::kError);
+  EXPECT_NE(boom.message.find("ValueError: no kernel today"), std::string::npos) << boom.message;
+  const Result nan = attnscope::testing::run_id(id("nan_out"), c, p, w);
+  EXPECT_EQ(nan.status, Status::kError);
+  EXPECT_NE(nan.message.find("the first at token 2, head 1"), std::string::npos) << nan.message;
+  const Result ok = attnscope::testing::run_id(id("zeros"), c, p, w);
+  EXPECT_TRUE(ok.ok()) << ok.message;
+}
+
+// The hand-off's fixed cost per call: what `bench` reports beside the function's CUDA-event time.
+TEST_F(PythonGpu, HandOffOverheadIsReported) {
+  const CaseSpec c = fixed({{1, 4096}, {1, 4096}, {1, 4096}, {1, 4096}});
+  const Plan p = plan_case(c);
+  RunOptions o;
+  o.bench_reps = 20;
+  std::vector<double> overheads;
+  for (int i = 0; i < 5; ++i) {
+    const Result r = attnscope::testing::run_id(id("zeros"), c, p, Workload{}, o);
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_EQ(r.timing.reps, 20);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.message, m, std::regex("hand-off ([0-9.]+) ms"))) << r.message;
+    overheads.push_back(std::stod(m[1]));
+    std::cout << "  " << r.message << "\n";
+  }
+  std::sort(overheads.begin(), overheads.end());
+  std::cout << "  hand-off overhead per call, median of 5: " << overheads[2] << " ms\n";
+  RecordProperty("handoff_ms", std::to_string(overheads[2]));
+}
+
+TEST_F(PythonGpu, NumpyExampleOnTheGpuPath) {
+  const std::string ex = "python:" + src("examples/python/numpy_attention.py") + ":attention";
+  int passed = 0;
+  for (const CaseSpec& c : random_cases(3, 8)) passed += meets_twice_lowp(ex, c);
+  EXPECT_EQ(passed, 3);
+}
+
+TEST_F(PythonGpu, TritonExampleMeetsTheTwiceLowpRule) {
+  if (!triton_) GTEST_SKIP() << py_ << " has no Triton";
+  const std::string ex = "python:" + src("examples/python/triton_attention.py") + ":attention";
+  int passed = 0;
+  const auto cases = random_cases(attnscope::testing::gpu_cases(8, 3), 8);
+  for (const CaseSpec& c : cases) passed += meets_twice_lowp(ex, c);
+  passed += meets_twice_lowp(ex, fixed({{64, 300}, {1, 513}, {33, 33}}));
+  EXPECT_EQ(passed, static_cast<int>(cases.size()) + 1);
+}
+
+TEST_F(PythonGpu, SdpaEachBackendMeetsTheTwiceLowpRuleWhereItRuns) {
+  const auto cases = random_cases(attnscope::testing::gpu_cases(4, 2), 8);
+  for (const char* bid : {"python.sdpa", "python.sdpa_flash", "python.sdpa_cudnn", "python.sdpa_efficient", "python.sdpa_math"}) {
+    int passed = 0;
+    // causal with q_len == kv_len, and decode: the forms the flash and cuDNN backends take
+    passed += meets_twice_lowp(bid, fixed({{128, 128}, {64, 64}}));
+    passed += meets_twice_lowp(bid, fixed({{1, 300}, {1, 77}}));
+    for (const CaseSpec& c : cases) passed += meets_twice_lowp(bid, c);
+    EXPECT_GE(passed, 1) << bid << " ran no case";
+  }
+}
+
+TEST_F(PythonGpu, FlexAttentionCompiledMeetsTheTwiceLowpRule) {
+  int passed = 0;
+  CaseSpec capped = fixed({{40, 100}, {1, 257}, {17, 17}});
+  capped.attention.window = 64;
+  capped.attention.soft_cap = 30;
+  const auto cases = random_cases(attnscope::testing::gpu_cases(3, 1), 16);
+  for (const CaseSpec& c : cases) passed += meets_twice_lowp("python.flex_attention", c);
+  passed += meets_twice_lowp("python.flex_attention", capped, 5);  // bench: warm-up (the compile), then 5 timed
+  EXPECT_EQ(passed, static_cast<int>(cases.size()) + 1);
+}
+
+// The engines' packages are too large for the test machine: stand-ins with their signatures
+// (tests/python/standins, PyTorch) check that the adapters feed them the engine's metadata.
+TEST_F(PythonGpu, EngineAdaptersAgainstStandIns) {
+  CaseSpec win = fixed({{40, 100}, {1, 257}, {17, 17}});
+  win.attention.window = 64;
+  win.attention.soft_cap = 20;
+  for (const char* bid : {"python.sgl_fa3", "python.vllm_fa"}) {
+    EXPECT_EQ(meets_twice_lowp(bid, fixed({{64, 300}, {1, 513}, {33, 33}})), 1) << bid;
+    EXPECT_EQ(meets_twice_lowp(bid, win), 1) << bid;
+    CaseSpec docs = fixed({{20, 20}});
+    docs.requests[0].doc_starts = {0, 8};
+    validate_case(docs);
+    const Plan p = plan_case(docs);
+    const Result r = attnscope::testing::run_id(bid, docs, p, make_workload(docs, p.pages));
+    EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  }
+}

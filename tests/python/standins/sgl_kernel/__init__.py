@@ -1,0 +1,1 @@
+# Stand-in for sgl-kernel (tests only): see ../attnscope_fa_standin.py.
