@@ -4,6 +4,8 @@
 // naming the tensor and the rule, where what SGLang builds is not what flash_attn_with_kvcache takes.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "attnscope/case_spec.h"
 #include "attnscope/engine_metadata.h"
 #include "attnscope/plan.h"
@@ -310,4 +312,43 @@ TEST(EngineFeed, WithoutTheEngineTheUnitsAreUntouched) {
     EXPECT_EQ(fed, "");
     EXPECT_EQ(u.kv_indices, own.kv_indices);
   }
+}
+
+// Seeded random batches over shuffled pools: a batch of decodes feeds the decode wrapper, one of
+// extends and prefills the prefill wrapper, each with every query and attnscope's own pages (the
+// engine's tensors are derived from the same page table); a local batch feeds vLLM's virtual batches.
+TEST(EngineFeed, VllmRandomBatchesFeedTheirWrapper) {
+  std::mt19937_64 g(77);
+  auto pick = [&g](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); };
+  int fed_local = 0;
+  for (int i = 0; i < 60; ++i) {
+    const bool decode = i % 2 == 0, local = i % 3 == 0;
+    std::vector<RequestSpec> reqs;
+    for (int r = pick(1, 9); r > 0; --r) {
+      const int kv = pick(1, 2500);
+      reqs.push_back({decode ? 1 : (pick(0, 2) == 0 ? kv : std::min(kv, pick(2, 300))), kv});
+    }
+    CaseSpec c = vllm_case(reqs, 1 << pick(2, 6));
+    c.kv_cache.allocation = PageAlloc::kShuffled;
+    c.kv_cache.allocation_seed = static_cast<uint64_t>(i);
+    if (local) c.attention.local_chunk = c.kv_cache.page_size * 4 * pick(1, 8);
+    validate_case(c);
+    const Plan p = make_plan(c);
+    const bool to_decode = c.requests[0].q_len == 1 && c.requests.back().q_len == 1;
+    fi::FiUnits u = fi::fi_units(c, p);
+    const fi::FiUnits own = u;
+    std::string fed;
+    const std::string why = fi::feed_units(c, p, to_decode ? fi::FiWrapper::kDecode : fi::FiWrapper::kPrefill, &u, &fed);
+    if (local && why.find("split_decodes_and_prefills") != std::string::npos) continue;  // a one-query first virtual batch
+    ASSERT_EQ(why, "") << i;
+    EXPECT_EQ(u.total_q, c.total_q()) << i;
+    if (!local) {
+      EXPECT_EQ(u.kv_indices, own.kv_indices) << i;
+      EXPECT_EQ(u.kv_last_page_len, own.kv_last_page_len) << i;
+      EXPECT_NE(fed.find("equal to attnscope's own units"), std::string::npos) << fed;
+    } else {
+      ++fed_local;
+    }
+  }
+  EXPECT_GT(fed_local, 5);
 }
