@@ -42,6 +42,7 @@ CaseSpec vllm_batch(uint64_t seed, int kind) {
   c.kv_cache.allocation_seed = seed + 11;
   c.kv_cache.poison_unused = true;
   c.data.seed = seed * 31 + 5;
+  c.engine = "vllm-flashinfer";
   const bool decode = kind == 0 || (kind == 2 && seed % 2 == 0);
   const int n = pick(1, 9);
   for (int r = 0; r < n; ++r) {
