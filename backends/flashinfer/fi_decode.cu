@@ -122,7 +122,10 @@ class DecodeBackend final : public Backend, public GraphReplayable {
       if (c.requests[r].q_len != 1)
         return "request " + std::to_string(r) + " has q_len " + std::to_string(c.requests[r].q_len) +
                ": flashinfer.decode runs batches of single-token queries (BatchDecodeWithPagedKVCache); flashinfer.prefill "
-               "runs the rest";
+               "runs the rest" +
+               (c.engine == "vllm-flashinfer"
+                    ? " (vLLM's split_decodes_and_prefills, decode_threshold 1, gives it the prefill wrapper)"
+                    : "");
     if (auto why = shape_refusal(c, true); !why.empty()) return why;
     if (auto why = variant_refusal(c); !why.empty()) return why;
     if (c.split.planner == Planner::kFixed)

@@ -352,3 +352,38 @@ TEST(EngineFeed, VllmRandomBatchesFeedTheirWrapper) {
   }
   EXPECT_GT(fed_local, 5);
 }
+
+// /engine is the one engine field: /cuda_graph/engine, when left out, derives from it (sglang-fa ->
+// sglang, vllm-flashinfer -> vllm, no engine -> sglang); both given and disagreeing is refused.
+TEST(EngineFeed, CudaGraphEngineDerivesFromEngine) {
+  const std::string base = R"({"schema": "attnscope/case@1", "requests": [{"q_len": 1, "kv_len": 9}],
+    "heads": {"qo": 4, "kv": 1}, "head_dim": {"qk": 128, "vo": 128}, "dtype": "bf16",
+    "split": {"cuda_graph": true}, "backends": ["cpu.reference"], )";
+  auto graph_engine = [&](const std::string& tail) { return parse_case_text(base + tail).spec.cuda_graph->engine; };
+  EXPECT_EQ(graph_engine(R"("engine": "vllm-flashinfer", "cuda_graph": {"bucket": 4}})"), GraphEngine::kVllm);
+  EXPECT_EQ(graph_engine(R"("engine": "sglang-fa", "cuda_graph": {"bucket": 4}})"), GraphEngine::kSglang);
+  EXPECT_EQ(graph_engine(R"("cuda_graph": {"bucket": 4}})"), GraphEngine::kSglang);
+  EXPECT_EQ(graph_engine(R"("cuda_graph": {"bucket": 4, "engine": "vllm"}})"), GraphEngine::kVllm);
+  EXPECT_EQ(graph_engine(R"("engine": "vllm-flashinfer", "cuda_graph": {"bucket": 4, "engine": "vllm"}})"), GraphEngine::kVllm);
+  EXPECT_EQ(graph_engine_for("vllm-flashinfer"), GraphEngine::kVllm);
+  EXPECT_EQ(graph_engine_for("sglang-fa"), GraphEngine::kSglang);
+  EXPECT_EQ(graph_engine_for(""), GraphEngine::kSglang);
+  // the derived padding round-trips (written out explicitly, agreeing with /engine)
+  const CaseFile f = parse_case_text(base + R"("engine": "vllm-flashinfer", "cuda_graph": {"bucket": 4}})");
+  EXPECT_EQ(parse_case_text(case_to_text(f.spec)).spec, f.spec);
+  for (const char* tail : {R"("engine": "sglang-fa", "cuda_graph": {"bucket": 4, "engine": "vllm"}})",
+                           R"("engine": "vllm-flashinfer", "cuda_graph": {"bucket": 4, "engine": "sglang"}})"}) {
+    try {
+      parse_case_text(base + tail);
+      ADD_FAILURE() << "accepted " << tail;
+    } catch (const CaseError& e) {
+      EXPECT_EQ(e.path(), "/cuda_graph/engine") << tail;
+      EXPECT_NE(std::string(e.what()).find("disagrees with /engine"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("/engine is the one source of the padding"), std::string::npos) << e.what();
+    }
+  }
+  // a case built in code is held to the same rule
+  CaseSpec c = parse_case_text(base + R"("engine": "vllm-flashinfer", "cuda_graph": {"bucket": 4}})").spec;
+  c.cuda_graph->engine = GraphEngine::kSglang;
+  EXPECT_THROW(validate_case(c), CaseError);
+}
