@@ -116,7 +116,7 @@ nlohmann::ordered_json engine_view_to_json(const EngineView& v) {
   j["tensors"] = ts;
   j["mismatches"] = v.mismatches;
   j["notes"] = v.notes;
-  j["fed_to_backends"] = false;  // this landing shows the tensors; no backend is run from them yet
+  j["fed_to_backends"] = true;  // /engine ID in a case feeds them to the backends that engine drives (section 16)
   return j;
 }
 

@@ -260,7 +260,8 @@ void read_cuda_graph(const Obj& top, CaseSpec& c) {
   g.require("bucket");
   CudaGraphSpec cg;
   cg.bucket = g.get_int("bucket", 1);
-  cg.engine = g.get_enum("engine", GraphEngine::kSglang, {{"sglang", GraphEngine::kSglang}, {"vllm", GraphEngine::kVllm}});
+  // absent: derived from /engine, the one source (validate_case refuses the two disagreeing)
+  cg.engine = g.get_enum("engine", graph_engine_for(c.engine), {{"sglang", GraphEngine::kSglang}, {"vllm", GraphEngine::kVllm}});
   c.cuda_graph = cg;
 }
 

@@ -8,6 +8,7 @@
 
 #include "device_workload.h"
 #include "fi_backends.h"
+#include "fi_engine_feed.h"
 #include "fi_graph.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
@@ -121,7 +122,10 @@ class DecodeBackend final : public Backend, public GraphReplayable {
       if (c.requests[r].q_len != 1)
         return "request " + std::to_string(r) + " has q_len " + std::to_string(c.requests[r].q_len) +
                ": flashinfer.decode runs batches of single-token queries (BatchDecodeWithPagedKVCache); flashinfer.prefill "
-               "runs the rest";
+               "runs the rest" +
+               (c.engine == "vllm-flashinfer"
+                    ? " (vLLM's split_decodes_and_prefills, decode_threshold 1, gives it the prefill wrapper)"
+                    : "");
     if (auto why = shape_refusal(c, true); !why.empty()) return why;
     if (auto why = variant_refusal(c); !why.empty()) return why;
     if (c.split.planner == Planner::kFixed)
@@ -152,9 +156,11 @@ class DecodeBackend final : public Backend, public GraphReplayable {
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
-    const FiUnits u = fi_units(c, p);
-    check_units_in_token_order(c, p, u);
-    const uint32_t B = static_cast<uint32_t>(p.units.size());
+    FiUnits u = fi_units(c, p);
+    std::string fed;  // /engine vllm-flashinfer: vLLM's decode-wrapper tensors replace the units (fi_engine_feed.h)
+    if (auto why = feed_units(c, p, FiWrapper::kDecode, &u, &fed); !why.empty()) return refused(res, why);
+    if (fed.empty()) check_units_in_token_order(c, p, u);
+    const uint32_t B = static_cast<uint32_t>(u.qo_indptr.size() - 1);
     if (u.total_q != B) return refused(res, "flashinfer.decode needs one query per unit");
     std::string why;
     if (choose_mask(c, p, &why) == FiMask::kCustom) return refused(res, "FlashInfer's decode kernel has no custom mask: " + why);
@@ -235,7 +241,7 @@ class DecodeBackend final : public Backend, public GraphReplayable {
     if (info.split_kv && !partials_note(c).empty()) msg += "; " + partials_note(c);
     if (v == FiVariant::kAlibi && !c.attention.alibi) msg += "; window without ALiBi: the ALiBi variant with zero slopes";
     if (c.fp8_kv()) msg += "; " + fp8_note(c, sc);
-    res.message = msg;
+    res.message = fed.empty() ? msg : fed + "; " + msg;
     return res;
   }
 

@@ -12,6 +12,7 @@
 #include "attnscope/workload.h"
 #include "device_workload.h"
 #include "fi_backends.h"
+#include "fi_engine_feed.h"
 #include "fi_graph.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
@@ -154,8 +155,10 @@ class PrefillBackend final : public Backend, public GraphReplayable {
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {
     Result res;
     res.backend = id();
-    const FiUnits u = fi_units(c, p);
-    check_units_in_token_order(c, p, u);
+    FiUnits u = fi_units(c, p);
+    std::string fed;  // /engine vllm-flashinfer: vLLM's prefill-wrapper tensors replace the units (fi_engine_feed.h)
+    if (auto why = feed_units(c, p, FiWrapper::kPrefill, &u, &fed); !why.empty()) return refused(res, why);
+    if (fed.empty()) check_units_in_token_order(c, p, u);
     const std::string dt = table_dtype(c);
     const FiVariant v = choose_variant(c);
     std::string why_custom;
@@ -175,7 +178,7 @@ class PrefillBackend final : public Backend, public GraphReplayable {
     // FlashInfer's plan inputs: int32 indptrs built on the host from attnscope's plan
     const SplitArgs sa = split_args(c);
     std::vector<int> qo_h = u.qo_indptr, kv_h = u.kv_indptr;
-    const uint32_t B = static_cast<uint32_t>(p.units.size());
+    const uint32_t B = static_cast<uint32_t>(u.qo_indptr.size() - 1);
     const int wl = v == FiVariant::kPlain ? -1 : window_left(c);
     // batch_prefill.cu passes kv_dtype_bytes = sizeof(DTypeKV): 1 for an FP8 cache
     const uint32_t kv_bytes = c.fp8_kv() ? 1u : static_cast<uint32_t>(dtype_bytes(c.dtype));
@@ -271,7 +274,7 @@ class PrefillBackend final : public Backend, public GraphReplayable {
           (c.attention.window || c.attention.alibi ? "" : "; its window and ALiBi switched off"));
     if (c.fp8_kv()) notes.push_back(fp8_note(c, sc));
     for (const auto& n : notes) msg += "; " + n;
-    res.message = msg;
+    res.message = fed.empty() ? msg : fed + "; " + msg;
     return res;
   }
 

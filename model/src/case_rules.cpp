@@ -166,10 +166,17 @@ void validate_cuda_graph(const CaseSpec& c) {
     require(c.requests[r].q_len == c.requests[0].q_len, "/requests/" + std::to_string(r) + "/q_len",
             std::to_string(c.requests[r].q_len) + " differs from request 0's " + std::to_string(c.requests[0].q_len) +
                 ": a captured graph has the same query tokens per request (num_tokens_per_bs)");
+  if (!c.engine.empty() && parse_engine(c.engine))
+    require(g.engine == graph_engine_for(c.engine), "/cuda_graph/engine",
+            std::string("\"") + graph_engine_name(g.engine) + "\" disagrees with /engine \"" + c.engine +
+                "\": /engine is the one source of the padding (sglang-fa pads as sglang, vllm-flashinfer as vllm); "
+                "leave /cuda_graph/engine out or make it \"" +
+                graph_engine_name(graph_engine_for(c.engine)) + "\"");
   if (g.engine == GraphEngine::kVllm)
     require(c.requests[0].q_len == 1, "/requests/0/q_len",
-            std::to_string(c.requests[0].q_len) +
-                " with /cuda_graph/engine \"vllm\": vLLM's FlashInfer backend captures pure decode batches only (q_len 1)");
+            std::to_string(c.requests[0].q_len) + " with /cuda_graph/engine \"vllm\"" +
+                (c.engine.empty() ? "" : " (from /engine " + c.engine + ")") +
+                ": vLLM's FlashInfer backend captures pure decode batches only (q_len 1)");
   require(!c.is_mla(), "/mla", "set with /cuda_graph, the replay mode models the GQA backends only");
 }
 
@@ -317,6 +324,10 @@ CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& ids) {
     s.requests.push_back(r);
   }
   return s;
+}
+
+GraphEngine graph_engine_for(const std::string& engine) {
+  return engine == engine_id(Engine::kVllmFlashInfer) ? GraphEngine::kVllm : GraphEngine::kSglang;
 }
 
 void validate_case(const CaseSpec& c, const BackendIds* ids) {

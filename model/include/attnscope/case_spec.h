@@ -133,6 +133,8 @@ struct SplitSpec {
 
 // /cuda_graph (docs/conventions.md, "CUDA-graph replay"): the batch replayed through a CUDA graph captured
 // at `bucket` entries, the real batch padded to it the way `engine` pads (model/include/attnscope/cuda_graph_pad.h).
+// /cuda_graph/engine is optional: the reader derives it from /engine (graph_engine_for), and a case whose
+// two fields disagree is refused.
 enum class GraphEngine { kSglang, kVllm };
 struct CudaGraphSpec {
   int bucket = 1;  // the captured batch size, >= the number of requests
@@ -239,6 +241,9 @@ const char* rule_name(CompareRule r);
 const char* partials_name(PartialPrecision p);
 const char* granularity_name(ScaleGranularity g);
 const char* graph_engine_name(GraphEngine e);  // "sglang", "vllm"
+// The padding /engine implies (/cuda_graph/engine derives from it): sglang-fa -> sglang, vllm-flashinfer
+// -> vllm, anything else (no engine) -> sglang.
+GraphEngine graph_engine_for(const std::string& engine);
 
 // A copy of `c` planned by model `p`, made valid for it: `fixed` gets the case's split size and
 // tile, or 2048 tokens of pages and tile 128 (64 for head_dim vo >= 256), unless given here; the
