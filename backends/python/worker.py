@@ -165,7 +165,7 @@ def _per_request(b, torch, attend):
         v = t(_request_kv(b, b.v_cache, r)).repeat_interleave(group, dim=1)
         lo = torch.tensor(np.array(b.mask_lo[rows], np.int64))
         hi = torch.tensor(np.array(b.mask_hi[rows], np.int64))
-        out, l = attend(q, k, v, lo, hi)
+        out, l = attend(q, k, v, lo, hi, r, torch.tensor(np.array(b.q_abs[rows], np.int64)))
         empty = (hi <= lo).numpy()
         oo = out[0].transpose(0, 1).numpy()
         oo[empty] = 0
@@ -182,11 +182,82 @@ def adapter_sdpa(b):
     torch = _torch()
     import torch.nn.functional as F
 
-    def attend(q, k, v, lo, hi):
+    def attend(q, k, v, lo, hi, r, qa):
         keys = torch.arange(k.shape[2])
         mask = (keys[None, :] >= lo[:, None]) & (keys[None, :] < hi[:, None])
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None], scale=b.sm_scale), None
     return _per_request(b, torch, attend)
+
+
+# ---- the case's expressions for FlexAttention: its mask_mod as PyTorch (attnscope's expr_to_torch text:
+# names b, h, q_idx (absolute query position), kv_idx, q_len, kv_len, prefix_len and the helpers _b,
+# _doc, _alibi), ALiBi slopes (a score_mod attnscope lowered to ALiBi included)
+
+def _expr_fn(text):
+    """The expression text attnscope wrote (from its parsed expression: names, numbers, operators) as a
+    function of the expression's variables and helpers."""
+    import torch
+    ns = {"torch": torch}
+    exec(compile("def _e(b, h, q_idx, kv_idx, q_len, kv_len, prefix_len, score, _b, _doc, _alibi):\n"
+                 "    return " + text + "\n", "<attnscope mask_mod>", "exec"), ns)
+    return ns["_e"]
+
+
+class _Mods:
+    """The mask_mod and ALiBi of a case on `dev`: mask(r, q_abs, kv_pos) -> bool tensor (None without a
+    mask_mod), alibi(h, q_abs, kv_pos) -> the bias (None without ALiBi). r, q_abs, kv_pos: tensors or ints."""
+
+    def __init__(self, b, torch, dev):
+        self.torch, self.mask, self.alibi = torch, None, None
+        meta_docs = getattr(b, "doc_starts", None)
+        if getattr(b, "mask_mod", None):
+            expr = _expr_fn(b.mask_mod)
+            lens = [int(b.cu_seqlens_k[r + 1] - b.cu_seqlens_k[r]) for r in range(b.num_requests)]
+            qlens = [int(b.cu_seqlens_q[r + 1] - b.cu_seqlens_q[r]) for r in range(b.num_requests)]
+            # doc(x) of request r for every key position (x is clamped into [0, kv_len): the same index)
+            doc_at = np.concatenate([np.searchsorted(np.asarray(d or [0]), np.arange(n), side="right") - 1 if d
+                                     else np.zeros(n, np.int64) for d, n in zip(meta_docs, lens)] + [np.zeros(1, np.int64)])
+            doc_at = torch.tensor(np.maximum(doc_at, 0), device=dev)
+            kv_off = torch.tensor(np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64), device=dev)
+            klen = torch.tensor(lens, device=dev)
+            qlen = torch.tensor(qlens, device=dev)
+            prefix = torch.tensor(b.prefix_lens, device=dev)
+
+            def _b(x):
+                x = torch.as_tensor(x)
+                return (x != 0) & (x == x)  # non-zero allows, NaN does not
+
+            def doc_of(r):
+                def _doc(x):
+                    x = torch.as_tensor(x)
+                    f = torch.floor(x).long() if x.is_floating_point() else x.long()
+                    f = torch.minimum(torch.clamp(f, min=0), klen[r] - 1)
+                    return doc_at[kv_off[r] + f]
+                return _doc
+            _alibi = _alibi_fn(torch, b.num_qo_heads)
+
+            def mask(r, qa, kv):
+                return _b(expr(r, 0, qa, kv, qlen[r], klen[r], prefix[r], 0.0, _b, doc_of(r), _alibi))
+            self.mask = mask
+        if getattr(b, "alibi_slopes", None):
+            slopes = torch.tensor(b.alibi_slopes, device=dev, dtype=torch.float64 if dev == "cpu" else torch.float32)
+
+            def alibi(h, qa, kv):
+                return slopes[h] * (kv - qa)
+            self.alibi = alibi
+
+
+def _alibi_fn(torch, n):
+    """alibi(x) of attnscope's expressions: the slope of head int(x) of n (mask.h's alibi_slope)."""
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+
+    def _alibi(x):
+        h = torch.as_tensor(x)
+        h = h.trunc() if h.is_floating_point() else h
+        return torch.where(h < p, torch.exp2(-8.0 * (h + 1) / p), torch.exp2(-8.0 * (2 * (h - p) + 1) / (2 * p)))
+    return _alibi
 
 
 def adapter_flex_attention(b):
@@ -195,16 +266,24 @@ def adapter_flex_attention(b):
         from torch.nn.attention.flex_attention import flex_attention
     except Exception as e:
         raise Unavailable("FlexAttention not importable (PyTorch %s): %s" % (torch.__version__, e))
+    mods = _Mods(b, torch, "cpu")
 
-    def attend(q, k, v, lo, hi):
+    def attend(q, k, v, lo, hi, r, qa):
         cap = b.soft_cap
 
         def score_mod(score, batch, head, qi, ki):
             s = cap * torch.tanh(score / cap) if cap > 0 else score
-            return torch.where((ki >= lo[qi]) & (ki < hi[qi]), s, -float("inf"))
+            if mods.alibi is not None:
+                s = s + mods.alibi(head, qa[qi], ki)
+            keep = (ki >= lo[qi]) & (ki < hi[qi])
+            if mods.mask is not None:
+                keep = keep & mods.mask(r, qa[qi], ki)
+            return torch.where(keep, s, -float("inf"))
         out, lse = flex_attention(q, k, v, score_mod=score_mod, scale=b.sm_scale, return_lse=True)
         return out, lse
-    return _per_request(b, torch, attend)
+    out = _per_request(b, torch, attend)
+    _cpu_block_mask(b, torch, mods)
+    return out
 
 
 CPU_ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
@@ -263,33 +342,61 @@ def gpu_probe():
 _TYPESTR = {"f32": "<f4", "i32": "<i4", "f16": "<f2", "bf16": "<i2"}
 
 
+# The opened IPC mappings and the tensors over them, kept across calls: attnscope keeps its allocations
+# while the sizes stay the same and sends a new epoch when it replaces them (it frees the old ones only
+# after this worker has answered a call of the new epoch), so a cached mapping is never read after its
+# allocation is gone. ATTNSCOPE_PYTHON_IPC_CACHE=0 opens and closes every mapping per call instead.
+_ipc = {"epoch": None, "bases": {}, "tensors": {}}
+_IPC_CACHE = os.environ.get("ATTNSCOPE_PYTHON_IPC_CACHE", "1") != "0"
+
+
+def _ipc_drop(cu):
+    for base in _ipc["bases"].values():
+        cu.cuIpcCloseMemHandle(base)
+    _ipc.update(epoch=None, bases={}, tensors={})
+
+
 def gpu_inputs(desc):
-    """The call's tensors: views of attnscope's allocations. Returns (arrays, close) where close() unmaps them."""
+    """The call's tensors: views of attnscope's allocations. Returns (arrays, close, stats): close() ends
+    the call's use of them, stats counts the allocations whose mapping was reused or opened."""
     import ctypes
     torch, cu, op = gpu_setup(desc["device"])
-    opened = {}
+    if not _IPC_CACHE or desc.get("epoch") is None or desc["epoch"] != _ipc["epoch"]:
+        torch.cuda.synchronize()
+        _ipc_drop(cu)
+        _ipc["epoch"] = desc.get("epoch")
+    bases, tensors = _ipc["bases"], _ipc["tensors"]
+    seen = set()
+    stats = {"reused": 0, "opened": 0}
     arrays = {}
     try:
         for d in desc["buffers"]:
-            base = opened.get(d["handle"])
+            base = bases.get(d["handle"])
             if base is None:
                 ptr = ctypes.c_uint64(0)
                 rc = op(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(bytes.fromhex(d["handle"])), 1)  # lazy peer access
                 if rc != 0:
                     raise RuntimeError("cuIpcOpenMemHandle of %s failed (CUresult %d)" % (d["name"], rc))
-                base = opened[d["handle"]] = ptr.value
-            t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
-            arrays[d["name"]] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
+                base = bases[d["handle"]] = ptr.value
+                stats["opened"] += 1
+            elif d["handle"] not in seen:
+                stats["reused"] += 1
+            seen.add(d["handle"])
+            key = (d["handle"], d["offset"], tuple(d["shape"]), d["dtype"])
+            t = tensors.get(key)
+            if t is None:
+                t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
+                t = tensors[key] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
+            arrays[d["name"]] = t.view(t.shape)  # a fresh view: a function's in-place t_() or the like stays its own
     except Exception:
-        for base in opened.values():
-            cu.cuIpcCloseMemHandle(base)
+        _ipc_drop(cu)
         raise
 
     def close():
         torch.cuda.synchronize()
-        for base in opened.values():
-            cu.cuIpcCloseMemHandle(base)
-    return arrays, close
+        if not _IPC_CACHE:
+            _ipc_drop(cu)
+    return arrays, close, stats
 
 
 def _host_lists(b):
@@ -385,6 +492,42 @@ def gpu_sdpa(backend):
     return prepare
 
 
+def _packed_mask_mod(b, torch, dev, mods, h=None):
+    """FlexAttention's mask_mod over the batch packed as one sequence: a query sees keys of its own request
+    inside its row's key range (attnscope's built-in mask, docs/architecture.md) where the case's mask_mod
+    (if any) allows. Returns (mask_mod, q_abs, kv_pos) as tensors on dev."""
+    h = h or _host_lists(b)
+    B = b.num_requests
+    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device=dev)
+    klens = torch.tensor(h["cache_seqlens"], device=dev)
+    q_req = torch.repeat_interleave(torch.arange(B, device=dev), qlens)
+    kv_req = torch.repeat_interleave(torch.arange(B, device=dev), klens)
+    kv_pos = torch.arange(b.total_kv, device=dev) - torch.tensor(h["cu_seqlens_k"][:-1], device=dev)[kv_req]
+    lo, hi = (torch.as_tensor(np.asarray(x, np.int64), device=dev) if isinstance(x, np.ndarray) else x.long()
+              for x in (b.mask_lo, b.mask_hi))
+    qa = torch.as_tensor(np.asarray(b.q_abs, np.int64), device=dev) if isinstance(b.q_abs, np.ndarray) else b.q_abs.long()
+
+    def mask_mod(bi, hd, qi, ki):
+        m = (q_req[qi] == kv_req[ki]) & (kv_pos[ki] >= lo[qi]) & (kv_pos[ki] < hi[qi])
+        if mods.mask is not None:
+            m = m & mods.mask(q_req[qi], qa[qi], kv_pos[ki])
+        return m
+    return mask_mod, qa, kv_pos
+
+
+def _cpu_block_mask(b, torch, mods):
+    """The BlockMask python.flex_attention's compiled path would build, made on the CPU (for the Mask tab
+    where there is no CUDA device)."""
+    global last_block_mask
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask
+        mask_mod, _, _ = _packed_mask_mod(b, torch, "cpu", mods)
+        last_block_mask = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device="cpu")
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        last_block_mask = None
+
+
 _flex_compiled = None
 # FlexAttention's kernel_options to try: PyTorch 2.11's default (BACKEND AUTO) found no kernel for these
 # calls on an H100 (NoValidChoicesError) where BACKEND TRITON compiles
@@ -406,20 +549,20 @@ def gpu_flex(b):
     q = b.q.transpose(0, 1)[None].contiguous()
     k = torch.cat([_t_request_kv(b, b.k_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
     v = torch.cat([_t_request_kv(b, b.v_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
-    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device=_DEV)
-    klens = torch.tensor(h["cache_seqlens"], device=_DEV)
-    q_req = torch.repeat_interleave(torch.arange(B, device=_DEV), qlens)
-    kv_req = torch.repeat_interleave(torch.arange(B, device=_DEV), klens)
-    kv_pos = torch.arange(b.total_kv, device=_DEV) - torch.tensor(h["cu_seqlens_k"][:-1], device=_DEV)[kv_req]
-    lo, hi = b.mask_lo.long(), b.mask_hi.long()
-
-    # every built-in mask is one key interval per query row (docs/architecture.md), within its request
-    def mask_mod(bi, hd, qi, ki):
-        return (q_req[qi] == kv_req[ki]) & (kv_pos[ki] >= lo[qi]) & (kv_pos[ki] < hi[qi])
+    mods = _Mods(b, torch, _DEV)
+    mask_mod, qa, kv_pos = _packed_mask_mod(b, torch, _DEV, mods, h)
     bm = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device=_DEV)
     last_block_mask = bm
     cap = float(b.soft_cap)
-    score_mod = (lambda s, bi, hd, qi, ki: cap * torch.tanh(s / cap)) if cap > 0 else None
+
+    def score_mod(s, bi, hd, qi, ki):
+        if cap > 0:
+            s = cap * torch.tanh(s / cap)
+        if mods.alibi is not None:  # after the soft-cap, as attnscope's reference
+            s = s + mods.alibi(hd, qa[qi], kv_pos[ki])
+        return s
+    if cap <= 0 and mods.alibi is None:
+        score_mod = None
 
     tried = _flex_options  # kernel_options in turn; the first that compiles here stays first for the worker
 
@@ -592,7 +735,7 @@ def call_gpu(header, fn, adapter):
     buffer. Times the function with CUDA events: `warmup` calls, then `reps` timed ones."""
     t0 = time.perf_counter()
     meta = header["meta"]
-    arrays, close = gpu_inputs(header["cuda"])
+    arrays, close, ipc = gpu_inputs(header["cuda"])
     torch = _gpu[0]
     try:
         out_o, out_lse = arrays.pop("o"), arrays.pop("lse")
@@ -627,7 +770,7 @@ def call_gpu(header, fn, adapter):
         if lse is not None:
             out_lse.copy_(torch.as_tensor(lse, device=_DEV).reshape(out_lse.shape))
         reply = {"status": "ok", "call_ms": times, "timer": "cuda_events" if wants == "torch" else "host",
-                 "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": []}
+                 "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": [], "ipc": ipc}
         if adapter is not None and header.get("adapter") == "flex_attention":
             reply["block_mask"] = block_mask_summary()
         del batch, arrays, out_o, out_lse, o, lse, ret
@@ -668,8 +811,10 @@ def call(header, arrays):
     if lse is not None:
         bufs.append({"name": "lse", "dtype": "f32", "shape": list(lse.shape)})
     overhead = ((t1 - t0) + (time.perf_counter() - t2)) * 1e3
-    send({"status": "ok", "call_ms": times, "timer": "host", "worker_overhead_ms": overhead, "buffers": bufs},
-         [o.tobytes()] + ([] if lse is None else [lse.tobytes()]))
+    reply = {"status": "ok", "call_ms": times, "timer": "host", "worker_overhead_ms": overhead, "buffers": bufs}
+    if header.get("adapter") == "flex_attention":
+        reply["block_mask"] = block_mask_summary()
+    send(reply, [o.tobytes()] + ([] if lse is None else [lse.tobytes()]))
 
 
 def main():

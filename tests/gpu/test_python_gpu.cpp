@@ -37,6 +37,13 @@ def inputs(b):
     return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
 def zeros(b):
     return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
+def echo_q(b):
+    return b.q.float()
+def scribble(b):
+    o = b.q.float()
+    b.q.zero_()  # a kernel that writes into its inputs: the next call must not see it
+    b.k_cache.zero_()
+    return o
 def boom(b):
     raise ValueError("no kernel today")
 def nan_out(b):
@@ -174,6 +181,44 @@ TEST_F(PythonGpu, HandOffOverheadIsReported) {
   std::sort(overheads.begin(), overheads.end());
   std::cout << "  hand-off overhead per call, median of 5: " << overheads[2] << " ms\n";
   RecordProperty("handoff_ms", std::to_string(overheads[2]));
+}
+
+// The worker keeps its IPC mappings while attnscope keeps its allocations (the same sizes): the next
+// call opens none and reads that call's bits, even after a function wrote into its inputs; new sizes
+// open new mappings.
+TEST_F(PythonGpu, HandOffReusesTheWorkersMappingsAndReadsEachCallsBits) {
+  auto mappings = [](const Result& r, int* reused, int* opened) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.message, m, std::regex("IPC mappings ([0-9]+) reused, ([0-9]+) opened"))) << r.message;
+    *reused = std::stoi(m[1]);
+    *opened = std::stoi(m[2]);
+  };
+  auto echo = [&](const CaseSpec& c, const std::string& fn, int* reused, int* opened) {
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result r = attnscope::testing::run_id(id(fn), c, p, w);
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_EQ(r.o.size(), w.q.size());
+    EXPECT_TRUE(r.o == w.q) << fn << " did not return this call's Q (seed " << c.data.seed << ")";
+    mappings(r, reused, opened);
+  };
+  const CaseSpec a = fixed({{5, 40}, {3, 33}});  // head_dim_qk == head_dim_vo: Q is a valid O
+  CaseSpec b = a;
+  b.data.seed = 7;  // other bits, the same sizes
+  CaseSpec wide = fixed({{9, 70}, {3, 33}});
+  int reused = 0, opened = 0;
+  echo(a, "echo_q", &reused, &opened);
+  echo(b, "echo_q", &reused, &opened);
+  EXPECT_EQ(opened, 0);
+  EXPECT_GE(reused, 5);  // Q, K, V, the metadata and the output allocations
+  echo(a, "scribble", &reused, &opened);
+  echo(a, "echo_q", &reused, &opened);
+  EXPECT_EQ(opened, 0);
+  echo(wide, "echo_q", &reused, &opened);
+  EXPECT_EQ(reused, 0);
+  EXPECT_GE(opened, 5);
+  echo(b, "echo_q", &reused, &opened);  // back to the first sizes: new allocations, new mappings
+  EXPECT_EQ(reused, 0);
 }
 
 TEST_F(PythonGpu, NumpyExampleOnTheGpuPath) {
