@@ -261,6 +261,32 @@ TEST_F(PythonGpu, FlexAttentionCompiledMeetsTheTwiceLowpRule) {
   EXPECT_EQ(passed, static_cast<int>(cases.size()) + 1);
 }
 
+// A case's own mask_mod (translated to PyTorch) and score_mods of the forms the export script writes
+// (soft-cap, ALiBi) in the compiled FlexAttention, under the 2x rule.
+TEST_F(PythonGpu, FlexAttentionRunsTheCasesMaskModAndScoreMod) {
+  std::vector<CaseSpec> cases;
+  CaseSpec dilated = fixed({{64, 300}, {1, 257}, {40, 40}}, false);
+  dilated.attention.mask_mod = "kv_idx <= q_idx && q_idx - kv_idx < 96 && (q_idx - kv_idx) % 2 == 0";
+  cases.push_back(dilated);
+  CaseSpec docs = fixed({{80, 200}, {33, 33}}, false);
+  docs.attention.mask_mod = "doc(kv_idx) == doc(q_idx) && kv_idx <= q_idx";
+  docs.requests[0].doc_starts = {0, 70, 150};
+  cases.push_back(docs);
+  CaseSpec capped = fixed({{40, 100}, {1, 257}, {17, 17}});
+  capped.attention.score_mod = "30 * tanh(score / 30)";
+  cases.push_back(capped);
+  CaseSpec alibi = fixed({{40, 100}, {1, 257}, {17, 17}});
+  alibi.attention.score_mod = "score + alibi(h) * (kv_idx - q_idx)";
+  alibi.attention.mask_mod = "q_idx - kv_idx < 64 || kv_idx < 4";  // a sliding window with sink tokens
+  cases.push_back(alibi);
+  int passed = 0;
+  for (CaseSpec& c : cases) {
+    validate_case(c);
+    passed += meets_twice_lowp("python.flex_attention", c);
+  }
+  EXPECT_EQ(passed, static_cast<int>(cases.size()));
+}
+
 // The engines' packages are too large for the test machine: stand-ins with their signatures
 // (tests/python/standins, PyTorch) check that the adapters feed them the engine's metadata.
 TEST_F(PythonGpu, EngineAdaptersAgainstStandIns) {
