@@ -329,6 +329,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     return r;
   }
   for (float& x : r.o) x = round_to(c.dtype, x);  // O in the case dtype, as every backend returns it
+  if (const auto bm = rep.header.find("block_mask"); bm != rep.header.end() && bm->is_object()) r.block_mask = bm->dump();
   note_timing(rep, gpu, opt, &r);
   return r;
 }

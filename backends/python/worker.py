@@ -655,18 +655,25 @@ GPU_ADAPTERS = {"sdpa": gpu_sdpa(None), "flex_attention": gpu_flex_prepare,
 GPU_ADAPTERS.update({"sdpa_" + k: gpu_sdpa(k) for k in SDPA_BACKENDS})
 
 
-def block_mask_summary():
-    """The last BlockMask in the reply's header: its block sizes, kv_num_blocks and kv_indices (first
-    head's, clipped), for the Mask tab."""
+def block_mask_summary(max_rows=512, max_cols=512):
+    """The last BlockMask for the reply's header (the Mask tab draws it): its block size, the packed
+    batch's lengths and, per query block of the first head, the partial (kv_num_blocks / kv_indices) and
+    full (full_kv_num_blocks / full_kv_indices) KV blocks; "clipped" when larger than max_rows x max_cols."""
     bm = last_block_mask
     if bm is None:
         return None
-    n = bm.kv_num_blocks[0, 0].tolist()
-    idx = bm.kv_indices[0, 0][:, :64].tolist()
-    return {"block_size": list(bm.BLOCK_SIZE), "kv_num_blocks": n[:256],
-            "kv_indices": [row[:k] for row, k in zip(idx[:256], n[:256])],
-            "full_kv_num_blocks": [] if bm.full_kv_num_blocks is None else bm.full_kv_num_blocks[0, 0].tolist()[:256],
-            "text": str(bm)[:4000]}
+
+    def rows(num, idx):
+        if num is None:
+            return []
+        n = num[0, 0].tolist()[:max_rows]
+        ix = idx[0, 0][:max_rows, :max_cols].tolist()
+        return [row[:k] for row, k in zip(ix, n)]
+    partial, full = rows(bm.kv_num_blocks, bm.kv_indices), rows(bm.full_kv_num_blocks, bm.full_kv_indices)
+    q_blocks, kv_blocks = bm.kv_num_blocks.shape[-1], bm.kv_indices.shape[-1]
+    return {"block_size": list(bm.BLOCK_SIZE), "seq_lengths": list(bm.seq_lengths), "q_blocks": q_blocks,
+            "kv_blocks": kv_blocks, "kv_indices": partial, "full_kv_indices": full,
+            "clipped": q_blocks > max_rows or kv_blocks > max_cols}
 
 
 def _cpu_needs_gpu(name, module=None):
