@@ -478,7 +478,8 @@ void MaskPanel::draw_flex_blocks(float width, float height) {
   ImGui::Text("FlexAttention BlockMask: %d x %d blocks of %d x %d", f.q_blocks, f.kv_blocks, f.q_block, f.kv_block);
   ImGui::TextDisabled("%s; the packed batch, query blocks down", f.backend.c_str());
   const ImVec2 margin = axes_margin();
-  const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 8, ImGui::GetContentRegionAvail().y - margin.y - 26);
+  const float legend = ImGui::CalcTextSize("x", nullptr, false, 0).y * 3;
+  const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 80, ImGui::GetContentRegionAvail().y - margin.y - legend - 24);
   const float cell = std::max(1.f, std::min(avail.x / std::max(1, f.kv_blocks), avail.y / std::max(1, f.q_blocks)));
   const ImVec2 size(cell * f.kv_blocks, cell * f.q_blocks);
   ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + margin.x, ImGui::GetCursorPosY() + margin.y));
@@ -517,8 +518,11 @@ void MaskPanel::draw_flex_blocks(float width, float height) {
                       std::min(f.total_kv, (k + 1) * f.kv_block) - 1, cell_word(f.cells[x]), cell_word(f.expected[x]));
   }
   ImGui::SetCursorScreenPos(ImVec2(p0.x - margin.x, p0.y + size.y + 20));
-  ImGui::TextDisabled("%s full, orange partial (mask_mod applied), dark empty (skipped); white: this request",
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextDisabled("%s: full, orange: partial (mask_mod applied), dark: empty (skipped); white outline: this request; red: "
+                      "blocks where attnscope's mask differs",
                       palette() == Palette::kColourBlind ? "sky blue" : "green");
+  ImGui::PopTextWrapPos();
   ImGui::EndChild();
 }
 
