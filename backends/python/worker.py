@@ -268,11 +268,13 @@ def adapter_flex_attention(b):
         raise Unavailable("FlexAttention not importable (PyTorch %s): %s" % (torch.__version__, e))
     mods = _Mods(b, torch, "cpu")
 
-    def attend(q, k, v, lo, hi, r, qa):
-        cap = b.soft_cap
+    # a tensor, not a float: PyTorch traces eager flex_attention too, and after a few shapes it makes a
+    # captured float a SymFloat, which flex_attention does not take
+    cap = torch.tensor(float(b.soft_cap), dtype=torch.float64) if b.soft_cap > 0 else None
 
+    def attend(q, k, v, lo, hi, r, qa):
         def score_mod(score, batch, head, qi, ki):
-            s = cap * torch.tanh(score / cap) if cap > 0 else score
+            s = cap * torch.tanh(score / cap) if cap is not None else score
             if mods.alibi is not None:
                 s = s + mods.alibi(head, qa[qi], ki)
             keep = (ki >= lo[qi]) & (ki < hi[qi])
