@@ -519,9 +519,10 @@ void MaskPanel::draw_flex_blocks(float width, float height) {
   }
   ImGui::SetCursorScreenPos(ImVec2(p0.x - margin.x, p0.y + size.y + 20));
   ImGui::PushTextWrapPos(0.f);
-  ImGui::TextDisabled("%s: full, orange: partial (mask_mod applied), dark: empty (skipped); white outline: this request; red: "
-                      "blocks where attnscope's mask differs",
-                      palette() == Palette::kColourBlind ? "sky blue" : "green");
+  ImGui::TextDisabled(
+      "%s: full, orange: partial (mask_mod applied), dark: empty (skipped); white outline: this request; red: "
+      "blocks where attnscope's mask differs",
+      palette() == Palette::kColourBlind ? "sky blue" : "green");
   ImGui::PopTextWrapPos();
   ImGui::EndChild();
 }
