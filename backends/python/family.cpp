@@ -76,9 +76,14 @@ BackendFamily python_family() {
                               " backend (sdpa_kernel), on the GPU inputs; needs PyTorch with CUDA",
                           masks + "; no soft-cap" + sdpa_gpu + "; a backend that cannot take the case's mask says so"});
   f.backends.push_back({"python.flex_attention",
-                        "PyTorch's flex_attention: compiled (torch.compile) on the GPU inputs with the mask as mask_mod and "
-                        "its BlockMask, soft-cap as score_mod; eager on CPU tensors in fp64 without CUDA",
-                        masks + "; soft-cap"});
+                        "PyTorch's flex_attention: compiled (torch.compile) on the GPU inputs with the case's mask as its "
+                        "mask_mod (a case's mask_mod translated to PyTorch) and its BlockMask, soft-cap and ALiBi as its "
+                        "score_mod; eager on CPU tensors in fp64 without CUDA",
+                        "every dtype, head dim, built-in mask, mask_mod (as PyTorch code), soft-cap, ALiBi and a score_mod of "
+                        "those forms, paged or ragged storage; not sinks, trees, MLA nor FP8; needs PyTorch (\"PyTorch not "
+                        "importable\" otherwise)"});
+  f.backends.back().mask_mod = Expressions::kFull;
+  f.backends.back().score_mod = Expressions::kLowered;
   const std::string engine_takes =
       "bf16 / fp16, paged NHD storage, causal or sliding-window masks (bottom-right) or none, soft-cap; needs its package "
       "(\"not installed: <module>\" otherwise) and PyTorch with CUDA";

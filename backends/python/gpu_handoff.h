@@ -34,7 +34,11 @@ class GpuHandoff {
 std::string gpu_handoff_unavailable();
 
 // The device inputs of the case, its metadata and an O / LSE buffer, ready to share; throws
-// std::runtime_error (a CUDA error, not enough memory).
-std::unique_ptr<GpuHandoff> make_gpu_handoff(const CaseSpec& c, const Plan& p, const std::vector<IntArray>& meta);
+// std::runtime_error (a CUDA error, not enough memory). The allocations of the previous call are kept
+// and refilled when this call's sizes match, so the worker's opened IPC mappings (cached by handle)
+// stay valid; new allocations get a new epoch in header(), on which the worker drops its mappings. The
+// replaced allocations are freed on the call after, once the worker has closed its mappings of them.
+// Call with the worker's lock held; the hand-off lives until the next call.
+GpuHandoff& gpu_handoff_for(const CaseSpec& c, const Plan& p, const std::vector<IntArray>& meta);
 
 }  // namespace attnscope::python

@@ -7,7 +7,7 @@ namespace attnscope::python {
 
 std::string gpu_handoff_unavailable() { return "this build of attnscope has no CUDA"; }
 
-std::unique_ptr<GpuHandoff> make_gpu_handoff(const CaseSpec&, const Plan&, const std::vector<IntArray>&) {
+GpuHandoff& gpu_handoff_for(const CaseSpec&, const Plan&, const std::vector<IntArray>&) {
   throw std::runtime_error(gpu_handoff_unavailable());
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "attnscope/mask.h"
+#include "attnscope/mask_expr.h"
 #include "attnscope/registry.h"
 #include "gpu_handoff.h"
 #include "python_family.h"
@@ -27,12 +29,39 @@ struct Arrays {
   }
 };
 
+}  // namespace
+
+nlohmann::json expression_meta(const CaseSpec& c) {
+  nlohmann::json m = nlohmann::json::object();
+  const auto& at = c.attention;
+  if (at.mask_mod) {
+    m["mask_mod"] = expr_to_torch(Expr::parse(*at.mask_mod, Expr::Kind::kMask));
+    m["mask_mod_text"] = *at.mask_mod;
+    std::vector<int> prefix;
+    std::vector<std::vector<int>> docs;
+    for (const auto& r : c.requests) {
+      prefix.push_back(r.prefix_len.value_or(0));
+      docs.push_back(r.doc_starts);
+    }
+    m["prefix_lens"] = prefix;
+    m["doc_starts"] = docs;
+  }
+  if (at.alibi) {
+    std::vector<double> slopes;
+    for (int h = 0; h < c.num_qo_heads; ++h) slopes.push_back(alibi_slope(h, c.num_qo_heads));
+    m["alibi_slopes"] = slopes;
+  }
+  return m;
+}
+
+namespace {
+
 // The batch metadata in the forms engines use (vLLM / FlashAttention, FlashInfer) and the scalars.
 nlohmann::json metadata(const CaseSpec& c, const Plan& p, Arrays* a) {
   const PageTable& pt = p.pages;
   const int B = static_cast<int>(c.requests.size());
   const bool ragged = c.kv_cache.storage == KvStorage::kRagged;
-  std::vector<int> cu_q(B + 1, 0), cu_k(B + 1, 0), seqlens(B), lo(c.total_q()), hi(c.total_q());
+  std::vector<int> cu_q(B + 1, 0), cu_k(B + 1, 0), seqlens(B), lo(c.total_q()), hi(c.total_q()), q_abs(c.total_q());
   int max_q = 0, max_k = 0, width = 0;
   for (int r = 0; r < B; ++r) {
     cu_q[r + 1] = cu_q[r] + c.requests[r].q_len;
@@ -42,7 +71,10 @@ nlohmann::json metadata(const CaseSpec& c, const Plan& p, Arrays* a) {
     max_k = std::max(max_k, seqlens[r]);
     width = std::max(width, pt.pages_of(r));
     const RowMask& m = p.masks[r];
-    for (int q = 0; q < c.requests[r].q_len; ++q) visible_range(m, q_abs_of(m, q), &lo[cu_q[r] + q], &hi[cu_q[r] + q]);
+    for (int q = 0; q < c.requests[r].q_len; ++q) {
+      q_abs[cu_q[r] + q] = q_abs_of(m, q);
+      visible_range(m, q_abs[cu_q[r] + q], &lo[cu_q[r] + q], &hi[cu_q[r] + q]);
+    }
   }
   if (c.kv_cache.max_num_blocks_per_seq) width = std::max(width, *c.kv_cache.max_num_blocks_per_seq);
   // vLLM's block table: each request's pages, the rest of the row 0 (never read by a correct kernel)
@@ -59,26 +91,29 @@ nlohmann::json metadata(const CaseSpec& c, const Plan& p, Arrays* a) {
   a->i32("kv_last_page_len", pt.last_page_len, {B});
   a->i32("mask_lo", lo, {tq});
   a->i32("mask_hi", hi, {tq});
+  a->i32("q_abs", q_abs, {tq});
   const auto& at = c.attention;
-  return {{"dtype", dtype_name(c.dtype)},
-          {"num_requests", B},
-          {"total_q", tq},
-          {"total_kv", c.total_kv()},
-          {"num_qo_heads", c.num_qo_heads},
-          {"num_kv_heads", c.num_kv_heads},
-          {"head_dim_qk", c.head_dim_qk},
-          {"head_dim_vo", c.head_dim_vo},
-          {"storage", ragged ? "ragged" : "paged"},
-          {"layout", c.kv_cache.layout == KvLayout::kNHD ? "NHD" : "HND"},
-          {"page_size", pt.page_size},
-          {"num_pages", pt.num_pages},
-          {"max_seqlen_q", max_q},
-          {"max_seqlen_k", max_k},
-          {"sm_scale", c.scale()},
-          {"causal", at.causal},
-          {"window_left", at.window ? *at.window - 1 : -1},
-          {"soft_cap", at.soft_cap.value_or(0.0)},
-          {"local_chunk", at.local_chunk.value_or(0)}};
+  nlohmann::json meta = {{"dtype", dtype_name(c.dtype)},
+                         {"num_requests", B},
+                         {"total_q", tq},
+                         {"total_kv", c.total_kv()},
+                         {"num_qo_heads", c.num_qo_heads},
+                         {"num_kv_heads", c.num_kv_heads},
+                         {"head_dim_qk", c.head_dim_qk},
+                         {"head_dim_vo", c.head_dim_vo},
+                         {"storage", ragged ? "ragged" : "paged"},
+                         {"layout", c.kv_cache.layout == KvLayout::kNHD ? "NHD" : "HND"},
+                         {"page_size", pt.page_size},
+                         {"num_pages", pt.num_pages},
+                         {"max_seqlen_q", max_q},
+                         {"max_seqlen_k", max_k},
+                         {"sm_scale", c.scale()},
+                         {"causal", at.causal},
+                         {"window_left", at.window ? *at.window - 1 : -1},
+                         {"soft_cap", at.soft_cap.value_or(0.0)},
+                         {"local_chunk", at.local_chunk.value_or(0)}};
+  meta.update(expression_meta(c));
+  return meta;
 }
 
 // The count and first place of NaN or infinite values of O or LSE (-inf is LSE's fully masked row),
@@ -107,7 +142,8 @@ class PythonBackend final : public Backend {
                          : "the function " + fn_ + " in " + file_ + ", run by attnscope's Python worker";
   }
   std::string check(const CaseSpec& c) const override {
-    if (c.attention.alibi) return id_ + " is not handed ALiBi slopes (docs/python-backends.md)";
+    if (c.attention.alibi && fn_ != "flex_attention")
+      return id_ + " is not handed ALiBi slopes (docs/python-backends.md); python.flex_attention runs ALiBi";
     if (!file_.empty()) return "";
     if (fn_.rfind("sdpa", 0) == 0 && c.attention.soft_cap)
       return id_ + ": PyTorch's SDPA has no soft-cap (/attention/soft_cap); python.flex_attention runs it";
@@ -169,6 +205,11 @@ void note_timing(const Reply& rep, bool gpu, const RunOptions& opt, Result* r) {
     std::snprintf(buf, sizeof buf, "; adapter set-up %.3f ms", setup);
     r->message += buf;
   }
+  if (const auto ipc = rep.header.find("ipc"); ipc != rep.header.end() && ipc->is_object()) {
+    // the worker's IPC mappings this call: reused from an earlier call of the same allocations, or opened
+    std::snprintf(buf, sizeof buf, "; IPC mappings %d reused, %d opened", ipc->value("reused", 0), ipc->value("opened", 0));
+    r->message += buf;
+  }
   if (opt.bench_reps > 0 && !ms.empty()) {
     r->timing.device_ms = ms[ms.size() / 2];
     r->timing.device_ms_min = ms.front();
@@ -191,7 +232,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   const int64_t tq = c.total_q(), kvh = c.num_kv_heads;
   Reply rep;
   bool gpu = false;
-  std::unique_ptr<GpuHandoff> dev;
+  bool downloaded = false;
   Workload own;  // the NumPy path's host inputs when the caller gave none (bench, as to a GPU backend)
   {
     std::lock_guard<std::mutex> l(shared_worker_mutex());
@@ -201,14 +242,26 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
       if (gpu) {
         std::vector<IntArray> meta;
         for (const auto& b : a.list) meta.push_back({b.name, static_cast<const int*>(b.data), b.bytes / sizeof(int), b.shape});
+        GpuHandoff* dev = nullptr;
         try {
-          dev = make_gpu_handoff(c, p, meta);
+          dev = &gpu_handoff_for(c, p, meta);
         } catch (const std::runtime_error& e) {
           throw WorkerFailure(std::string("the GPU hand-off: ") + e.what());
         }
         h["cuda"] = dev->header();
         h["warmup"] = opt.bench_reps > 0 ? 2 : 0;  // a compiled adapter may compile again on its second call
         rep = shared_worker().call(h, {}, user_code_timeout(), opt.cancel);
+        // read back under the lock: the next call refills the same allocations
+        if (rep.header.value("status", "") == "ok") {
+          try {
+            dev->download(rep.header.value("lse", false), &r.o, &r.lse);
+            downloaded = true;
+          } catch (const std::runtime_error& e) {
+            r.status = Status::kError;
+            r.message = std::string("reading O back from the device: ") + e.what();
+            return r;
+          }
+        }
       } else {
         const Workload* w = &w_in;
         if (w_in.q.empty()) {
@@ -248,11 +301,9 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   }
   const size_t want_o = static_cast<size_t>(tq) * c.num_qo_heads * c.head_dim_vo * 4;
   if (gpu) {
-    try {
-      dev->download(rep.header.value("lse", false), &r.o, &r.lse);
-    } catch (const std::runtime_error& e) {
+    if (!downloaded) {
       r.status = Status::kError;
-      r.message = std::string("reading O back from the device: ") + e.what();
+      r.message = "O was not read back from the device";
       return r;
     }
   } else {
@@ -278,6 +329,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     return r;
   }
   for (float& x : r.o) x = round_to(c.dtype, x);  // O in the case dtype, as every backend returns it
+  if (const auto bm = rep.header.find("block_mask"); bm != rep.header.end() && bm->is_object()) r.block_mask = bm->dump();
   note_timing(rep, gpu, opt, &r);
   return r;
 }

@@ -165,7 +165,7 @@ def _per_request(b, torch, attend):
         v = t(_request_kv(b, b.v_cache, r)).repeat_interleave(group, dim=1)
         lo = torch.tensor(np.array(b.mask_lo[rows], np.int64))
         hi = torch.tensor(np.array(b.mask_hi[rows], np.int64))
-        out, l = attend(q, k, v, lo, hi)
+        out, l = attend(q, k, v, lo, hi, r, torch.tensor(np.array(b.q_abs[rows], np.int64)))
         empty = (hi <= lo).numpy()
         oo = out[0].transpose(0, 1).numpy()
         oo[empty] = 0
@@ -182,7 +182,7 @@ def adapter_sdpa(b):
     torch = _torch()
     import torch.nn.functional as F
 
-    def attend(q, k, v, lo, hi):
+    def attend(q, k, v, lo, hi, r, qa):
         keys = torch.arange(k.shape[2])
         mask = (keys[None, :] >= lo[:, None]) & (keys[None, :] < hi[:, None])
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask[None, None], scale=b.sm_scale), None
@@ -195,16 +195,26 @@ def adapter_flex_attention(b):
         from torch.nn.attention.flex_attention import flex_attention
     except Exception as e:
         raise Unavailable("FlexAttention not importable (PyTorch %s): %s" % (torch.__version__, e))
+    mods = _Mods(b, torch, "cpu")
 
-    def attend(q, k, v, lo, hi):
-        cap = b.soft_cap
+    # a tensor, not a float: PyTorch traces eager flex_attention too, and after a few shapes it makes a
+    # captured float a SymFloat, which flex_attention does not take
+    cap = torch.tensor(float(b.soft_cap), dtype=torch.float64) if b.soft_cap > 0 else None
 
+    def attend(q, k, v, lo, hi, r, qa):
         def score_mod(score, batch, head, qi, ki):
-            s = cap * torch.tanh(score / cap) if cap > 0 else score
-            return torch.where((ki >= lo[qi]) & (ki < hi[qi]), s, -float("inf"))
+            s = cap * torch.tanh(score / cap) if cap is not None else score
+            if mods.alibi is not None:
+                s = s + mods.alibi(head, qa[qi], ki)
+            keep = (ki >= lo[qi]) & (ki < hi[qi])
+            if mods.mask is not None:
+                keep = keep & mods.mask(r, qa[qi], ki)
+            return torch.where(keep, s, -float("inf"))
         out, lse = flex_attention(q, k, v, score_mod=score_mod, scale=b.sm_scale, return_lse=True)
         return out, lse
-    return _per_request(b, torch, attend)
+    out = _per_request(b, torch, attend)
+    _cpu_block_mask(b, torch, mods)
+    return out
 
 
 CPU_ADAPTERS = {"sdpa": adapter_sdpa, "flex_attention": adapter_flex_attention}
@@ -263,33 +273,61 @@ def gpu_probe():
 _TYPESTR = {"f32": "<f4", "i32": "<i4", "f16": "<f2", "bf16": "<i2"}
 
 
+# The opened IPC mappings and the tensors over them, kept across calls: attnscope keeps its allocations
+# while the sizes stay the same and sends a new epoch when it replaces them (it frees the old ones only
+# after this worker has answered a call of the new epoch), so a cached mapping is never read after its
+# allocation is gone. ATTNSCOPE_PYTHON_IPC_CACHE=0 opens and closes every mapping per call instead.
+_ipc = {"epoch": None, "bases": {}, "tensors": {}}
+_IPC_CACHE = os.environ.get("ATTNSCOPE_PYTHON_IPC_CACHE", "1") != "0"
+
+
+def _ipc_drop(cu):
+    for base in _ipc["bases"].values():
+        cu.cuIpcCloseMemHandle(base)
+    _ipc.update(epoch=None, bases={}, tensors={})
+
+
 def gpu_inputs(desc):
-    """The call's tensors: views of attnscope's allocations. Returns (arrays, close) where close() unmaps them."""
+    """The call's tensors: views of attnscope's allocations. Returns (arrays, close, stats): close() ends
+    the call's use of them, stats counts the allocations whose mapping was reused or opened."""
     import ctypes
     torch, cu, op = gpu_setup(desc["device"])
-    opened = {}
+    if not _IPC_CACHE or desc.get("epoch") is None or desc["epoch"] != _ipc["epoch"]:
+        torch.cuda.synchronize()
+        _ipc_drop(cu)
+        _ipc["epoch"] = desc.get("epoch")
+    bases, tensors = _ipc["bases"], _ipc["tensors"]
+    seen = set()
+    stats = {"reused": 0, "opened": 0}
     arrays = {}
     try:
         for d in desc["buffers"]:
-            base = opened.get(d["handle"])
+            base = bases.get(d["handle"])
             if base is None:
                 ptr = ctypes.c_uint64(0)
                 rc = op(ctypes.byref(ptr), _IpcHandle.from_buffer_copy(bytes.fromhex(d["handle"])), 1)  # lazy peer access
                 if rc != 0:
                     raise RuntimeError("cuIpcOpenMemHandle of %s failed (CUresult %d)" % (d["name"], rc))
-                base = opened[d["handle"]] = ptr.value
-            t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
-            arrays[d["name"]] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
+                base = bases[d["handle"]] = ptr.value
+                stats["opened"] += 1
+            elif d["handle"] not in seen:
+                stats["reused"] += 1
+            seen.add(d["handle"])
+            key = (d["handle"], d["offset"], tuple(d["shape"]), d["dtype"])
+            t = tensors.get(key)
+            if t is None:
+                t = torch.as_tensor(_Cai(base + d["offset"], d["shape"], _TYPESTR[d["dtype"]]), device=_DEV)
+                t = tensors[key] = t.view(torch.bfloat16) if d["dtype"] == "bf16" else t
+            arrays[d["name"]] = t.view(t.shape)  # a fresh view: a function's in-place t_() or the like stays its own
     except Exception:
-        for base in opened.values():
-            cu.cuIpcCloseMemHandle(base)
+        _ipc_drop(cu)
         raise
 
     def close():
         torch.cuda.synchronize()
-        for base in opened.values():
-            cu.cuIpcCloseMemHandle(base)
-    return arrays, close
+        if not _IPC_CACHE:
+            _ipc_drop(cu)
+    return arrays, close, stats
 
 
 def _host_lists(b):
@@ -406,20 +444,20 @@ def gpu_flex(b):
     q = b.q.transpose(0, 1)[None].contiguous()
     k = torch.cat([_t_request_kv(b, b.k_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
     v = torch.cat([_t_request_kv(b, b.v_cache, r, h) for r in range(B)]).transpose(0, 1)[None].contiguous()
-    qlens = torch.tensor([h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(B)], device=_DEV)
-    klens = torch.tensor(h["cache_seqlens"], device=_DEV)
-    q_req = torch.repeat_interleave(torch.arange(B, device=_DEV), qlens)
-    kv_req = torch.repeat_interleave(torch.arange(B, device=_DEV), klens)
-    kv_pos = torch.arange(b.total_kv, device=_DEV) - torch.tensor(h["cu_seqlens_k"][:-1], device=_DEV)[kv_req]
-    lo, hi = b.mask_lo.long(), b.mask_hi.long()
-
-    # every built-in mask is one key interval per query row (docs/architecture.md), within its request
-    def mask_mod(bi, hd, qi, ki):
-        return (q_req[qi] == kv_req[ki]) & (kv_pos[ki] >= lo[qi]) & (kv_pos[ki] < hi[qi])
+    mods = _Mods(b, torch, _DEV)
+    mask_mod, qa, kv_pos = _packed_mask_mod(b, torch, _DEV, mods, h)
     bm = create_block_mask(mask_mod, None, None, b.total_q, b.total_kv, device=_DEV)
     last_block_mask = bm
     cap = float(b.soft_cap)
-    score_mod = (lambda s, bi, hd, qi, ki: cap * torch.tanh(s / cap)) if cap > 0 else None
+
+    def score_mod(s, bi, hd, qi, ki):
+        if cap > 0:
+            s = cap * torch.tanh(s / cap)
+        if mods.alibi is not None:  # after the soft-cap, as attnscope's reference
+            s = s + mods.alibi(hd, qa[qi], kv_pos[ki])
+        return s
+    if cap <= 0 and mods.alibi is None:
+        score_mod = None
 
     tried = _flex_options  # kernel_options in turn; the first that compiles here stays first for the worker
 
@@ -512,20 +550,6 @@ GPU_ADAPTERS = {"sdpa": gpu_sdpa(None), "flex_attention": gpu_flex_prepare,
 GPU_ADAPTERS.update({"sdpa_" + k: gpu_sdpa(k) for k in SDPA_BACKENDS})
 
 
-def block_mask_summary():
-    """The last BlockMask in the reply's header: its block sizes, kv_num_blocks and kv_indices (first
-    head's, clipped), for the Mask tab."""
-    bm = last_block_mask
-    if bm is None:
-        return None
-    n = bm.kv_num_blocks[0, 0].tolist()
-    idx = bm.kv_indices[0, 0][:, :64].tolist()
-    return {"block_size": list(bm.BLOCK_SIZE), "kv_num_blocks": n[:256],
-            "kv_indices": [row[:k] for row, k in zip(idx[:256], n[:256])],
-            "full_kv_num_blocks": [] if bm.full_kv_num_blocks is None else bm.full_kv_num_blocks[0, 0].tolist()[:256],
-            "text": str(bm)[:4000]}
-
-
 def _cpu_needs_gpu(name, module=None):
     def adapter(b):
         if module is not None:
@@ -592,7 +616,7 @@ def call_gpu(header, fn, adapter):
     buffer. Times the function with CUDA events: `warmup` calls, then `reps` timed ones."""
     t0 = time.perf_counter()
     meta = header["meta"]
-    arrays, close = gpu_inputs(header["cuda"])
+    arrays, close, ipc = gpu_inputs(header["cuda"])
     torch = _gpu[0]
     try:
         out_o, out_lse = arrays.pop("o"), arrays.pop("lse")
@@ -627,7 +651,7 @@ def call_gpu(header, fn, adapter):
         if lse is not None:
             out_lse.copy_(torch.as_tensor(lse, device=_DEV).reshape(out_lse.shape))
         reply = {"status": "ok", "call_ms": times, "timer": "cuda_events" if wants == "torch" else "host",
-                 "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": []}
+                 "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": [], "ipc": ipc}
         if adapter is not None and header.get("adapter") == "flex_attention":
             reply["block_mask"] = block_mask_summary()
         del batch, arrays, out_o, out_lse, o, lse, ret
@@ -668,8 +692,10 @@ def call(header, arrays):
     if lse is not None:
         bufs.append({"name": "lse", "dtype": "f32", "shape": list(lse.shape)})
     overhead = ((t1 - t0) + (time.perf_counter() - t2)) * 1e3
-    send({"status": "ok", "call_ms": times, "timer": "host", "worker_overhead_ms": overhead, "buffers": bufs},
-         [o.tobytes()] + ([] if lse is None else [lse.tobytes()]))
+    reply = {"status": "ok", "call_ms": times, "timer": "host", "worker_overhead_ms": overhead, "buffers": bufs}
+    if header.get("adapter") == "flex_attention":
+        reply["block_mask"] = block_mask_summary()
+    send(reply, [o.tobytes()] + ([] if lse is None else [lse.tobytes()]))
 
 
 def main():

@@ -8,12 +8,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../../backends/python/python_family.h"
 #include "attnscope/compare.h"
+#include "attnscope/mask_expr.h"
+#include "attnscope/py_text.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
 #include "case_gen.h"
 #include "case_json.h"
 #include "cli_run.h"
+#include "export_script.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -353,5 +357,109 @@ TEST_F(PythonBackends, AnOAloneResultIsCompared) {
     EXPECT_FALSE(d.verdict.pass);  // zeros are not attention
     EXPECT_EQ(d.lse.count, 0);
     EXPECT_GT(d.o.count, 0);
+  }
+}
+
+namespace {
+
+// Small cases with a mask_mod or a score_mod for python.flex_attention (dim 16, fp32 / bf16).
+std::vector<CaseSpec> expression_cases() {
+  auto base = [](std::vector<RequestSpec> reqs, bool causal) {
+    CaseSpec c;
+    c.name = "flex-expr";
+    c.requests = std::move(reqs);
+    c.num_qo_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim_qk = c.head_dim_vo = 16;
+    c.kv_cache.page_size = 8;
+    c.kv_cache.allocation = PageAlloc::kShuffled;
+    c.dtype = DType::kBf16;
+    c.attention.causal = causal;
+    return c;
+  };
+  std::vector<CaseSpec> out;
+  CaseSpec dilated = base({{40, 120}, {1, 77}}, false);
+  dilated.attention.mask_mod = "kv_idx <= q_idx && q_idx - kv_idx < 64 && (q_idx - kv_idx) % 2 == 0";
+  out.push_back(dilated);
+  CaseSpec docs = base({{60, 60}, {20, 50}}, false);
+  docs.attention.mask_mod = "doc(kv_idx) == doc(q_idx) && kv_idx <= q_idx";
+  docs.requests[0].doc_starts = {0, 17, 40};
+  out.push_back(docs);
+  CaseSpec prefix = base({{48, 48}}, false);
+  prefix.attention.mask_mod = "kv_idx <= q_idx || kv_idx < prefix_len";
+  prefix.requests[0].prefix_len = 20;
+  out.push_back(prefix);
+  CaseSpec capped = base({{30, 90}, {1, 40}}, true);
+  capped.attention.score_mod = "20 * tanh(score / 20)";
+  capped.attention.mask_mod = "floor(q_idx / 16) != floor(kv_idx / 16) + 1";  // a block stripe off
+  out.push_back(capped);
+  CaseSpec alibi = base({{30, 90}, {1, 40}}, true);
+  alibi.attention.score_mod = "score + alibi(h) * (kv_idx - q_idx)";
+  alibi.attention.mask_mod = "alibi(2) * (q_idx - kv_idx) < 3 || kv_idx < 4";  // a window from ALiBi's slope, and sinks
+  out.push_back(alibi);
+  for (auto& c : out) validate_case(c);
+  return out;
+}
+
+}  // namespace
+
+// python.flex_attention's mask_mod and score_mod come from the case as the export script writes them:
+// the registry lowers a score_mod to soft-cap / ALiBi as script_case() does, the ALiBi slopes are the
+// script's ALIBI_SLOPES, and the mask_mod is the case's text (the script's MASK_MOD) as PyTorch.
+TEST(PythonFlex, ExpressionsAsTheExportScriptWritesThem) {
+  const BackendInfo* flex = backend_info("python.flex_attention");
+  ASSERT_NE(flex, nullptr);
+  for (CaseSpec c : expression_cases()) {
+    SCOPED_TRACE(c.attention.mask_mod.value_or("") + " / " + c.attention.score_mod.value_or(""));
+    c.backends = {"cpu.reference"};
+    CaseFile f;
+    f.spec = c;
+    const auto s = run_session(f);
+    const std::string script = make_repro_script(*s, "cpu.reference");
+    CaseSpec run_as;
+    ASSERT_EQ(expressions_for(*flex, c, &run_as), "");
+    const CaseSpec scripted = script_case(c);
+    EXPECT_EQ(run_as.attention.soft_cap, scripted.attention.soft_cap);
+    EXPECT_EQ(run_as.attention.alibi, scripted.attention.alibi);
+    const nlohmann::json m = python::expression_meta(run_as);
+    if (run_as.attention.soft_cap)
+      EXPECT_NE(script.find("SOFT_CAP = " + py_float(*run_as.attention.soft_cap)), std::string::npos);
+    if (run_as.attention.alibi) {
+      ASSERT_TRUE(m.contains("alibi_slopes"));
+      std::vector<std::string> slopes;
+      for (const auto& x : m["alibi_slopes"]) slopes.push_back(py_float(x.get<double>()));
+      EXPECT_NE(script.find(py_assign("ALIBI_SLOPES", slopes)), std::string::npos) << script.substr(0, 3000);
+    } else {
+      EXPECT_FALSE(m.contains("alibi_slopes"));
+    }
+    ASSERT_TRUE(m.contains("mask_mod"));
+    EXPECT_EQ(m["mask_mod_text"], *c.attention.mask_mod);
+    EXPECT_NE(script.find("MASK_MOD = " + py_str(*c.attention.mask_mod)), std::string::npos);
+    EXPECT_EQ(m["mask_mod"], expr_to_torch(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask)));
+    ASSERT_EQ(m["doc_starts"].size(), c.requests.size());
+    EXPECT_EQ(m["prefix_lens"][0], c.requests[0].prefix_len.value_or(0));
+  }
+  CaseSpec other = expression_cases()[0];
+  other.attention.score_mod = "score * 2";  // not a form the export script writes: refused the same way
+  CaseSpec run_as;
+  EXPECT_NE(expressions_for(*flex, other, &run_as).find("runs a score_mod only of the forms"), std::string::npos);
+  EXPECT_THROW(script_case(other), std::invalid_argument);
+}
+
+// With PyTorch in the worker (CPU is enough: eager FlexAttention in fp64), the translated mask_mod,
+// doc(), prefix_len, alibi() and the lowered score_mods give the reference's attention.
+TEST_F(PythonBackends, FlexAttentionRunsTheCasesMaskModAndScoreMod) {
+  if (std::system((py_ + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << py_ << " has no PyTorch";
+  for (const CaseSpec& c : expression_cases()) {
+    SCOPED_TRACE(c.attention.mask_mod.value_or("") + " / " + c.attention.score_mod.value_or(""));
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    auto go = [&](const std::string& b) { return run_backend(*make_backend(b), c, p, w, RunOptions{}); };
+    const Result r = go("python.flex_attention"), ref = go("cpu.reference"), low = go("cpu.lowp");
+    ASSERT_TRUE(r.ok()) << r.message;
+    EXPECT_FALSE(r.block_mask.empty()) << "the reply carries the BlockMask for the Mask tab";
+    const DiffReport d = compare_results(
+        c, r, ref, {"python.flex_attention", "cpu.reference", CompareRule::kTwiceLowp, 0, 1e-5, "cpu.lowp"}, &low);
+    EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
   }
 }

@@ -37,6 +37,13 @@ def inputs(b):
     return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
 def zeros(b):
     return torch.zeros((b.total_q, b.num_qo_heads, b.head_dim_vo), device="cuda")
+def echo_q(b):
+    return b.q.float()
+def scribble(b):
+    o = b.q.float()
+    b.q.zero_()  # a kernel that writes into its inputs: the next call must not see it
+    b.k_cache.zero_()
+    return o
 def boom(b):
     raise ValueError("no kernel today")
 def nan_out(b):
@@ -176,6 +183,44 @@ TEST_F(PythonGpu, HandOffOverheadIsReported) {
   RecordProperty("handoff_ms", std::to_string(overheads[2]));
 }
 
+// The worker keeps its IPC mappings while attnscope keeps its allocations (the same sizes): the next
+// call opens none and reads that call's bits, even after a function wrote into its inputs; new sizes
+// open new mappings.
+TEST_F(PythonGpu, HandOffReusesTheWorkersMappingsAndReadsEachCallsBits) {
+  auto mappings = [](const Result& r, int* reused, int* opened) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.message, m, std::regex("IPC mappings ([0-9]+) reused, ([0-9]+) opened"))) << r.message;
+    *reused = std::stoi(m[1]);
+    *opened = std::stoi(m[2]);
+  };
+  auto echo = [&](const CaseSpec& c, const std::string& fn, int* reused, int* opened) {
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result r = attnscope::testing::run_id(id(fn), c, p, w);
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_EQ(r.o.size(), w.q.size());
+    EXPECT_TRUE(r.o == w.q) << fn << " did not return this call's Q (seed " << c.data.seed << ")";
+    mappings(r, reused, opened);
+  };
+  const CaseSpec a = fixed({{5, 40}, {3, 33}});  // head_dim_qk == head_dim_vo: Q is a valid O
+  CaseSpec b = a;
+  b.data.seed = 7;  // other bits, the same sizes
+  CaseSpec wide = fixed({{9, 70}, {3, 33}});
+  int reused = 0, opened = 0;
+  echo(a, "echo_q", &reused, &opened);
+  echo(b, "echo_q", &reused, &opened);
+  EXPECT_EQ(opened, 0);
+  EXPECT_GE(reused, 5);  // Q, K, V, the metadata and the output allocations
+  echo(a, "scribble", &reused, &opened);
+  echo(a, "echo_q", &reused, &opened);
+  EXPECT_EQ(opened, 0);
+  echo(wide, "echo_q", &reused, &opened);
+  EXPECT_EQ(reused, 0);
+  EXPECT_GE(opened, 5);
+  echo(b, "echo_q", &reused, &opened);  // back to the first sizes: new allocations, new mappings
+  EXPECT_EQ(reused, 0);
+}
+
 TEST_F(PythonGpu, NumpyExampleOnTheGpuPath) {
   const std::string ex = "python:" + src("examples/python/numpy_attention.py") + ":attention";
   int passed = 0;
@@ -214,6 +259,32 @@ TEST_F(PythonGpu, FlexAttentionCompiledMeetsTheTwiceLowpRule) {
   for (const CaseSpec& c : cases) passed += meets_twice_lowp("python.flex_attention", c);
   passed += meets_twice_lowp("python.flex_attention", capped, 5);  // bench: warm-up (the compile), then 5 timed
   EXPECT_EQ(passed, static_cast<int>(cases.size()) + 1);
+}
+
+// A case's own mask_mod (translated to PyTorch) and score_mods of the forms the export script writes
+// (soft-cap, ALiBi) in the compiled FlexAttention, under the 2x rule.
+TEST_F(PythonGpu, FlexAttentionRunsTheCasesMaskModAndScoreMod) {
+  std::vector<CaseSpec> cases;
+  CaseSpec dilated = fixed({{64, 300}, {1, 257}, {40, 40}}, false);
+  dilated.attention.mask_mod = "kv_idx <= q_idx && q_idx - kv_idx < 96 && (q_idx - kv_idx) % 2 == 0";
+  cases.push_back(dilated);
+  CaseSpec docs = fixed({{80, 200}, {33, 33}}, false);
+  docs.attention.mask_mod = "doc(kv_idx) == doc(q_idx) && kv_idx <= q_idx";
+  docs.requests[0].doc_starts = {0, 70, 150};
+  cases.push_back(docs);
+  CaseSpec capped = fixed({{40, 100}, {1, 257}, {17, 17}});
+  capped.attention.score_mod = "30 * tanh(score / 30)";
+  cases.push_back(capped);
+  CaseSpec alibi = fixed({{40, 100}, {1, 257}, {17, 17}});
+  alibi.attention.score_mod = "score + alibi(h) * (kv_idx - q_idx)";
+  alibi.attention.mask_mod = "q_idx - kv_idx < 64 || kv_idx < 4";  // a sliding window with sink tokens
+  cases.push_back(alibi);
+  int passed = 0;
+  for (CaseSpec& c : cases) {
+    validate_case(c);
+    passed += meets_twice_lowp("python.flex_attention", c);
+  }
+  EXPECT_EQ(passed, static_cast<int>(cases.size()));
 }
 
 // The engines' packages are too large for the test machine: stand-ins with their signatures

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "attnscope/block_map.h"
 #include "attnscope/mask.h"
@@ -163,6 +165,125 @@ ExprSummary build_expr_summary(const Session& s, int request) {
   return e;
 }
 
+namespace {
+
+// FlexAttention's rule for one block of the packed batch (create_block_mask pads the sequences to
+// whole blocks, the padding never allowed): full iff every pair of the block is inside the batch and
+// allowed, partial iff some pair is allowed.
+std::vector<Cell> expected_flex_blocks(const Session& s, int qb, int kb, int q_blocks, int kv_blocks) {
+  const CaseSpec& c = s.spec();
+  std::vector<int64_t> count(static_cast<size_t>(q_blocks) * kv_blocks, 0);
+  int64_t q0 = 0, k0 = 0;
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    const RowMask& rm = s.plan.masks[r];
+    const int ql = c.requests[r].q_len, kl = c.requests[r].kv_len;
+    for (int q = 0; q < ql; ++q) {
+      const int64_t i = (q0 + q) / qb;
+      if (i >= q_blocks) break;
+      const int qa = q_abs_of(rm, q);
+      for (int64_t j = k0 / kb; j * kb < k0 + kl && j < kv_blocks; ++j) {
+        const int a = static_cast<int>(std::max<int64_t>(0, j * kb - k0)),
+                  b = static_cast<int>(std::min<int64_t>(kl, (j + 1) * kb - k0));
+        count[static_cast<size_t>(i) * kv_blocks + j] += allowed_in(rm, qa, a, b);
+      }
+    }
+    q0 += ql;
+    k0 += kl;
+  }
+  std::vector<Cell> out(count.size());
+  for (size_t x = 0; x < count.size(); ++x)
+    out[x] = count[x] == int64_t{qb} * kb ? Cell::kAll : count[x] > 0 ? Cell::kSome : Cell::kNone;
+  return out;
+}
+
+const char* cell_word(Cell c) { return c == Cell::kAll ? "full" : c == Cell::kSome ? "partial" : "empty"; }
+
+}  // namespace
+
+FlexBlockItems build_flex_block_items(const Session& s, int request, const ExprSummary& ours) {
+  FlexBlockItems f;
+  const Result* r = nullptr;
+  for (const Result& x : s.results)
+    if (x.ok() && !x.block_mask.empty()) r = &x;
+  if (r == nullptr) return f;
+  f.backend = r->backend;
+  const CaseSpec& c = s.spec();
+  try {
+    const auto j = nlohmann::json::parse(r->block_mask);
+    f.q_block = j.at("block_size").at(0).get<int>();
+    f.kv_block = j.at("block_size").at(1).get<int>();
+    f.total_q = j.at("seq_lengths").at(0).get<int>();
+    f.total_kv = j.at("seq_lengths").at(1).get<int>();
+    const auto& partial = j.at("kv_indices");
+    const auto& full = j.at("full_kv_indices");
+    f.q_blocks = static_cast<int>(partial.size());
+    f.kv_blocks = std::min(j.at("kv_blocks").get<int>(), 512);
+    f.clipped = j.value("clipped", false);
+    if (f.q_block <= 0 || f.kv_block <= 0 || f.total_q != c.total_q() || f.total_kv != c.total_kv())
+      throw std::runtime_error("its lengths are not this case's packed batch");
+    f.cells.assign(static_cast<size_t>(f.q_blocks) * f.kv_blocks, Cell::kNone);
+    auto mark = [&](const nlohmann::json& rows, Cell v) {
+      for (int i = 0; i < std::min<int>(f.q_blocks, static_cast<int>(rows.size())); ++i)
+        for (const auto& k : rows[i]) {
+          const int kv = k.get<int>();
+          if (kv >= 0 && kv < f.kv_blocks) f.cells[static_cast<size_t>(i) * f.kv_blocks + kv] = v;
+        }
+    };
+    mark(partial, Cell::kSome);
+    mark(full, Cell::kAll);
+  } catch (const std::exception& e) {
+    f.error = std::string("the BlockMask that ") + r->backend + " returned could not be read: " + e.what();
+    f.lines.push_back(f.error);
+    return f;
+  }
+  f.present = true;
+  for (Cell x : f.cells) (x == Cell::kAll ? f.full : x == Cell::kSome ? f.partial : f.empty) += 1;
+  f.expected = expected_flex_blocks(s, f.q_block, f.kv_block, f.q_blocks, f.kv_blocks);
+  for (int i = 0; i < f.q_blocks; ++i)
+    for (int k = 0; k < f.kv_blocks; ++k)
+      if (f.cells[static_cast<size_t>(i) * f.kv_blocks + k] != f.expected[static_cast<size_t>(i) * f.kv_blocks + k]) {
+        if (f.differ++ == 0) f.first_differ_q = i, f.first_differ_kv = k;
+      }
+  request = std::clamp(request, 0, static_cast<int>(c.requests.size()) - 1);
+  for (int i = 0; i < request; ++i) f.req_q0 += c.requests[i].q_len, f.req_k0 += c.requests[i].kv_len;
+  f.req_q1 = f.req_q0 + c.requests[request].q_len;
+  f.req_k1 = f.req_k0 + c.requests[request].kv_len;
+
+  const int64_t all = f.full + f.partial + f.empty;
+  char buf[480];
+  std::snprintf(buf, sizeof buf,
+                "FlexAttention's BlockMask (%s, the batch packed as one sequence of %d queries x %d keys): %lld full, %lld "
+                "partial, %lld empty blocks of %d x %d, sparsity %.1f%%%s.",
+                f.backend.c_str(), f.total_q, f.total_kv, static_cast<long long>(f.full), static_cast<long long>(f.partial),
+                static_cast<long long>(f.empty), f.q_block, f.kv_block, all ? 100.0 * f.empty / all : 0.0,
+                f.clipped ? " (the first 512 x 512 blocks)" : "");
+  f.lines.push_back(buf);
+  const int tq = s.plan.split.cta_tile_q / std::max(1, c.group_size());
+  std::snprintf(buf, sizeof buf,
+                "attnscope's block map: %lld full, %lld partial, %lld empty blocks of %d queries x %d keys per request, "
+                "sparsity %.1f%%; %s",
+                static_cast<long long>(ours.full), static_cast<long long>(ours.partial), static_cast<long long>(ours.empty),
+                std::max(1, tq), kKvTile, 100.0 * ours.sparsity,
+                tq == f.q_block && kKvTile == f.kv_block
+                    ? "the same block size."
+                    : "the block sizes differ, so the counts do not compare one to one; attnscope's mask is checked on "
+                      "FlexAttention's blocks below.");
+  f.lines.push_back(buf);
+  if (f.differ == 0) {
+    f.lines.push_back("attnscope's mask on FlexAttention's " + std::to_string(f.q_block) + " x " + std::to_string(f.kv_block) +
+                      " blocks: the same full / partial / empty class for all " + std::to_string(all) + " blocks.");
+  } else {
+    const size_t at = static_cast<size_t>(f.first_differ_q) * f.kv_blocks + f.first_differ_kv;
+    std::snprintf(buf, sizeof buf,
+                  "attnscope's mask on FlexAttention's blocks: %lld of %lld blocks differ (outlined red); the first at query "
+                  "block %d, key block %d: FlexAttention says %s, attnscope's mask %s.",
+                  static_cast<long long>(f.differ), static_cast<long long>(all), f.first_differ_q, f.first_differ_kv,
+                  cell_word(f.cells[at]), cell_word(f.expected[at]));
+    f.lines.push_back(buf);
+  }
+  return f;
+}
+
 void MaskPanel::draw(const Session& s, UiState& ui) {
   const CaseSpec& c = s.spec();
   const int nreq = static_cast<int>(c.requests.size());
@@ -189,6 +310,23 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     if (built_request_ != ui.request) tree_selected_ = tree_.q_len - 1;  // a deep token: its path shows the rule
     built_for_ = &s;
     built_request_ = ui.request;
+    flex_stale_ = true;
+  }
+  const Result* flex_result = nullptr;
+  for (const Result& x : s.results)
+    if (x.ok() && !x.block_mask.empty()) flex_result = &x;
+  if (flex_stale_ || flex_result != flex_for_) {
+    flex_ = build_flex_block_items(s, ui.request, summary_);
+    flex_for_ = flex_result;
+    flex_stale_ = false;
+    if (flex_.present) {
+      std::vector<uint32_t> px(flex_.cells.size());
+      const uint32_t none = pack_abgr({28, 30, 38, 255}), part = pack_abgr(block_partial_colour()),
+                     full = pack_abgr(block_full_colour());
+      for (size_t i = 0; i < px.size(); ++i)
+        px[i] = flex_.cells[i] == Cell::kAll ? full : flex_.cells[i] == Cell::kSome ? part : none;
+      flex_tex_.upload(flex_.kv_blocks, flex_.q_blocks, px);
+    }
   }
   const auto& m = items_;
   ImGui::TextWrapped(
@@ -214,10 +352,14 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   const float wrap = ImGui::GetContentRegionAvail().x;
   float footer = ImGui::CalcTextSize(tiles_line.c_str(), nullptr, false, wrap).y;
   for (const auto& line : summary_.plan_lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
-  footer += ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size()) + ImGui::GetStyle().ItemSpacing.y;
+  for (const auto& line : flex_.lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
+  footer +=
+      ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size() + flex_.lines.size()) + ImGui::GetStyle().ItemSpacing.y;
   // a tree request: the tree beside the mask over its new tokens' keys, above the whole mask
   const std::vector<int> tree_hl = draw_tree_child(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y - footer);
-  ImGui::BeginChild("maskview", ImVec2(0, -footer), true, ImGuiWindowFlags_HorizontalScrollbar);
+  const float flex_w = flex_.present ? std::floor(ImGui::GetContentRegionAvail().x * 0.42f) : 0.f;
+  ImGui::BeginChild("maskview", ImVec2(flex_.present ? -flex_w - ImGui::GetStyle().ItemSpacing.x : 0, -footer), true,
+                    ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 margin = axes_margin();
   const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
   const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
@@ -312,10 +454,77 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
     ImGui::EndTooltip();
   }
   ImGui::EndChild();
+  if (flex_.present) {
+    ImGui::SameLine();
+    draw_flex_blocks(flex_w, -footer);
+  }
   ImGui::PushTextWrapPos(0.f);
   ImGui::TextUnformatted(tiles_line.c_str());
   for (const auto& line : summary_.plan_lines) ImGui::TextUnformatted(line.c_str());
+  for (size_t i = 0; i < flex_.lines.size(); ++i) {
+    if (flex_.differ > 0 && i + 1 == flex_.lines.size())
+      ImGui::TextColored(ImVec4(1.f, 0.45f, 0.4f, 1.f), "%s", flex_.lines[i].c_str());
+    else
+      ImGui::TextUnformatted(flex_.lines[i].c_str());
+  }
   ImGui::PopTextWrapPos();
+}
+
+// FlexAttention's block grid: one cell per block, the shown request's region outlined white, blocks
+// where attnscope's mask says otherwise outlined red.
+void MaskPanel::draw_flex_blocks(float width, float height) {
+  const FlexBlockItems& f = flex_;
+  ImGui::BeginChild("flexview", ImVec2(width, height), true);
+  ImGui::Text("FlexAttention BlockMask: %d x %d blocks of %d x %d", f.q_blocks, f.kv_blocks, f.q_block, f.kv_block);
+  ImGui::TextDisabled("%s; the packed batch, query blocks down", f.backend.c_str());
+  const ImVec2 margin = axes_margin();
+  const float legend = ImGui::CalcTextSize("x", nullptr, false, 0).y * 3;
+  const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 80, ImGui::GetContentRegionAvail().y - margin.y - legend - 24);
+  const float cell = std::max(1.f, std::min(avail.x / std::max(1, f.kv_blocks), avail.y / std::max(1, f.q_blocks)));
+  const ImVec2 size(cell * f.kv_blocks, cell * f.q_blocks);
+  ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + margin.x, ImGui::GetCursorPosY() + margin.y));
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::Image(flex_tex_.id(), size);
+  const bool hovered = ImGui::IsItemHovered();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  draw_axes(dl, p0, size, f.kv_blocks, f.q_blocks, "key block", "query block");
+  if (cell >= 4)
+    for (int i = 1; i < std::max(f.q_blocks, f.kv_blocks); ++i) {
+      if (i < f.kv_blocks)
+        dl->AddLine(ImVec2(p0.x + i * cell, p0.y), ImVec2(p0.x + i * cell, p0.y + size.y), IM_COL32(0, 0, 0, 120));
+      if (i < f.q_blocks)
+        dl->AddLine(ImVec2(p0.x, p0.y + i * cell), ImVec2(p0.x + size.x, p0.y + i * cell), IM_COL32(0, 0, 0, 120));
+    }
+  // the shown request's rows and keys in the packed batch
+  const float qs = cell / f.q_block, ks = cell / f.kv_block;
+  dl->AddRect(ImVec2(p0.x + f.req_k0 * ks, p0.y + f.req_q0 * qs), ImVec2(p0.x + f.req_k1 * ks, p0.y + f.req_q1 * qs),
+              IM_COL32(255, 255, 255, 200), 0.f, 0, 1.5f);
+  int outlined = 0;
+  for (int i = 0; i < f.q_blocks && outlined < 4000; ++i)
+    for (int k = 0; k < f.kv_blocks && outlined < 4000; ++k) {
+      const size_t x = static_cast<size_t>(i) * f.kv_blocks + k;
+      if (f.cells[x] == f.expected[x]) continue;
+      ++outlined;
+      dl->AddRect(ImVec2(p0.x + k * cell, p0.y + i * cell), ImVec2(p0.x + (k + 1) * cell, p0.y + (i + 1) * cell),
+                  IM_COL32(255, 60, 60, 255), 0.f, 0, 2.f);
+    }
+  if (hovered) {
+    const ImVec2 mp = ImGui::GetIO().MousePos;
+    const int i = std::clamp(static_cast<int>((mp.y - p0.y) / cell), 0, f.q_blocks - 1);
+    const int k = std::clamp(static_cast<int>((mp.x - p0.x) / cell), 0, f.kv_blocks - 1);
+    const size_t x = static_cast<size_t>(i) * f.kv_blocks + k;
+    ImGui::SetTooltip("query block %d (queries %d-%d), key block %d (keys %d-%d)\nFlexAttention: %s; attnscope's mask: %s", i,
+                      i * f.q_block, std::min(f.total_q, (i + 1) * f.q_block) - 1, k, k * f.kv_block,
+                      std::min(f.total_kv, (k + 1) * f.kv_block) - 1, cell_word(f.cells[x]), cell_word(f.expected[x]));
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p0.x - margin.x, p0.y + size.y + 20));
+  ImGui::PushTextWrapPos(0.f);
+  ImGui::TextDisabled(
+      "%s: full, orange: partial (mask_mod applied), dark: empty (skipped); white outline: this request; red: "
+      "blocks where attnscope's mask differs",
+      palette() == Palette::kColourBlind ? "sky blue" : "green");
+  ImGui::PopTextWrapPos();
+  ImGui::EndChild();
 }
 
 }  // namespace attnscope::gui

@@ -68,16 +68,41 @@ struct ExprSummary {
 };
 ExprSummary build_expr_summary(const Session& s, int request);
 
+// FlexAttention's BlockMask, as python.flex_attention built it for the batch packed as one sequence
+// (Result::block_mask), beside attnscope's block map: the block grid (full / partial / empty), its
+// counts, and attnscope's own mask classified on the same blocks, so the lines say where they differ.
+struct FlexBlockItems {
+  bool present = false;
+  std::string backend;
+  std::string error;                // the summary could not be read ("" when present)
+  int q_block = 0, kv_block = 0;    // FlexAttention's BLOCK_SIZE
+  int total_q = 0, total_kv = 0;    // the packed batch
+  int q_blocks = 0, kv_blocks = 0;  // the grid drawn (clipped to what the worker sent)
+  bool clipped = false;
+  std::vector<Cell> cells;     // [q_blocks * kv_blocks]: kAll full, kSome partial, kNone empty
+  std::vector<Cell> expected;  // the same blocks from attnscope's mask
+  int64_t full = 0, partial = 0, empty = 0;
+  int64_t differ = 0;  // blocks where the two disagree
+  int first_differ_q = -1, first_differ_kv = -1;
+  int req_q0 = 0, req_q1 = 0, req_k0 = 0, req_k1 = 0;  // the shown request's rows / keys, packed
+  std::vector<std::string> lines;
+};
+FlexBlockItems build_flex_block_items(const Session& s, int request, const ExprSummary& attnscope_blocks);
+
 class MaskPanel {
  public:
   void draw(const Session& s, UiState& ui);
 
  private:
+  void draw_flex_blocks(float width, float height);
   const Session* built_for_ = nullptr;
   int built_request_ = -1;
   MaskItems items_;
   ExprSummary summary_;
-  Texture tex_;
+  FlexBlockItems flex_;
+  const Result* flex_for_ = nullptr;  // the result flex_ was built from
+  bool flex_stale_ = true;            // the session or request changed since
+  Texture tex_, flex_tex_;
   TreeItems tree_;          // the request's tree_parents (empty without)
   int tree_selected_ = -1;  // the clicked tree token, highlighted while none is hovered
   // The hovered pair's readout, recomputed only when the pair moves: an MLA case derives its Q and K

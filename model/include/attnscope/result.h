@@ -72,6 +72,7 @@ struct Result {
   std::vector<uint8_t> row_valid;  // [total_q], 1 = computed; empty = every row computed
   Timing timing;
   std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
+  std::string block_mask;  // python.flex_attention: FlexAttention's BlockMask (the worker's summary, JSON), else ""
   bool ok() const { return status == Status::kOk; }
   bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
 };
