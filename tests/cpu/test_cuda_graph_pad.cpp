@@ -85,6 +85,22 @@ TEST(CudaGraphPad, VllmDecodePadsWithEmptyEntries) {
   EXPECT_EQ(g.total_pages(), 3);
 }
 
+TEST(CudaGraphPad, SinksMakeTheOneKeyPaddingAnythingButZeroStaysZero) {
+  // SGLang: a padded entry's one key and the sink share the softmax, so O = V x p(key) < V: not a V row
+  CaseSpec c = mk({{1, 5}, {1, 3}}, 4, 4);
+  c.attention.sinks = SinksSpec{{0.5}};
+  validate_case(c);
+  const CudaGraphPad g = cuda_graph_pad(c, make_page_table(c));
+  EXPECT_EQ(g.expect, CudaGraphPad::PadExpect::kAnything);
+  EXPECT_NE(g.expect_text.find("sink"), std::string::npos) << g.expect_text;
+  EXPECT_EQ(g.entries[2].seq_len, 1);  // the padding itself is unchanged
+  // vLLM: no keys, O = 0 x the sink's weight = 0
+  CaseSpec v = mk({{1, 5}, {1, 3}}, 4, 4, GraphEngine::kVllm);
+  v.attention.sinks = SinksSpec{{0.5}};
+  validate_case(v);
+  EXPECT_EQ(cuda_graph_pad(v, make_page_table(v)).expect, CudaGraphPad::PadExpect::kZero);
+}
+
 TEST(CudaGraphPad, SglangTargetVerifyAddsDraftTokensAndReadsPastTheRow) {
   // page_size 2: request 0 (kv 2) holds page 1 only; a padded entry reads 1 + 2 draft tokens = 3
   // keys, two columns: page 1, then column 1 past the row, req_to_token's zeros: page 0

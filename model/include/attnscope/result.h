@@ -53,6 +53,9 @@ struct GraphReplayReport {
   GraphGrid captured_grid, replay_grid;
   std::vector<GraphCheck> checks;
   std::vector<std::string> notes;
+  // Why a fixed split's promise of the eager run's bits does not hold for this replay ("" = it holds):
+  // the session then checks the real rows by the twice_lowp rule
+  std::string bits_differ_why;
   // The replay's real rows ([total_q, ...], as Result::o / lse), compared by the session against the
   // eager run; emptied once the checks are made.
   std::vector<float> o, lse;
