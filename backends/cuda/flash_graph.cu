@@ -16,11 +16,12 @@
 
 namespace attnscope::cuda {
 
-std::string flash_graph_refusal(const CaseSpec& c, const Plan& p) {
+std::string flash_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   if (c.mla_absorbed()) return "MLA's absorbed form (its own kernel, flash_mla.cu, is not captured)";
   if (c.fp8_kv()) return "an FP8 KV cache (the padded rows' expectation is not modelled for the FP8 bytes)";
-  if (c.attention.local_chunk)
-    return "chunked local attention (the virtual batches are units of the eager plan; the padding is modelled per request)";
+  if (c.attention.local_chunk && !pad.local_unmodelled.empty()) return pad.local_unmodelled;
+  if (c.attention.local_chunk && (c.attention.window || c.attention.prefix_lm))
+    return "chunked local attention with a window or prefix-LM (the virtual batch's mask is modelled as causal alone)";
   if (p.mask_store) return "a mask_mod or trees (their bit rows are packed per request of the eager batch)";
   if (p.score_mod && !lower_score_mod(*p.score_mod)) return "an interpreted score_mod (its per-request variables)";
   if (c.split.planner == Planner::kFlashAttn)
@@ -28,8 +29,10 @@ std::string flash_graph_refusal(const CaseSpec& c, const Plan& p) {
   if (p.units.size() != c.requests.size()) return "the plan splits requests into several units";
   for (size_t i = 0; i < p.units.size(); ++i) {
     const WorkUnit& u = p.units[i];
-    if (u.request != static_cast<int>(i) || u.kv_begin != 0 || u.q_begin != 0 || u.kv_len != c.requests[i].kv_len)
-      return "the plan's unit " + std::to_string(i) + " is not request " + std::to_string(i) + " whole";
+    const GraphPadEntry& e = pad.entries[i];
+    if (u.request != static_cast<int>(i) || u.kv_begin != e.chunk_begin || u.q_begin != 0 || u.kv_len != e.seq_len)
+      return "the plan's unit " + std::to_string(i) + " is not request " + std::to_string(i) +
+             (c.attention.local_chunk ? "'s virtual batch as the padded batch has it" : " whole");
   }
   return "";
 }
@@ -57,6 +60,7 @@ struct GraphBatch {
 // A padded entry's mask: the case's built-in mask on its own lengths (no documents, prefix or bits).
 RowMask padding_mask(const Plan& p, const GraphPadEntry& e) {
   RowMask m = p.masks[0];
+  m.chunk = 0;  // a virtual batch of chunked local attention: its keys are the chunk's
   m.q_len = e.q_len;
   m.kv_len = e.seq_len;
   m.doc_starts = nullptr;
@@ -75,7 +79,9 @@ GraphBatch graph_batch(const CaseSpec& c, const Plan& p, const std::vector<Graph
   for (size_t i = 0; i < entries.size(); ++i) {
     const GraphPadEntry& e = entries[i];
     b.units.push_back(WorkUnit{static_cast<int>(i), 0, e.q_len, 0, e.seq_len});
-    b.masks.push_back(e.padding() ? padding_mask(p, e) : p.masks[e.request]);
+    // a live entry keeps the eager run's mask, except a virtual batch of chunked local attention: its
+    // keys re-based to the chunk, where its one query sees every key (causal)
+    b.masks.push_back(e.padding() || c.attention.local_chunk ? padding_mask(p, e) : p.masks[e.request]);
     b.q_indptr.push_back(b.q_indptr.back() + e.q_len);
   }
   b.csr = graph_csr(entries);
@@ -107,7 +113,8 @@ struct GraphBuffers {
 
 // What an engine's replay does: the batch's metadata into the captured buffers. Live entries' masks
 // are the eager workload's device masks (their documents point into its device memory).
-void upload(const GraphBatch& b, const std::vector<GraphPadEntry>& entries, const DeviceWorkload& w, GraphBuffers* g) {
+void upload(const CaseSpec& c, const GraphBatch& b, const std::vector<GraphPadEntry>& entries, const DeviceWorkload& w,
+            GraphBuffers* g) {
   std::vector<WorkItem> items = b.sp.items;
   items.resize(g->capacity_items, WorkItem{});  // empty items (no rows, no keys): padding CTAs that write nothing
   put(g->items, items, "items");
@@ -121,7 +128,7 @@ void upload(const GraphBatch& b, const std::vector<GraphPadEntry>& entries, cons
   put(g->q_indptr, b.q_indptr, "q_indptr");
   put(g->masks, b.masks, "masks");
   for (size_t i = 0; i < entries.size(); ++i)
-    if (!entries[i].padding())
+    if (!entries[i].padding() && !c.attention.local_chunk)
       check(cudaMemcpy(g->masks.as<RowMask>() + i, w.masks.as<RowMask>() + entries[i].request, sizeof(RowMask),
                        cudaMemcpyDeviceToDevice),
             "cudaMemcpy (a live entry's mask)");
@@ -296,7 +303,7 @@ FlashParams graph_params(const CaseSpec& c, const Plan& p, const DeviceWorkload&
 
 GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, const FlashDebugOptions& dbg) {
   GraphReplayReport r;
-  if (auto why = flash_graph_refusal(c, p); !why.empty()) {
+  if (auto why = flash_graph_refusal(c, p, pad); !why.empty()) {
     r.not_captured = why;
     return r;
   }
@@ -308,11 +315,13 @@ GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const C
   if (rep.sp.cta_tile_q != p.split.cta_tile_q || rep.sp.kv_warp_split != p.split.kv_warp_split)
     r.bits_differ_why = "the replay's tile " + std::to_string(rep.sp.cta_tile_q) + " (bucket rows) is not the eager run's " +
                         std::to_string(p.split.cta_tile_q);
+  if (c.attention.local_chunk)
+    r.bits_differ_why = "chunked local attention: the virtual batches' keys are re-based to their chunks";
   r.notes.push_back("split kernel and merge captured (split-KV forced: the graph must serve batches that split); " +
                     std::to_string(g.capacity_items - cap.sp.num_items) + " of the captured " + std::to_string(g.capacity_items) +
                     " CTAs per KV head were empty items at capture");
 
-  upload(cap, pad.capture, w, &g);
+  upload(c, cap, pad.capture, w, &g);
   FlashParams fp = graph_params(c, p, w, g, dbg.heavy_first ? 1 : 0);
   const int T = cap.sp.cta_tile_q, D = c.head_dim_qk;
   const FlashMode mode = flash_mode(fp);
@@ -373,7 +382,7 @@ GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const C
       cleanup();
       return r;
     }
-    upload(rep, pad.entries, w, &g);
+    upload(c, rep, pad.entries, w, &g);
     for (DeviceBuffer* b : {&g.o, &g.lse, &g.part_o, &g.part_lse})
       check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset (poison before the replay)");
     check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");

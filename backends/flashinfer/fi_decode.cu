@@ -246,7 +246,7 @@ class DecodeBackend final : public Backend, public GraphReplayable {
 // alone), re-planned for the padded real batch into the same workspace, replayed (fi_graph.h).
 GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = graph_refusal(c, p); !why.empty()) {
+  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
     r.not_captured = why;
     return r;
   }

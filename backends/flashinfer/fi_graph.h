@@ -20,9 +20,8 @@ struct DeviceWorkload;
 namespace attnscope::peers::flashinfer {
 
 // Why the FlashInfer backends do not capture this case ("" = they do): what the padded batch does
-// not model (chunked local attention's virtual batches, custom masks, ALiBi's positions, sinks,
-// FP8 caches).
-std::string graph_refusal(const CaseSpec& c, const Plan& p);
+// not model (chunked local attention beyond decode, custom masks, ALiBi's positions, sinks, FP8 caches).
+std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad);
 
 // A padded batch as FlashInfer's CSR (the entries' pages; positions and ALiBi origins zero).
 FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size);

@@ -304,7 +304,7 @@ int fixed_split_ctas(const FiUnits& u, int group, int tile, int fixed_pages) {
 // into the same workspace (what an engine's replay does), replayed (fi_graph.h).
 GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = graph_refusal(c, p); !why.empty()) {
+  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
     r.not_captured = why;
     return r;
   }
