@@ -10,6 +10,10 @@
 
 namespace attnscope {
 
+namespace {
+constexpr int kGraphTimeReps = 20;  // replays timed beside the eager launch's median (a measurement)
+}  // namespace
+
 void attach_graph_replay(const std::string& id, const CaseSpec& c, const Plan& p, Result* r) {
   if (!c.cuda_graph) return;
   GraphReplayReport g;
@@ -23,7 +27,9 @@ void attach_graph_replay(const std::string& id, const CaseSpec& c, const Plan& p
                                         : "a CPU backend (engines capture their GPU kernels)";
   } else {
     try {
+      if (r->timing.reps > 0) cap->set_graph_time_reps(kGraphTimeReps);  // a timed run: time the replay too
       g = cap->capture_replay(c, p, cuda_graph_pad(c, p.pages));
+      if (g.replay_reps > 0) g.eager_ms = r->timing.device_ms;
     } catch (const std::exception& e) {
       g.captured = true;
       g.checks.push_back({"capture and replay", false, false, std::string("error: ") + e.what()});
@@ -136,6 +142,13 @@ std::string graph_pad_text(const CaseSpec& c, const Plan& p) {
   return s;
 }
 
+std::string graph_time_text(const GraphReplayReport& g) {
+  char b[160];
+  std::snprintf(b, sizeof b, "graph replay median %.4f ms (%d replays), eager launch median %.4f ms", g.replay_ms, g.replay_reps,
+                g.eager_ms);
+  return b;
+}
+
 std::string graph_report_text(const Result& r) {
   if (!r.graph) return "";
   const GraphReplayReport& g = *r.graph;
@@ -146,6 +159,7 @@ std::string graph_report_text(const Result& r) {
   if (g.replay_grid.entries > 0) s += "       replayed: " + graph_grid_text(g.replay_grid) + "\n";
   for (const auto& k : g.checks)
     s += std::string("       ") + (k.skipped ? "NOT CHECKED " : k.pass ? "ok " : "FAIL ") + k.what + ": " + k.detail + "\n";
+  if (g.replay_reps > 0) s += "       time: " + graph_time_text(g) + "\n";
   for (const auto& n : g.notes) s += "       note: " + n + "\n";
   return s;
 }

@@ -206,7 +206,7 @@ class FlashBackend final : public Backend, public GraphReplayable {
   }
 
   GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override {
-    if (!padded_) return flash_capture_replay(c, p, pad, debug_);  // flash_graph.cu
+    if (!padded_) return flash_capture_replay(c, p, pad, debug_, graph_time_reps_);  // flash_graph.cu
     GraphReplayReport r;
     r.not_captured = "cuda.flash_padded (engines capture cuda.flash; the padded head dim is a workaround's A/B)";
     return r;

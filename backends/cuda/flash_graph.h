@@ -13,7 +13,9 @@ namespace attnscope::cuda {
 // Why cuda.flash does not capture this case ("" = it does).
 std::string flash_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad);
 
-// GraphReplayable::capture_replay of cuda.flash; `dbg` picks the kernel as the eager run does.
-GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, const FlashDebugOptions& dbg);
+// GraphReplayable::capture_replay of cuda.flash; `dbg` picks the kernel as the eager run does;
+// time_reps > 0: that many more replays timed (GraphReplayReport::replay_ms).
+GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, const FlashDebugOptions& dbg,
+                                       int time_reps);
 
 }  // namespace attnscope::cuda

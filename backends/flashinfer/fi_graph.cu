@@ -4,6 +4,7 @@
 
 #include "device_workload.h"
 #include "fi_graph.h"
+#include "gpu_timer.h"
 
 namespace attnscope::peers::flashinfer {
 
@@ -109,6 +110,8 @@ void GraphIo::replay() {
   cuda::check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
   cuda::check(cudaStreamSynchronize(stream), "graph replay");
 }
+
+double GraphIo::replay_median_ms(int n) { return cuda::graph_launch_median_ms(exec_, stream, n); }
 
 GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets) {
   GraphCheck k;

@@ -38,8 +38,9 @@ class GraphIo {
   void upload(const FiUnits& u);  // the metadata of `u` into the same buffers (what an engine's replay does)
   // Records `launch` (which must launch on `stream`) into a graph and instantiates it.
   void capture(const std::function<void()>& launch);
-  void poison();  // O and LSE all 0xff (NaN)
-  void replay();  // cudaGraphLaunch on the stream, then a sync
+  void poison();                   // O and LSE all 0xff (NaN)
+  void replay();                   // cudaGraphLaunch on the stream, then a sync
+  double replay_median_ms(int n);  // n more replays, each timed with CUDA events: their median
   DeviceUnits du;
   cuda::DeviceBuffer q;
   DeviceOutputs out;

@@ -11,6 +11,7 @@
 
 #include "attnscope/registry.h"
 #include "case_json.h"
+#include "cuda_graph_run.h"
 #include "gpu_test_util.h"
 #include "session.h"
 
@@ -310,4 +311,23 @@ TEST(CudaGraphGpu, ChunkedLocalDecodeBatchesReplayOnEveryBackend) {
     expect_flash_replayed(*s, label);
     EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
   }
+}
+
+// A timed run (bench_reps) times the replay too: the median of 20 graph launches beside the eager
+// launch's median, on every captured backend; an untimed run carries none. A measurement: only its
+// presence and sign are checked.
+TEST(CudaGraphGpu, TimedRunsReportTheReplayBesideTheEagerLaunch) {
+  REQUIRE_FLASH();
+  const CaseSpec c = flash_case(5, 1, 8, GraphEngine::kSglang, 51);
+  SessionOptions o;
+  o.bench_reps = 5;
+  auto s = run_session(CaseFile{c}, o);
+  const GraphReplayReport& g = graph_of(*s, kFlash);
+  ASSERT_TRUE(g.captured) << g.not_captured;
+  EXPECT_EQ(g.replay_reps, 20);
+  EXPECT_GT(g.replay_ms, 0);
+  EXPECT_EQ(g.eager_ms, s->result(kFlash)->timing.device_ms);
+  EXPECT_GT(g.eager_ms, 0);
+  std::printf("cuda.flash bucket 8 (5 live): %s\n", graph_time_text(g).c_str());
+  EXPECT_EQ(graph_of(*run_session(CaseFile{c}), kFlash).replay_reps, 0);
 }
