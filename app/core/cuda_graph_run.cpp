@@ -118,7 +118,8 @@ std::string graph_pad_text(const CaseSpec& c, const Plan& p) {
   std::string s = "\nCUDA GRAPH  bucket " + std::to_string(g.bucket) + ": " + std::to_string(g.live) + " live + " +
                   std::to_string(g.bucket - g.live) + " padded entries of " + std::to_string(g.tokens_per_entry) +
                   " query token(s), " + graph_engine_name(g.engine) + " padding\n";
-  s += "  entry  request  seq_len  position  pages\n";
+  const bool local = c.attention.local_chunk && g.local_unmodelled.empty();  // virtual batches: their first key
+  s += std::string("  entry  request  seq_len  position  ") + (local ? "from_key  " : "") + "pages\n";
   bool gap = false;
   for (int b = 0; b < g.bucket; ++b) {
     // the first live entries, the last two live ones, the first padded ones and the last entry
@@ -132,7 +133,12 @@ std::string graph_pad_text(const CaseSpec& c, const Plan& p) {
     char line[96];
     std::snprintf(line, sizeof line, "  %-6d %-8s %-8d %-9d ", b, e.padding() ? "pad" : std::to_string(e.request).c_str(),
                   e.seq_len, e.position);
-    s += line + pages(e.pages) + "\n";
+    s += line;
+    if (local) {
+      std::snprintf(line, sizeof line, "%-9d ", e.chunk_begin);
+      s += line;
+    }
+    s += pages(e.pages) + "\n";
   }
   s += "  padded rows: " + g.expect_text + "\n";
   const GraphPadEntry& c0 = g.capture[0];

@@ -128,12 +128,14 @@ void apply_local_chunk(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) 
   }
   for (auto* v : {&g->entries, &g->capture})
     for (auto& e : *v) to_local_virtual(chunk, pt.page_size, &e);
+  const std::string how =
+      g->engine == GraphEngine::kVllm
+          ? "the live entries as make_local_attention_virtual_batches cuts them (one per decode), the padded entries "
+            "empty as before"
+          : "padding included: " + std::string(kGraphSglangSource[1].file) +
+                " _update_local_attn_metadata_for_replay runs make_local_attention_virtual_batches over the padded batch";
   g->notes.push_back("chunked local attention (chunk " + std::to_string(chunk) +
-                     "): each entry is the virtual batch of its query's chunk (seq_len and pages from chunk_begin), "
-                     "padding included: " +
-                     std::string(kGraphSglangSource[1].file) +
-                     " _update_local_attn_metadata_for_replay runs make_local_attention_virtual_batches over the "
-                     "padded batch");
+                     "): each entry is the virtual batch of its query's chunk (seq_len and pages from_key on); " + how);
 }
 
 }  // namespace

@@ -153,6 +153,11 @@ TEST(CudaGraphPad, ChunkedLocalDecodeEntriesAreTheirChunksVirtualBatches) {
   const CudaGraphPad gt = cuda_graph_pad(t, make_page_table(t));
   EXPECT_NE(gt.local_unmodelled.find("straddle"), std::string::npos) << gt.local_unmodelled;
   EXPECT_EQ(gt.entries[0].seq_len, 600);
+  // plan's CUDA GRAPH section shows where each virtual batch starts
+  const std::string text = graph_pad_text(c, make_plan(c));
+  EXPECT_NE(text.find("from_key"), std::string::npos) << text;
+  EXPECT_NE(text.find("  0      0        88       599       512       [33 34 35 36 37 38]"), std::string::npos) << text;
+  EXPECT_EQ(graph_pad_text(t, make_plan(t)).find("from_key"), std::string::npos);
 }
 
 TEST(CudaGraphPad, SglangTargetVerifyAddsDraftTokensAndReadsPastTheRow) {
