@@ -9,6 +9,7 @@
 #include "attnscope/plan.h"
 #include "attnscope/registry.h"
 #include "attnscope/workload.h"
+#include "cuda_graph_run.h"
 
 namespace attnscope {
 
@@ -75,6 +76,11 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
       row.gbps = r.bytes / s / 1e9;
       row.kv_gbps = r.kv_bytes / s / 1e9;
       row.copy_share = r.copy_gbps > 0 ? row.gbps / r.copy_gbps : 0;
+      if (c.cuda_graph) {  // /cuda_graph: the captured graph's replay time beside this median
+        Result g = res;
+        attach_graph_replay(id, c, p, &g);
+        if (g.graph && g.graph->replay_reps > 0) row.note += "; " + graph_time_text(*g.graph);
+      }
     }
     r.rows.push_back(row);
   }

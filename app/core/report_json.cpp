@@ -321,6 +321,8 @@ ordered_json result_to_json(const Result& r) {
                        {"replay_grid", grid(g.replay_grid)},
                        {"checks", checks},
                        {"notes", g.notes}};
+    if (g.replay_reps > 0)
+      j["cuda_graph"]["time_ms"] = {{"replay_median", g.replay_ms}, {"replays", g.replay_reps}, {"eager_median", g.eager_ms}};
   }
   j["host_ms"] = r.timing.host_ms;
   if (r.timing.reps > 0)

@@ -11,6 +11,7 @@
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
 #include "flash_debug.h"
+#include "flash_graph.h"
 #include "flash_mla.h"
 #include "flash_params.h"
 #include "gpu_timer.h"
@@ -151,7 +152,7 @@ DeviceBuffer pad_rows(const DeviceBuffer& in, int64_t rows, int d, int dp) {
   return out;
 }
 
-class FlashBackend final : public Backend {
+class FlashBackend final : public Backend, public GraphReplayable {
  public:
   explicit FlashBackend(bool padded) : padded_(padded), debug_(flash_debug_options()) {}
   std::string id() const override { return padded_ ? "cuda.flash_padded" : "cuda.flash"; }
@@ -202,6 +203,13 @@ class FlashBackend final : public Backend {
       return "an FP8 KV cache with soft_cap, alibi, score_mod, mask_mod or tree_parents: cuda.flash's FP8 kernel takes the "
              "plain logit and the built-in masks";
     return "";
+  }
+
+  GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override {
+    if (!padded_) return flash_capture_replay(c, p, pad, debug_, graph_time_reps_);  // flash_graph.cu
+    GraphReplayReport r;
+    r.not_captured = "cuda.flash_padded (engines capture cuda.flash; the padded head dim is a workaround's A/B)";
+    return r;
   }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload&, const RunOptions& opt) override {

@@ -53,6 +53,32 @@ class GpuEventTimer {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// The median of n launches of an instantiated CUDA graph on `stream`, each between two events.
+inline double graph_launch_median_ms(cudaGraphExec_t exec, cudaStream_t stream, int n) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  if (cudaError_t e = cudaEventCreate(&b); e != cudaSuccess) {
+    cudaEventDestroy(a);
+    check(e, "cudaEventCreate");
+  }
+  std::vector<float> ms;
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < n && e == cudaSuccess; ++i) {
+    float x = 0;
+    if ((e = cudaEventRecord(a, stream)) != cudaSuccess || (e = cudaGraphLaunch(exec, stream)) != cudaSuccess ||
+        (e = cudaEventRecord(b, stream)) != cudaSuccess || (e = cudaEventSynchronize(b)) != cudaSuccess ||
+        (e = cudaEventElapsedTime(&x, a, b)) != cudaSuccess)
+      break;
+    ms.push_back(x);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  check(e, "timed graph replays");
+  if (ms.empty()) return 0;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Timing's summary of per-launch times: median (the upper one of an even count), min, max, count.
 inline void summarize_device_ms(std::vector<float> ms, Timing* t) {
   if (ms.empty()) return;

@@ -4,21 +4,24 @@
 
 #include "device_workload.h"
 #include "fi_graph.h"
+#include "gpu_timer.h"
 
 namespace attnscope::peers::flashinfer {
 
-std::string graph_refusal(const CaseSpec& c, const Plan& p) {
+std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   if (c.fp8_kv()) return "an FP8 KV cache (its scales are applied outside the kernel launch this mode captures)";
-  if (c.attention.local_chunk)
-    return "chunked local attention (the backends run vLLM's virtual batches; the padding is modelled per request)";
+  if (c.attention.local_chunk && !pad.local_unmodelled.empty()) return pad.local_unmodelled;
   if (c.attention.alibi) return "ALiBi (its positions are the units' origins, which the padded batch does not carry)";
   if (c.has_sinks()) return "attention sinks (per-unit sink rows)";
   if (choose_mask(c, p) == FiMask::kCustom) return "a custom mask (its bits are packed per unit of the eager batch)";
   if (p.units.size() != c.requests.size()) return "the plan splits requests into several units";
+  // each unit is its request whole, or with chunked local attention the entry's virtual batch
   for (size_t i = 0; i < p.units.size(); ++i) {
     const WorkUnit& u = p.units[i];
-    if (u.request != static_cast<int>(i) || u.kv_begin != 0 || u.q_begin != 0 || u.kv_len != c.requests[i].kv_len)
-      return "the plan's unit " + std::to_string(i) + " is not request " + std::to_string(i) + " whole";
+    const GraphPadEntry& e = pad.entries[i];
+    if (u.request != static_cast<int>(i) || u.q_begin != 0 || u.kv_begin != e.chunk_begin || u.kv_len != e.seq_len)
+      return "the plan's unit " + std::to_string(i) + " is not request " + std::to_string(i) +
+             (c.attention.local_chunk ? "'s virtual batch as the padded batch has it" : " whole");
   }
   return "";
 }
@@ -107,6 +110,8 @@ void GraphIo::replay() {
   cuda::check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
   cuda::check(cudaStreamSynchronize(stream), "graph replay");
 }
+
+double GraphIo::replay_median_ms(int n) { return cuda::graph_launch_median_ms(exec_, stream, n); }
 
 GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets) {
   GraphCheck k;

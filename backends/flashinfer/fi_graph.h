@@ -20,9 +20,8 @@ struct DeviceWorkload;
 namespace attnscope::peers::flashinfer {
 
 // Why the FlashInfer backends do not capture this case ("" = they do): what the padded batch does
-// not model (chunked local attention's virtual batches, custom masks, ALiBi's positions, sinks,
-// FP8 caches).
-std::string graph_refusal(const CaseSpec& c, const Plan& p);
+// not model (chunked local attention beyond decode, custom masks, ALiBi's positions, sinks, FP8 caches).
+std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad);
 
 // A padded batch as FlashInfer's CSR (the entries' pages; positions and ALiBi origins zero).
 FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size);
@@ -39,8 +38,9 @@ class GraphIo {
   void upload(const FiUnits& u);  // the metadata of `u` into the same buffers (what an engine's replay does)
   // Records `launch` (which must launch on `stream`) into a graph and instantiates it.
   void capture(const std::function<void()>& launch);
-  void poison();  // O and LSE all 0xff (NaN)
-  void replay();  // cudaGraphLaunch on the stream, then a sync
+  void poison();                   // O and LSE all 0xff (NaN)
+  void replay();                   // cudaGraphLaunch on the stream, then a sync
+  double replay_median_ms(int n);  // n more replays, each timed with CUDA events: their median
   DeviceUnits du;
   cuda::DeviceBuffer q;
   DeviceOutputs out;

@@ -307,7 +307,7 @@ int fixed_split_ctas(const FiUnits& u, int group, int tile, int fixed_pages) {
 // into the same workspace (what an engine's replay does), replayed (fi_graph.h).
 GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = graph_refusal(c, p); !why.empty()) {
+  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
     r.not_captured = why;
     return r;
   }
@@ -401,6 +401,10 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   io.poison();
   io.replay();
   graph_outputs(c, w, pad, rep, io, &r);
+  if (graph_time_reps_ > 0) {  // timed runs: the same replay again, its median beside the eager launch's
+    r.replay_ms = io.replay_median_ms(graph_time_reps_);
+    r.replay_reps = graph_time_reps_;
+  }
   return r;
 }
 

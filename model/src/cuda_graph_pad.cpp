@@ -50,7 +50,10 @@ void pad_sglang(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) {
     GraphPadEntry e = entry_on_row(pt, 0, t, fill);  // capture: every seq_len the fill value, req_pool_indices 0
     g->capture.push_back(e);
   }
-  if (t == 1) {
+  if (t == 1 && c.has_sinks()) {  // the sink joins the one key's softmax: O = V x a weight below 1
+    g->expect = CudaGraphPad::PadExpect::kAnything;
+    g->expect_text = "one key (request 0's key 0) and the sink: written by the kernel, then dropped (output[:raw_num_token])";
+  } else if (t == 1) {
     g->expect = CudaGraphPad::PadExpect::kValueOfKey;
     g->expect_text =
         "one key (seq_len 1 on req_to_token row 0 = request 0's key 0): O = that key's V row exactly; SGLang returns "
@@ -67,7 +70,6 @@ void pad_sglang(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) {
   g->notes.push_back(std::string("followed: ") + kGraphSglangSource[0].file + " @ " + kGraphSglangSource[0].commit +
                      " (replay_prepare), " + kGraphSglangSource[1].file + " @ " + kGraphSglangSource[1].commit +
                      " (init_forward_metadata_replay_cuda_graph, normal_decode_set_metadata)");
-  (void)c;
 }
 
 void pad_vllm(const PageTable& pt, CudaGraphPad* g) {
@@ -100,6 +102,42 @@ void pad_vllm(const PageTable& pt, CudaGraphPad* g) {
   (void)pt;
 }
 
+// The decode virtual batch of an entry: keys [start, seq_len) of the chunk its one query falls in,
+// start = (seq_len - 1) / chunk x chunk (make_local_attention_virtual_batches with q_len 1), on the
+// pages from start / page_size (start is page-aligned: the chunk is a multiple of the page).
+void to_local_virtual(int chunk, int page_size, GraphPadEntry* e) {
+  if (e->seq_len == 0) return;  // vLLM's padding: no keys, no pages
+  const int start = (e->seq_len - 1) / chunk * chunk;
+  e->chunk_begin = start;
+  e->seq_len -= start;
+  e->pages.erase(e->pages.begin(), e->pages.begin() + start / page_size);
+}
+
+void apply_local_chunk(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) {
+  const int chunk = *c.attention.local_chunk;
+  if (g->tokens_per_entry != 1)
+    g->local_unmodelled = "chunked local attention with " + std::to_string(g->tokens_per_entry) +
+                          " query tokens per entry (an entry's queries may straddle chunks: the number of virtual "
+                          "batches then depends on the batch; SGLang builds local metadata under graphs for decode only)";
+  else if (chunk % pt.page_size != 0)
+    g->local_unmodelled = "local_chunk " + std::to_string(chunk) + " is not a multiple of the page size " +
+                          std::to_string(pt.page_size) + " (a virtual batch would start inside a page)";
+  if (!g->local_unmodelled.empty()) {
+    g->notes.push_back("not modelled: " + g->local_unmodelled);
+    return;
+  }
+  for (auto* v : {&g->entries, &g->capture})
+    for (auto& e : *v) to_local_virtual(chunk, pt.page_size, &e);
+  const std::string how =
+      g->engine == GraphEngine::kVllm
+          ? "the live entries as make_local_attention_virtual_batches cuts them (one per decode), the padded entries "
+            "empty as before"
+          : "padding included: " + std::string(kGraphSglangSource[1].file) +
+                " _update_local_attn_metadata_for_replay runs make_local_attention_virtual_batches over the padded batch";
+  g->notes.push_back("chunked local attention (chunk " + std::to_string(chunk) +
+                     "): each entry is the virtual batch of its query's chunk (seq_len and pages from_key on); " + how);
+}
+
 }  // namespace
 
 CudaGraphPad cuda_graph_pad(const CaseSpec& c, const PageTable& pt) {
@@ -120,6 +158,7 @@ CudaGraphPad cuda_graph_pad(const CaseSpec& c, const PageTable& pt) {
     pad_vllm(pt, &g);
   else
     pad_sglang(c, pt, &g);
+  if (c.attention.local_chunk) apply_local_chunk(c, pt, &g);
   g.padded_row.assign(static_cast<size_t>(g.bucket) * g.tokens_per_entry, 0);
   std::fill(g.padded_row.begin() + static_cast<int64_t>(g.live) * g.tokens_per_entry, g.padded_row.end(), uint8_t{1});
   return g;

@@ -85,6 +85,81 @@ TEST(CudaGraphPad, VllmDecodePadsWithEmptyEntries) {
   EXPECT_EQ(g.total_pages(), 3);
 }
 
+TEST(CudaGraphPad, SinksMakeTheOneKeyPaddingAnythingButZeroStaysZero) {
+  // SGLang: a padded entry's one key and the sink share the softmax, so O = V x p(key) < V: not a V row
+  CaseSpec c = mk({{1, 5}, {1, 3}}, 4, 4);
+  c.attention.sinks = SinksSpec{{0.5}};
+  validate_case(c);
+  const CudaGraphPad g = cuda_graph_pad(c, make_page_table(c));
+  EXPECT_EQ(g.expect, CudaGraphPad::PadExpect::kAnything);
+  EXPECT_NE(g.expect_text.find("sink"), std::string::npos) << g.expect_text;
+  EXPECT_EQ(g.entries[2].seq_len, 1);  // the padding itself is unchanged
+  // vLLM: no keys, O = 0 x the sink's weight = 0
+  CaseSpec v = mk({{1, 5}, {1, 3}}, 4, 4, GraphEngine::kVllm);
+  v.attention.sinks = SinksSpec{{0.5}};
+  validate_case(v);
+  EXPECT_EQ(cuda_graph_pad(v, make_page_table(v)).expect, CudaGraphPad::PadExpect::kZero);
+}
+
+TEST(CudaGraphPad, ChunkedLocalDecodeEntriesAreTheirChunksVirtualBatches) {
+  // chunk 256, pages of 16 from page 1: request 0 (600 keys) pages 1..38, request 1 (256) 39..54,
+  // request 2 (257) 55..71. The query of a decode entry of L keys is key L - 1: its chunk starts at
+  // (L - 1) / 256 x 256
+  CaseSpec c = mk({{1, 600}, {1, 256}, {1, 257}}, 16, 5);
+  c.attention.local_chunk = 256;
+  validate_case(c);
+  const CudaGraphPad g = cuda_graph_pad(c, make_page_table(c));
+  EXPECT_EQ(g.local_unmodelled, "");
+  // 600: keys 512..599 = 88 keys on columns 32..37 = pages 33..38, 8 keys in the last
+  EXPECT_EQ(g.entries[0].chunk_begin, 512);
+  EXPECT_EQ(g.entries[0].seq_len, 88);
+  EXPECT_EQ(g.entries[0].pages, (I{33, 34, 35, 36, 37, 38}));
+  EXPECT_EQ(g.entries[0].last_page_len, 8);
+  EXPECT_EQ(g.entries[0].position, 599);  // the query keeps its absolute position
+  // 256: the query is key 255, chunk 0: the whole request
+  EXPECT_EQ(g.entries[1].chunk_begin, 0);
+  EXPECT_EQ(g.entries[1].seq_len, 256);
+  EXPECT_EQ(g.entries[1].pages.size(), 16u);
+  EXPECT_EQ(g.entries[1].pages.front(), 39);
+  // 257: key 256 opens chunk 1 alone: one key on column 16 = page 71
+  EXPECT_EQ(g.entries[2].chunk_begin, 256);
+  EXPECT_EQ(g.entries[2].seq_len, 1);
+  EXPECT_EQ(g.entries[2].pages, (I{71}));
+  EXPECT_EQ(g.entries[2].last_page_len, 1);
+  // SGLang's padding (seq_len 1 on row 0) is its own chunk 0: request 0's first page, as without chunks
+  for (int b = 3; b < 5; ++b) {
+    EXPECT_EQ(g.entries[b].chunk_begin, 0);
+    EXPECT_EQ(g.entries[b].seq_len, 1);
+    EXPECT_EQ(g.entries[b].pages, (I{1}));
+  }
+  EXPECT_EQ(g.capture[0].pages, (I{1}));
+  EXPECT_EQ(g.expect, CudaGraphPad::PadExpect::kValueOfKey);
+  // the CSR the FlashInfer backends replay: 6 + 16 + 1 + 1 + 1 pages
+  const GraphCsr s = graph_csr(g.entries);
+  EXPECT_EQ(s.kv_indptr, (I{0, 6, 22, 23, 24, 25}));
+  EXPECT_EQ(s.kv_last_page_len, (I{8, 16, 1, 1, 1}));
+  // vLLM: the live entries alike, the padding stays empty
+  CaseSpec v = mk({{1, 600}, {1, 256}, {1, 257}}, 16, 5, GraphEngine::kVllm);
+  v.attention.local_chunk = 256;
+  validate_case(v);
+  const CudaGraphPad gv = cuda_graph_pad(v, make_page_table(v));
+  EXPECT_EQ(gv.entries[0].pages, (I{33, 34, 35, 36, 37, 38}));
+  EXPECT_EQ(gv.entries[4].seq_len, 0);
+  EXPECT_TRUE(gv.entries[4].pages.empty());
+  // target verify: an entry's queries may straddle two chunks, not modelled (the backends say why)
+  CaseSpec t = mk({{2, 600}, {2, 257}}, 16, 3);
+  t.attention.local_chunk = 256;
+  validate_case(t);
+  const CudaGraphPad gt = cuda_graph_pad(t, make_page_table(t));
+  EXPECT_NE(gt.local_unmodelled.find("straddle"), std::string::npos) << gt.local_unmodelled;
+  EXPECT_EQ(gt.entries[0].seq_len, 600);
+  // plan's CUDA GRAPH section shows where each virtual batch starts
+  const std::string text = graph_pad_text(c, make_plan(c));
+  EXPECT_NE(text.find("from_key"), std::string::npos) << text;
+  EXPECT_NE(text.find("  0      0        88       599       512       [33 34 35 36 37 38]"), std::string::npos) << text;
+  EXPECT_EQ(graph_pad_text(t, make_plan(t)).find("from_key"), std::string::npos);
+}
+
 TEST(CudaGraphPad, SglangTargetVerifyAddsDraftTokensAndReadsPastTheRow) {
   // page_size 2: request 0 (kv 2) holds page 1 only; a padded entry reads 1 + 2 draft tokens = 3
   // keys, two columns: page 1, then column 1 past the row, req_to_token's zeros: page 0

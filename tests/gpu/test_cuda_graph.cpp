@@ -1,4 +1,4 @@
-// /cuda_graph on the GPU (docs/conventions.md, "CUDA-graph replay"): flashinfer.decode and
+// /cuda_graph on the GPU (docs/conventions.md, "CUDA-graph replay"): cuda.flash, flashinfer.decode and
 // flashinfer.prefill captured into a CUDA graph at the bucket and replayed for the real batch padded
 // as SGLang and vLLM pad it, on seeded random cases with shuffled pools and poisoned pages: the real
 // rows against the eager run, the padded rows against the engine's expectation, the fit of the real
@@ -11,6 +11,7 @@
 
 #include "attnscope/registry.h"
 #include "case_json.h"
+#include "cuda_graph_run.h"
 #include "gpu_test_util.h"
 #include "session.h"
 
@@ -20,6 +21,7 @@ namespace {
 
 constexpr const char* kDecode = "flashinfer.decode";
 constexpr const char* kPrefill = "flashinfer.prefill";
+constexpr const char* kFlash = "cuda.flash";
 
 #define REQUIRE_FLASHINFER()                                                              \
   do {                                                                                    \
@@ -59,6 +61,14 @@ CaseSpec small_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed =
   return c;
 }
 
+// small_case for cuda.flash alone (no FlashInfer build needed), with its reference and lowp baseline.
+CaseSpec flash_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed, int max_kv = 700) {
+  CaseSpec c = small_case(n, q_len, bucket, e, seed, max_kv);
+  c.backends = {"cuda.reference", "cpu.lowp", kFlash};
+  validate_case(c, &registry_ids());
+  return c;
+}
+
 const GraphReplayReport& graph_of(const Session& s, const std::string& id) {
   const Result* r = s.result(id);
   EXPECT_NE(r, nullptr) << id;
@@ -93,6 +103,31 @@ void expect_replayed(const Session& s, const std::string& id, const std::string&
   EXPECT_GT(g.captured_grid.padded_batch, 0);
 }
 
+// cuda.flash: every check passes; its captured grid is the replay plan's (the bucket's rows), its
+// items and partials within what was captured (they are data: the chunk may differ).
+void expect_flash_replayed(const Session& s, const std::string& label) {
+  const GraphReplayReport& g = graph_of(s, kFlash);
+  ASSERT_TRUE(g.captured) << label << ": " << g.not_captured;
+  EXPECT_FALSE(g.failed()) << label << checks_text(g);
+  for (const char* what : {"real rows", "padded rows", "fits the captured grid"}) {
+    const GraphCheck* k = check_of(g, what);
+    ASSERT_NE(k, nullptr) << label << " has no check " << what << checks_text(g);
+    EXPECT_FALSE(k->skipped) << label << " " << what << ": " << k->detail;
+  }
+  EXPECT_EQ(g.captured_grid.padded_batch, g.replay_grid.padded_batch) << label;
+  EXPECT_EQ(g.captured_grid.cta_tile_q, g.replay_grid.cta_tile_q) << label;
+  EXPECT_LE(g.replay_grid.new_batch, g.captured_grid.padded_batch) << label;
+  EXPECT_LE(g.replay_grid.float_ws, g.captured_grid.float_ws) << label;
+  EXPECT_TRUE(g.captured_grid.split_kv && g.replay_grid.split_kv) << label;
+}
+
+#define REQUIRE_FLASH()                                                                     \
+  do {                                                                                      \
+    REQUIRE_GPU();                                                                          \
+    const std::string why_ = refusal(kFlash, flash_case(1, 1, 2, GraphEngine::kSglang, 1)); \
+    if (!why_.empty()) GTEST_SKIP() << why_;                                                \
+  } while (0)
+
 }  // namespace
 
 TEST(CudaGraphGpu, RandomDecodeBatchesReplayForBothEngines) {
@@ -107,10 +142,7 @@ TEST(CudaGraphGpu, RandomDecodeBatchesReplayForBothEngines) {
     auto s = run_session(CaseFile{c});
     expect_replayed(*s, kDecode, label);
     expect_replayed(*s, kPrefill, label);
-    // cuda.flash runs eagerly and says why it is not captured
-    const GraphReplayReport& f = graph_of(*s, "cuda.flash");
-    EXPECT_FALSE(f.captured);
-    EXPECT_NE(f.not_captured.find("no capture/replay"), std::string::npos) << f.not_captured;
+    expect_flash_replayed(*s, label);
     EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
   }
 }
@@ -174,4 +206,128 @@ TEST(CudaGraphGpu, UncapturedCasesSayWhy) {
   EXPECT_FALSE(g.captured);
   EXPECT_NE(g.not_captured.find("ALiBi"), std::string::npos) << g.not_captured;
   EXPECT_TRUE(s->result(kDecode)->ok());
+}
+
+// cuda.flash under the flashinfer planner (the chunk follows the batch: twice_lowp rule), both engines'
+// padding, decode and target verify, with and without ALiBi and sinks (per-head buffers).
+TEST(CudaGraphGpu, FlashRandomBatchesReplayForBothEngines) {
+  REQUIRE_FLASH();
+  const int n = attnscope::testing::gpu_cases(8, 3);
+  for (int i = 0; i < n; ++i) {
+    const GraphEngine e = i % 2 ? GraphEngine::kVllm : GraphEngine::kSglang;
+    const int q_len = e == GraphEngine::kSglang && i % 3 == 2 ? 3 : 1;  // vLLM's full graphs are pure decode
+    const int live = 1 + i * 5 % 11;
+    CaseSpec c = flash_case(live, q_len, live + 1 + i % 4, e, 300 + i);
+    if (i % 4 == 1) c.attention.alibi = true;
+    if (i % 4 == 3) c.attention.sinks = SinksSpec{};
+    validate_case(c, &registry_ids());
+    const std::string label = "case " + std::to_string(i) + " (" + graph_engine_name(e) + ", " + std::to_string(live) +
+                              " live, q_len " + std::to_string(q_len) + ", bucket " + std::to_string(c.cuda_graph->bucket) +
+                              (c.attention.alibi ? ", alibi" : "") + (c.has_sinks() ? ", sinks" : "") + ")";
+    auto s = run_session(CaseFile{c});
+    expect_flash_replayed(*s, label);
+    EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
+  }
+}
+
+// A fixed split: the live requests' chunks are the eager run's, so the real rows are its bits, here
+// with requests split into several chunks (the eager run merges too) and with sinks folded in.
+TEST(CudaGraphGpu, FlashFixedSplitIsBitIdenticalToTheEagerRun) {
+  REQUIRE_FLASH();
+  for (int i = 0; i < 2; ++i) {
+    CaseSpec c = flash_case(6, 1, 9, GraphEngine::kSglang, 21 + i);
+    c.split.planner = Planner::kFixed;
+    c.split.fixed_split_size = 4;  // 64 keys a chunk: up to 11 chunks a request
+    if (i == 1) c.attention.sinks = SinksSpec{};
+    validate_case(c, &registry_ids());
+    auto s = run_session(CaseFile{c});
+    expect_flash_replayed(*s, "fixed split 4 pages" + std::string(i ? ", sinks" : ""));
+    const GraphCheck* k = check_of(graph_of(*s, kFlash), "real rows");
+    ASSERT_NE(k, nullptr);
+    EXPECT_NE(k->detail.find("bit-identical"), std::string::npos) << k->detail;
+    EXPECT_GT(graph_of(*s, kFlash).replay_grid.new_batch, 9) << "some request must split";
+  }
+}
+
+// FlashInfer #1675's analogue: 1-page chunks of 12 long requests need more work items than the grid
+// captured for the bucket's rows: a verdict naming both numbers, no replay, the eager run stands.
+TEST(CudaGraphGpu, FlashBatchThatOutgrowsTheCapturedGridIsAVerdict) {
+  REQUIRE_FLASH();
+  CaseSpec c = flash_case(12, 1, 16, GraphEngine::kSglang, 29);
+  for (auto& r : c.requests) r.kv_len = std::max(r.kv_len, 400);
+  c.split.planner = Planner::kFixed;
+  c.split.fixed_split_size = 1;
+  c.backends = {kFlash};
+  validate_case(c, &registry_ids());
+  auto s = run_session(CaseFile{c});
+  ASSERT_TRUE(s->result(kFlash)->ok()) << s->result(kFlash)->message;
+  const GraphReplayReport& g = graph_of(*s, kFlash);
+  ASSERT_TRUE(g.captured) << g.not_captured;
+  const GraphCheck* k = check_of(g, "fits the captured grid");
+  ASSERT_NE(k, nullptr) << checks_text(g);
+  EXPECT_FALSE(k->pass);
+  EXPECT_NE(k->detail.find("the real batch needs " + std::to_string(g.replay_grid.new_batch) + " work items"), std::string::npos)
+      << k->detail;
+  EXPECT_GT(g.replay_grid.new_batch, g.captured_grid.padded_batch);
+  EXPECT_EQ(check_of(g, "real rows"), nullptr) << "a replay that does not fit is not replayed";
+  EXPECT_EQ(s->summary().state, RunSummary::State::kFailed);
+  // the same batch with 64-page chunks fits
+  c.split.fixed_split_size = 64;
+  auto s2 = run_session(CaseFile{c});
+  const GraphCheck* k2 = check_of(graph_of(*s2, kFlash), "fits the captured grid");
+  ASSERT_NE(k2, nullptr);
+  EXPECT_TRUE(k2->pass) << k2->detail;
+}
+
+TEST(CudaGraphGpu, FlashUncapturedCasesSayWhy) {
+  REQUIRE_FLASH();
+  // chunked local attention in target verify: an entry's queries may straddle two chunks
+  CaseSpec c = flash_case(3, 3, 4, GraphEngine::kSglang, 31);
+  c.attention.local_chunk = 256;
+  validate_case(c, &registry_ids());
+  auto s = run_session(CaseFile{c});
+  const GraphReplayReport& g = graph_of(*s, kFlash);
+  EXPECT_FALSE(g.captured);
+  EXPECT_NE(g.not_captured.find("straddle"), std::string::npos) << g.not_captured;
+  EXPECT_TRUE(s->result(kFlash)->ok());
+}
+
+// Llama-4's chunked local attention in decode (vLLM #28739): every entry, padding included, is the
+// virtual batch of its query's chunk; captured and replayed on the three backends for both engines,
+// with requests across one and several chunks and one that opens a chunk alone (257 keys).
+TEST(CudaGraphGpu, ChunkedLocalDecodeBatchesReplayOnEveryBackend) {
+  REQUIRE_FLASHINFER();
+  for (int i = 0; i < 2; ++i) {
+    const GraphEngine e = i ? GraphEngine::kVllm : GraphEngine::kSglang;
+    CaseSpec c = small_case(7, 1, 11, e, 41 + i);
+    c.attention.local_chunk = 256;
+    c.requests[0].kv_len = 257;
+    c.requests[1].kv_len = 256;
+    validate_case(c, &registry_ids());
+    const std::string label = std::string("chunked local, ") + graph_engine_name(e);
+    auto s = run_session(CaseFile{c});
+    expect_replayed(*s, kDecode, label);
+    expect_replayed(*s, kPrefill, label);
+    expect_flash_replayed(*s, label);
+    EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
+  }
+}
+
+// A timed run (bench_reps) times the replay too: the median of 20 graph launches beside the eager
+// launch's median, on every captured backend; an untimed run carries none. A measurement: only its
+// presence and sign are checked.
+TEST(CudaGraphGpu, TimedRunsReportTheReplayBesideTheEagerLaunch) {
+  REQUIRE_FLASH();
+  const CaseSpec c = flash_case(5, 1, 8, GraphEngine::kSglang, 51);
+  SessionOptions o;
+  o.bench_reps = 5;
+  auto s = run_session(CaseFile{c}, o);
+  const GraphReplayReport& g = graph_of(*s, kFlash);
+  ASSERT_TRUE(g.captured) << g.not_captured;
+  EXPECT_EQ(g.replay_reps, 20);
+  EXPECT_GT(g.replay_ms, 0);
+  EXPECT_EQ(g.eager_ms, s->result(kFlash)->timing.device_ms);
+  EXPECT_GT(g.eager_ms, 0);
+  std::printf("cuda.flash bucket 8 (5 live): %s\n", graph_time_text(g).c_str());
+  EXPECT_EQ(graph_of(*run_session(CaseFile{c}), kFlash).replay_reps, 0);
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "attnscope/cuda_graph_pad.h"
+#include "cuda_graph_run.h"
 #include "draw/colormap.h"
 #include "split_panel.h"
 
@@ -87,6 +88,7 @@ void draw_cuda_graph(const Session& s) {
       ImGui::TextWrapped("%s %s: %s", k.skipped ? "not checked" : k.pass ? "ok" : "FAIL", k.what.c_str(), k.detail.c_str());
       ImGui::PopStyleColor();
     }
+    if (g.replay_reps > 0) ImGui::TextWrapped("time: %s", graph_time_text(g).c_str());
   }
   ImGui::EndTable();
 }

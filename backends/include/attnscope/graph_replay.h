@@ -19,6 +19,12 @@ class GraphReplayable {
   // the two grids, the fit verdict, the padded-row check and the real rows (the session compares
   // them with the eager run). Never throws for what it cannot do: `not_captured` says why.
   virtual GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) = 0;
+  // After the checks, this many more replays timed with CUDA events (their median goes to
+  // GraphReplayReport::replay_ms); 0 = none. The session sets it when the run is timed.
+  void set_graph_time_reps(int n) { graph_time_reps_ = n; }
+
+ protected:
+  int graph_time_reps_ = 0;
 };
 
 }  // namespace attnscope

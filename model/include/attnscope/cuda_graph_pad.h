@@ -8,6 +8,10 @@
 //   vllm    vLLM v1's FlashInferMetadataBuilder.build under full CUDA graphs (pure decode): the
 //           decode wrapper planned for pad_for_cudagraph(num_decodes) entries, the padding with
 //           paged_kv_indptr repeated (no pages) and paged_kv_last_page_len 1; kGraphVllmSource.
+// Chunked local attention (decode): every entry, padding included, becomes the virtual batch of its
+// one query's chunk, as SGLang's _update_local_attn_metadata_for_replay builds it over the padded
+// batch (kGraphSglangSource[1]) with make_local_attention_virtual_batches; vLLM's padded entries
+// stay empty (no keys, no virtual batch reads a page).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +41,8 @@ struct GraphPadEntry {
                            // vLLM's paged_kv_indices slice); empty = no keys
   int last_page_len = 0;   // keys in its last page (vLLM's paged_kv_last_page_len: 1 for no pages)
   int position = 0;        // position of its first query token (SGLang's positions buffer)
+  int chunk_begin = 0;     // chunked local attention: the request's key where its virtual batch starts
+                           // (seq_len and pages are then the virtual batch's); 0 otherwise
   bool padding() const { return request < 0; }
 };
 
@@ -54,7 +60,10 @@ struct CudaGraphPad {
   enum class PadExpect { kValueOfKey, kZero, kAnything } expect = PadExpect::kValueOfKey;
   std::string expect_text;         // the same in words, with the engine's slicing
   std::vector<std::string> notes;  // what is modelled how
-  int64_t total_pages() const;     // pages of the replayed entries (paged_kv_indices length)
+  // chunked local attention (/attention/local_chunk): "" when every entry is its decode virtual batch
+  // (one per entry, the chunk of its one query), else why the padded virtual batch is not modelled
+  std::string local_unmodelled;
+  int64_t total_pages() const;  // pages of the replayed entries (paged_kv_indices length)
 };
 
 // The padded batch of a valid case with /cuda_graph, on the case's page table (make_page_table).

@@ -53,6 +53,13 @@ struct GraphReplayReport {
   GraphGrid captured_grid, replay_grid;
   std::vector<GraphCheck> checks;
   std::vector<std::string> notes;
+  // Why a fixed split's promise of the eager run's bits does not hold for this replay ("" = it holds):
+  // the session then checks the real rows by the twice_lowp rule
+  std::string bits_differ_why;
+  // Timed runs only: the median of replay_reps graph launches (CUDA events), beside the eager run's
+  // median launch (Timing::device_ms of the same backend); a measurement, not a check
+  double replay_ms = 0, eager_ms = 0;
+  int replay_reps = 0;
   // The replay's real rows ([total_q, ...], as Result::o / lse), compared by the session against the
   // eager run; emptied once the checks are made.
   std::vector<float> o, lse;
