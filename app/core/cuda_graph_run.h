@@ -26,7 +26,7 @@ std::string graph_pad_text(const CaseSpec& c, const Plan& p);
 // The replay of one result as text lines (the CLI's report): "graph  <backend>: captured ...", the
 // grids, one line per check; "" without a report.
 std::string graph_report_text(const Result& r);
-// "graph replay median 0.0123 ms (20 replays), eager launch median 0.0150 ms" (timed runs)
+// "graph replay median <ms> ms (<n> replays), eager launch median <ms> ms" (timed runs)
 std::string graph_time_text(const GraphReplayReport& g);
 
 }  // namespace attnscope

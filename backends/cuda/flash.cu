@@ -62,9 +62,6 @@ size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int rb, bool fp8
   return std::max(stages, merge) + kTileAlign;
 }
 
-namespace {
-
-// The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly.
 bool device_is_sm90() {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -72,6 +69,8 @@ bool device_is_sm90() {
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   return major == 9 && minor == 0;
 }
+
+namespace {
 
 // One warp per (token, head): fold the row's partials in chunk order with merge_weights, the
 // same function cpu.tiled uses; write O in the dtype (fp16 or bf16 bits) and LSE in natural log.

@@ -40,14 +40,6 @@ std::string flash_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGrap
 
 namespace {
 
-bool on_sm90() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
 // The padded batch as cuda.flash runs it: entry i is unit i, request i of the padded batch, whole.
 struct GraphBatch {
   std::vector<WorkUnit> units;
@@ -331,7 +323,7 @@ GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const C
   flash_geometry(T, D, cap.sp.kv_warp_split, mode, dbg.rb, &warps, &warps_n, &rb);
   const FlashSm90Launcher sm90 =
       flash_sm90_fits(T, cap.sp.kv_warp_split, D, mode) && dbg.sm90 ? find_flash_sm90_launcher(D, c.dtype) : nullptr;
-  const bool hopper = sm90 && on_sm90();
+  const bool hopper = sm90 && device_is_sm90();
   const bool ws = hopper && flash_sm90_ws_fits(T, D, mode) && dbg.ws;
   fp.heads_inner = !hopper && warps_n > 1 && dbg.heads_inner ? 1 : 0;
   const FlashLauncher launch = find_flash_launcher(D, c.dtype);

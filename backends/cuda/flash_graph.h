@@ -10,6 +10,9 @@
 
 namespace attnscope::cuda {
 
+// The Hopper kernel's code is sm_90a: it runs on compute capability 9.0 exactly (flash.cu).
+bool device_is_sm90();
+
 // Why cuda.flash does not capture this case ("" = it does).
 std::string flash_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad);
 
