@@ -128,12 +128,16 @@ void apply_local_chunk(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) 
   }
   for (auto* v : {&g->entries, &g->capture})
     for (auto& e : *v) to_local_virtual(chunk, pt.page_size, &e);
+  // SGLang: the fixed replay of PR #6356 (at 756596d1 the graph never read the local tensors, PR #6162).
+  // vLLM: chunked_local_attention.py @852b6f4f (UNIFORM_BATCH full graphs; older code said NEVER).
   const std::string how =
       g->engine == GraphEngine::kVllm
-          ? "the live entries as make_local_attention_virtual_batches cuts them (one per decode), the padded entries "
-            "empty as before"
-          : "padding included: " + std::string(kGraphSglangSource[1].file) +
-                " _update_local_attn_metadata_for_replay runs make_local_attention_virtual_batches over the padded batch";
+          ? "vllm/model_executor/layers/attention/chunked_local_attention.py @ 852b6f4f "
+            "(_compute_virtual_batches_attn_metadata_kernel): a live entry is its one virtual batch, a padded entry "
+            "(seq_len 0) a virtual batch of 0 keys, so the padded entries stay empty"
+          : "padding included: sglang 0.5.23 layers/attention/local_attention.py "
+            "LocalAttentionMetadataBuilder.update_for_replay (PR #6356) runs make_local_attention_virtual_batches "
+            "over the padded batch";
   g->notes.push_back("chunked local attention (chunk " + std::to_string(chunk) +
                      "): each entry is the virtual batch of its query's chunk (seq_len and pages from_key on); " + how);
 }
