@@ -268,6 +268,19 @@ TEST(CudaGraphGpu, UncapturedCasesSayWhy) {
   EXPECT_FALSE(g.captured);
   EXPECT_NE(g.not_captured.find("ALiBi"), std::string::npos) << g.not_captured;
   EXPECT_TRUE(s->result(kDecode)->ok());
+  // flashinfer.prefill_sm90 runs FP8 attention eagerly; the padded batch does not model an FP8 cache
+  CaseSpec f = small_case(3, 1, 4, GraphEngine::kSglang, 19);
+  f.kv_cache.fp8 = Fp8Format::kE4M3;
+  f.fp8_attention = Fp8AttentionSpec{};
+  f.backends.clear();
+  if (!with_sm90(&f)) return;
+  auto s8 = run_session(CaseFile{f});
+  const Result* r8 = s8->result(kSm90);
+  ASSERT_NE(r8, nullptr);
+  ASSERT_TRUE(r8->ok()) << r8->message;
+  const GraphReplayReport& g8 = graph_of(*s8, kSm90);
+  EXPECT_FALSE(g8.captured);
+  EXPECT_NE(g8.not_captured.find("FP8"), std::string::npos) << g8.not_captured;
 }
 
 // cuda.flash under the flashinfer planner (the chunk follows the batch: twice_lowp rule), both engines'
