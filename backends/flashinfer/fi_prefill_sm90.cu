@@ -40,6 +40,7 @@
 #include "cuda_backends.h"
 #include "device_workload.h"
 #include "fi_conventions.h"
+#include "fi_graph.h"
 #include "fi_sm90_launch.h"
 #include "gpu_timer.h"
 
@@ -200,6 +201,85 @@ size_t sm90_int_workspace_bytes(int64_t total_rows, int64_t units, int heads, in
   return 7 * round16(4 * std::max<int64_t>(works, 1)) + round16(4 * (static_cast<int64_t>(sms) + 1)) + 16;
 }
 
+// FlashInfer's SM90 plan buffers: the device int workspace, the page-locked host buffer the plan is
+// written into before its cudaMemcpyAsync (alive until the copy is synced), and a float workspace
+// the plan never uses (no split-KV).
+struct Sm90Workspace {
+  size_t bytes;
+  cuda::DeviceBuffer int_ws, float_ws;
+  PinnedBuffer host;
+  explicit Sm90Workspace(size_t b) : bytes(b), int_ws(b), float_ws(16), host(b) {}
+};
+
+// PrefillSM90Plan of the units (qo_indptr rows, kv_indptr pages, kv_len tokens) into ws, on the
+// default stream, synced so the plan is on the device. Throws FlashInfer's error when it refuses.
+void sm90_plan(const CaseSpec& c, const FiUnits& u, const std::vector<int>& kv_len, bool cuda_graph, Sm90Workspace& ws,
+               fi::PrefillPlanSM90Info* info) {
+  std::vector<int> qo = u.qo_indptr, kv = u.kv_indptr, kl = kv_len;
+  cuda::check(fi::PrefillSM90Plan<int32_t>(ws.float_ws.as<void>(), ws.float_ws.bytes(), ws.int_ws.as<void>(), ws.host.p, ws.bytes,
+                                           *info, qo.data(), kv.data(), kl.data(), static_cast<uint32_t>(u.total_q),
+                                           static_cast<uint32_t>(kl.size()), static_cast<uint32_t>(c.num_qo_heads),
+                                           static_cast<uint32_t>(c.num_kv_heads), static_cast<uint32_t>(c.head_dim_qk),
+                                           static_cast<uint32_t>(c.head_dim_vo), static_cast<uint32_t>(u.page_size),
+                                           c.attention.causal, cuda_graph, static_cast<uint32_t>(dtype_bytes(c.dtype)),
+                                           /*stream=*/nullptr),
+              "PrefillSM90Plan");
+  cuda::check(cudaDeviceSynchronize(), "PrefillSM90Plan (copy of the plan to the int workspace)");
+}
+
+// Every Sm90Args field but the buffers (Q, K, V, O, LSE, kv_indices): the case's shape, the pool's
+// strides, the instance's window and the scales.
+Sm90Args shape_args(const CaseSpec& c, int page_size, int window_left_used) {
+  Sm90Args a;
+  const int64_t Hq = c.num_qo_heads, D = c.head_dim_vo;
+  a.q_stride_n = Hq * c.head_dim_qk;  // Q and O are [tokens, heads, dim], contiguous
+  a.q_stride_h = c.head_dim_qk;
+  a.o_stride_n = Hq * D;
+  a.o_stride_h = D;
+  // attnscope's pool (kv_offset in workload.h) as FlashInfer's binding reads a paged cache's strides
+  const int64_t ps = page_size, Hk = c.num_kv_heads;
+  a.kv_page_stride = ps * Hk * D;
+  a.kv_stride_n = c.kv_cache.layout == KvLayout::kNHD ? Hk * D : D;
+  a.kv_stride_h = c.kv_cache.layout == KvLayout::kNHD ? D : ps * D;
+  a.num_qo_heads = c.num_qo_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.page_size = page_size;
+  a.window_left = window_left_used;
+  a.sm_scale = c.sm_scale_or_default();  // double, as FlashInfer's Python passes it
+  a.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
+  return a;
+}
+
+// The plan's per-work arrays at its offsets into the int workspace.
+void point_at_plan(Sm90Args* a, const Sm90Workspace& ws, const fi::PrefillPlanSM90Info& info) {
+  char* iw = ws.int_ws.as<char>();
+  a->qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_tile_indices_offset);
+  a->qo_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_indptr_offset);
+  a->kv_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.kv_indptr_offset);
+  a->qo_lens = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_len_offset);
+  a->kv_lens = fi::GetPtrFromBaseOffset<int32_t>(iw, info.kv_len_offset);
+  a->head_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.head_indices_offset);
+  a->work_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.work_indptr_offset);
+  a->batch_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.batch_indices_offset);
+}
+
+// The Q TMA descriptor is encoded on the host at launch; cute asserts (and, under NDEBUG, silently
+// builds a broken descriptor) unless Q is 16-byte aligned with 16-byte strides and has a row.
+std::string tma_refusal(const CaseSpec& c, const Sm90Args& a) {
+  const uintptr_t q_addr = reinterpret_cast<uintptr_t>(a.q);
+  const int64_t qb = c.fp8_attention ? 1 : dtype_bytes(c.dtype);  // Q's element bytes
+  if (a.nnz_qo >= 1 && q_addr % 16 == 0 && (a.q_stride_n * qb) % 16 == 0 && (a.q_stride_h * qb) % 16 == 0) return "";
+  return "Q at " + std::to_string(q_addr) + " with strides " + std::to_string(a.q_stride_n) + " / " +
+         std::to_string(a.q_stride_h) + " elements does not meet TMA's 16-byte alignment";
+}
+
+std::string same_schedule_refusal(int64_t rows, int units, int tile) {
+  return "FlashInfer's PrefillSM90Plan chose same_schedule_for_all_heads (over 4096 work tiles per head: " +
+         std::to_string((rows + tile - 1) / tile + units - 1) +
+         "), whose BatchPrefillTileScheduler kernels are not instantiated in this build (fi_sm90_instances.def instantiates the "
+         "persistent scheduler only)";
+}
+
 std::string kernel_name(const CaseSpec& c, const Sm90Instance& k, int window_left_used, int sms) {
   const dim3 grid(static_cast<unsigned>(sms)), block(static_cast<unsigned>(k.threads));
   return std::string(k.fp8 ? "FP8PrefillWithKVCacheKernel<FP8SparseCollectiveMainloop"
@@ -298,7 +378,7 @@ Fp8Inputs fp8_inputs(const CaseSpec& c, const cuda::DeviceWorkload& w, int64_t t
   return f;
 }
 
-class PrefillSm90Backend final : public Backend {
+class PrefillSm90Backend final : public Backend, public GraphReplayable {
  public:
   std::string id() const override { return kId; }
   std::string describe() const override {
@@ -356,36 +436,24 @@ class PrefillSm90Backend final : public Backend {
     cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute (SM count)");
 
     // FlashInfer's plan: qo_indptr (rows), kv_indptr (pages) and kv_len (tokens) per unit, int32
-    std::vector<int> qo_h = u.qo_indptr, kv_h = u.kv_indptr, kv_len_h;
+    std::vector<int> kv_len_h;
     for (const WorkUnit& w : p.units) kv_len_h.push_back(w.kv_len);
     const size_t int_bytes = sm90_int_workspace_bytes(u.total_q, B, Hq, tile, sms);
     const int64_t eb = dtype_bytes(c.dtype);
     cuda::require_device_memory(cuda::device_workload_bytes(c, p) + u.total_q * Hq * (D * eb + 4) +
                                     static_cast<int64_t>(int_bytes) + 4 * static_cast<int64_t>(u.kv_indices.size() + 1),
                                 "flashinfer.prefill_sm90 (inputs, outputs, FlashInfer's int workspace)");
-    cuda::DeviceBuffer int_ws(int_bytes), float_ws(16);  // the SM90 plan never splits KV: no float workspace is used
-    PinnedBuffer host(int_bytes);
+    Sm90Workspace ws(int_bytes);
     fi::PrefillPlanSM90Info info;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      cuda::check(fi::PrefillSM90Plan<int32_t>(float_ws.as<void>(), float_ws.bytes(), int_ws.as<void>(), host.p, int_bytes, info,
-                                               qo_h.data(), kv_h.data(), kv_len_h.data(), static_cast<uint32_t>(u.total_q),
-                                               static_cast<uint32_t>(B), static_cast<uint32_t>(Hq),
-                                               static_cast<uint32_t>(c.num_kv_heads), static_cast<uint32_t>(c.head_dim_qk),
-                                               static_cast<uint32_t>(D), static_cast<uint32_t>(u.page_size), c.attention.causal,
-                                               c.split.cuda_graph, static_cast<uint32_t>(eb), /*stream=*/nullptr),
-                  "PrefillSM90Plan");
+      sm90_plan(c, u, kv_len_h, c.split.cuda_graph, ws, &info);
     } catch (const fi::Error& e) {
       return refused(res, std::string("FlashInfer's PrefillSM90Plan refuses the batch: ") + e.what());
     }
-    cuda::check(cudaDeviceSynchronize(), "PrefillSM90Plan (copy of the plan to the int workspace)");
     const double plan_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    if (info.same_schedule_for_all_heads)
-      return refused(res, "FlashInfer's PrefillSM90Plan chose same_schedule_for_all_heads (over 4096 work tiles per head: " +
-                              std::to_string((u.total_q + tile - 1) / tile + B - 1) +
-                              "), whose BatchPrefillTileScheduler kernels are not instantiated in this build "
-                              "(fi_sm90_instances.def instantiates the persistent scheduler only)");
-    const int* work_indptr_h = fi::GetPtrFromBaseOffset<int>(host.p, info.work_indptr_offset);
+    if (info.same_schedule_for_all_heads) return refused(res, same_schedule_refusal(u.total_q, B, tile));
+    const int* work_indptr_h = fi::GetPtrFromBaseOffset<int>(ws.host.p, info.work_indptr_offset);
     int most = 0, least = INT32_MAX;
     for (int i = 0; i < sms; ++i) {
       most = std::max(most, work_indptr_h[i + 1] - work_indptr_h[i]);
@@ -400,7 +468,7 @@ class PrefillSm90Backend final : public Backend {
     // poison: an element the kernel does not write stays NaN (0xffff is NaN in fp16 and bf16)
     for (cuda::DeviceBuffer* b : {&o, &lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset (poison)");
 
-    Sm90Args a;
+    Sm90Args a = shape_args(c, u.page_size, ch.window_left);
     a.q = c.fp8_attention ? f8.q.as<void>() : w.q.as<void>();
     a.k = c.fp8_attention ? w.k8.as<void>() : w.k.as<void>();
     a.v = c.fp8_attention ? w.v8.as<void>() : w.v.as<void>();
@@ -408,39 +476,9 @@ class PrefillSm90Backend final : public Backend {
     a.o = o.as<void>();
     a.lse = lse.as<float>();
     a.kv_indices = d_indices.as<int32_t>();
-    char* iw = int_ws.as<char>();
-    a.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_tile_indices_offset);
-    a.qo_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_indptr_offset);
-    a.kv_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.kv_indptr_offset);
-    a.qo_lens = fi::GetPtrFromBaseOffset<int32_t>(iw, info.qo_len_offset);
-    a.kv_lens = fi::GetPtrFromBaseOffset<int32_t>(iw, info.kv_len_offset);
-    a.head_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.head_indices_offset);
-    a.work_indptr = fi::GetPtrFromBaseOffset<int32_t>(iw, info.work_indptr_offset);
-    a.batch_indices = fi::GetPtrFromBaseOffset<int32_t>(iw, info.batch_indices_offset);
-    a.q_stride_n = static_cast<int64_t>(Hq) * c.head_dim_qk;  // Q and O are [tokens, heads, dim], contiguous
-    a.q_stride_h = c.head_dim_qk;
-    a.o_stride_n = static_cast<int64_t>(Hq) * D;
-    a.o_stride_h = D;
-    // attnscope's pool (kv_offset in workload.h) as FlashInfer's binding reads a paged cache's strides
-    const int64_t ps = u.page_size, Hk = c.num_kv_heads;
-    a.kv_page_stride = ps * Hk * D;
-    a.kv_stride_n = c.kv_cache.layout == KvLayout::kNHD ? Hk * D : D;
-    a.kv_stride_h = c.kv_cache.layout == KvLayout::kNHD ? D : ps * D;
+    point_at_plan(&a, ws, info);
     a.nnz_qo = u.total_q;
-    a.num_qo_heads = Hq;
-    a.num_kv_heads = c.num_kv_heads;
-    a.page_size = u.page_size;
-    a.window_left = ch.window_left;
-    a.sm_scale = c.sm_scale_or_default();  // double, as FlashInfer's Python passes it
-    a.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
-
-    // The Q TMA descriptor is encoded on the host at launch; cute asserts (and, under NDEBUG, silently
-    // builds a broken descriptor) unless Q is 16-byte aligned with 16-byte strides and has a row.
-    const uintptr_t q_addr = reinterpret_cast<uintptr_t>(a.q);
-    const int64_t qb = c.fp8_attention ? 1 : eb;  // Q's element bytes
-    if (a.nnz_qo < 1 || q_addr % 16 != 0 || (a.q_stride_n * qb) % 16 != 0 || (a.q_stride_h * qb) % 16 != 0)
-      return refused(res, "Q at " + std::to_string(q_addr) + " with strides " + std::to_string(a.q_stride_n) + " / " +
-                              std::to_string(a.q_stride_h) + " elements does not meet TMA's 16-byte alignment");
+    if (auto why = tma_refusal(c, a); !why.empty()) return refused(res, why);
 
     const std::string name = kernel_name(c, k, ch.window_left, sms);
     auto once = [&](bool sync) { check_sm90_launch(k.launch(a, nullptr), name, sync); };
@@ -467,6 +505,8 @@ class PrefillSm90Backend final : public Backend {
     return res;
   }
 
+  GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override;
+
  private:
   // What the case asks for that this backend runs differently, or that does not apply to it.
   static std::vector<std::string> notes(const CaseSpec& c, const Choice& ch, int sms) {
@@ -483,6 +523,110 @@ class PrefillSm90Backend final : public Backend {
     return n;
   }
 };
+
+// The kv length (tokens) of every padded entry: PrefillSM90Plan's kv_len_arr.
+std::vector<int> entry_kv_lens(const std::vector<GraphPadEntry>& entries) {
+  std::vector<int> v;
+  for (const GraphPadEntry& e : entries) v.push_back(e.seq_len);
+  return v;
+}
+
+// The persistent grid (one CTA per SM, no split-KV) and the int workspace a CUDA-graph plan of
+// `rows` query rows over the bucket's entries lays out.
+GraphGrid sm90_grid(const CaseSpec& c, const CudaGraphPad& pad, int sms, int tile, int64_t rows) {
+  GraphGrid g;
+  g.entries = pad.bucket;
+  g.padded_batch = sms;
+  g.kv_heads = 1;  // the grid is one-dimensional: the work tiles carry their heads
+  g.cta_tile_q = tile;
+  g.int_ws = static_cast<int64_t>(sm90_int_workspace_bytes(rows, pad.bucket, c.num_qo_heads, tile, sms));
+  return g;
+}
+
+// Captured at the bucket with PrefillSM90Plan's CUDA-graph sizing (its work arrays sized for
+// ceil(rows / tile) + bucket - 1 tiles per head, the grid one CTA per SM), re-planned for the padded
+// real batch into the same int workspace, replayed (fi_graph.h). Real rows: the plan never splits KV,
+// so a row is computed by one CTA over all its keys in the eager order whatever the schedule: the
+// session's fixed-split bit check holds for it (bits_differ_why stays empty), else the twice_lowp rule.
+GraphReplayReport PrefillSm90Backend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
+  GraphReplayReport r;
+  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
+    r.not_captured = why;
+    return r;
+  }
+  const Choice ch = choose(c);
+  if (!ch.inst) {
+    r.not_captured = ch.refusal;
+    return r;
+  }
+  const Sm90Instance& k = *ch.inst;
+  const int tile = plan_tile(c.head_dim_vo);
+  if (tile != k.cta_q) {
+    r.not_captured =
+        "PrefillSM90Plan's query tile " + std::to_string(tile) + " is not the kernel's CTA_Q " + std::to_string(k.cta_q);
+    return r;
+  }
+  int sms = 0;
+  cuda::check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute (SM count)");
+  const FiUnits cap = graph_units(pad.capture, p.pages.page_size), rep = graph_units(pad.entries, p.pages.page_size);
+  const int64_t rows = static_cast<int64_t>(pad.bucket) * pad.tokens_per_entry;
+  r.captured_grid = sm90_grid(c, pad, sms, tile, cap.total_q);
+
+  const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+  GraphIo io(c, w, pad, cap, rep);
+  Sm90Workspace ws(static_cast<size_t>(r.captured_grid.int_ws));  // the engine's workspace: what the captured plan needs
+  io.upload(cap);
+  fi::PrefillPlanSM90Info ci, ri;
+  sm90_plan(c, cap, entry_kv_lens(pad.capture), true, ws, &ci);
+  if (ci.same_schedule_for_all_heads) {
+    r.not_captured = same_schedule_refusal(cap.total_q, pad.bucket, tile);
+    return r;
+  }
+  Sm90Args a = shape_args(c, p.pages.page_size, ch.window_left);
+  a.q = io.q.as<void>();
+  a.k = w.k.as<void>();
+  a.v = w.v.as<void>();
+  a.o = io.out.o.as<void>();
+  a.lse = io.out.lse.as<float>();
+  a.kv_indices = io.du.kv_indices.as<int32_t>();
+  a.nnz_qo = rows;  // the TMA descriptor, baked into the graph, spans the bucket's rows
+  point_at_plan(&a, ws, ci);
+  if (auto why = tma_refusal(c, a); !why.empty()) {
+    r.not_captured = why;
+    return r;
+  }
+  const std::string name = kernel_name(c, k, ch.window_left, sms);
+  // once uncaptured: the module loads and the shared-memory attribute is set outside the capture
+  check_sm90_launch(k.launch(a, io.stream), name + " (before the capture)", true);
+  r.captured = true;
+  io.capture([&] { check_sm90_launch(k.launch(a, io.stream), name, false); });
+
+  io.upload(rep);
+  GraphGrid want = sm90_grid(c, pad, sms, tile, rep.total_q);
+  try {
+    if (want.int_ws > r.captured_grid.int_ws) throw std::runtime_error("its work arrays outgrow the captured int workspace");
+    sm90_plan(c, rep, entry_kv_lens(pad.entries), true, ws, &ri);  // into the captured workspace
+  } catch (const std::exception& e) {
+    r.replay_grid = want;
+    GraphCheck f = fit_check(r.captured_grid, want, true);
+    f.pass = false;
+    f.detail = (f.detail.rfind("does not fit", 0) == 0 ? f.detail + "; " : std::string("does not fit: ")) +
+               "PrefillSM90Plan for the real batch refuses: " + e.what();
+    r.checks.push_back(f);
+    return r;
+  }
+  r.replay_grid = want;
+  r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
+  if (!r.checks.back().pass) return r;  // the captured launch would read the plan at offsets it no longer has
+  io.poison();
+  io.replay();
+  graph_outputs(c, w, pad, rep, io, &r);
+  if (graph_time_reps_ > 0) {  // timed runs: the same replay again, its median beside the eager launch's
+    r.replay_ms = io.replay_median_ms(graph_time_reps_);
+    r.replay_reps = graph_time_reps_;
+  }
+  return r;
+}
 
 }  // namespace
 

@@ -1,9 +1,9 @@
-// /cuda_graph on the GPU (docs/conventions.md, "CUDA-graph replay"): cuda.flash, flashinfer.decode and
-// flashinfer.prefill captured into a CUDA graph at the bucket and replayed for the real batch padded
-// as SGLang and vLLM pad it, on seeded random cases with shuffled pools and poisoned pages: the real
-// rows against the eager run, the padded rows against the engine's expectation, the fit of the real
-// batch's plan in the captured grid both ways (FlashInfer #1675's fixed split), and the backends that
-// do not capture saying why. Skips with the reason without a device or the flashinfer family.
+// /cuda_graph on the GPU (docs/conventions.md, "CUDA-graph replay"): cuda.flash, flashinfer.decode,
+// flashinfer.prefill and (on sm_90) flashinfer.prefill_sm90 captured into a CUDA graph at the bucket and replayed for the real
+// batch padded as SGLang and vLLM pad it, on seeded random cases with shuffled pools and poisoned pages: the real rows against
+// the eager run, the padded rows against the engine's expectation, the fit of the real batch's plan in the captured grid both
+// ways (FlashInfer #1675's fixed split), and the backends that do not capture saying why. Skips with the reason without a device
+// or the flashinfer family.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -22,6 +22,7 @@ namespace {
 constexpr const char* kDecode = "flashinfer.decode";
 constexpr const char* kPrefill = "flashinfer.prefill";
 constexpr const char* kFlash = "cuda.flash";
+constexpr const char* kSm90 = "flashinfer.prefill_sm90";
 
 #define REQUIRE_FLASHINFER()                                                              \
   do {                                                                                    \
@@ -59,6 +60,19 @@ CaseSpec small_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed =
   if (q_len == 1) c.backends.push_back(kDecode);
   validate_case(c, &registry_ids());
   return c;
+}
+
+// flashinfer.prefill_sm90 joins the case where it runs (compiled, instantiated for it, device 0 sm_90);
+// elsewhere the caller skips its checks and this says why on stdout.
+bool with_sm90(CaseSpec* c) {
+  const std::string why = refusal(kSm90, *c);
+  if (!why.empty()) {
+    std::printf("%s not checked here: %s\n", kSm90, why.c_str());
+    return false;
+  }
+  c->backends.push_back(kSm90);
+  validate_case(*c, &registry_ids());
+  return true;
 }
 
 // small_case for cuda.flash alone (no FlashInfer build needed), with its reference and lowp baseline.
@@ -136,12 +150,14 @@ TEST(CudaGraphGpu, RandomDecodeBatchesReplayForBothEngines) {
   for (int i = 0; i < n; ++i) {
     const GraphEngine e = i % 2 ? GraphEngine::kVllm : GraphEngine::kSglang;
     const int live = 1 + i * 3 % 13;
-    const CaseSpec c = small_case(live, 1, live + 1 + i % 5, e, 100 + i);
+    CaseSpec c = small_case(live, 1, live + 1 + i % 5, e, 100 + i);
+    const bool sm90 = with_sm90(&c);
     const std::string label = "case " + std::to_string(i) + " (" + graph_engine_name(e) + ", " + std::to_string(live) +
                               " live, bucket " + std::to_string(c.cuda_graph->bucket) + ")";
     auto s = run_session(CaseFile{c});
     expect_replayed(*s, kDecode, label);
     expect_replayed(*s, kPrefill, label);
+    if (sm90) expect_replayed(*s, kSm90, label);
     expect_flash_replayed(*s, label);
     EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
   }
@@ -149,9 +165,11 @@ TEST(CudaGraphGpu, RandomDecodeBatchesReplayForBothEngines) {
 
 TEST(CudaGraphGpu, TargetVerifyBatchesReplayOnPrefill) {
   REQUIRE_FLASHINFER();
-  const CaseSpec c = small_case(5, 3, 8, GraphEngine::kSglang, 7);
+  CaseSpec c = small_case(5, 3, 8, GraphEngine::kSglang, 7);
+  const bool sm90 = with_sm90(&c);
   auto s = run_session(CaseFile{c});
   expect_replayed(*s, kPrefill, "target verify");
+  if (sm90) expect_replayed(*s, kSm90, "target verify");
   const GraphCheck* k = check_of(graph_of(*s, kPrefill), "padded rows");
   ASSERT_NE(k, nullptr);
   EXPECT_NE(k->detail.find("draft tokens"), std::string::npos) << k->detail;
@@ -196,6 +214,50 @@ TEST(CudaGraphGpu, FixedSplitThatOutgrowsTheCaptureIsAVerdictNotACrash) {
   EXPECT_EQ(s->summary().state, RunSummary::State::kFailed);
 }
 
+// flashinfer.prefill_sm90 with /split/planner fixed, both engines' padding. Its plan never splits KV:
+// each row is computed by one CTA over all its keys in the same order whatever the schedule, so the
+// replay promises the eager run's bits (the session checks bits under the fixed planner, else the
+// twice_lowp rule). Its fit verdict: the persistent grid (one CTA per SM) and the CUDA-graph-sized
+// work arrays depend only on the rows and the entries, which the padded batch shares with the capture.
+TEST(CudaGraphGpu, Sm90ReplayIsBitIdenticalAndFitsTheCapturedGrid) {
+  REQUIRE_FLASHINFER();
+  for (int i = 0; i < 2; ++i) {
+    const GraphEngine e = i ? GraphEngine::kVllm : GraphEngine::kSglang;
+    CaseSpec c = small_case(5 + i, 1, 9 + 2 * i, e, 61 + i);
+    c.split.planner = Planner::kFixed;
+    c.split.fixed_split_size = 64;
+    c.backends = {"cuda.reference", "cpu.lowp"};
+    if (!with_sm90(&c)) GTEST_SKIP() << refusal(kSm90, c);
+    const std::string label = std::string("sm90, ") + graph_engine_name(e);
+    SessionOptions o;
+    o.bench_reps = i == 0 ? 5 : 0;  // the first run timed: the replay's median beside the eager launch's
+    auto s = run_session(CaseFile{c}, o);
+    expect_replayed(*s, kSm90, label);
+    const GraphReplayReport& g = graph_of(*s, kSm90);
+    const GraphCheck* rows = check_of(g, "real rows");
+    ASSERT_NE(rows, nullptr) << label << checks_text(g);
+    EXPECT_NE(rows->detail.find("bit-identical"), std::string::npos) << label << ": " << rows->detail;
+    const GraphCheck* fit = check_of(g, "fits the captured grid");
+    ASSERT_NE(fit, nullptr) << label << checks_text(g);
+    EXPECT_TRUE(fit->pass) << label << ": " << fit->detail;
+    EXPECT_NE(fit->detail.find("grid " + std::to_string(g.captured_grid.padded_batch) + " x 1 CTAs"), std::string::npos)
+        << label << ": " << fit->detail;
+    EXPECT_FALSE(g.captured_grid.split_kv) << label;
+    EXPECT_EQ(g.captured_grid.cta_tile_q, 128) << label;
+    EXPECT_GT(g.captured_grid.int_ws, 0) << label;
+    std::printf("%s: %s\n", label.c_str(), fit->detail.c_str());
+    if (i == 0) {
+      EXPECT_EQ(g.replay_reps, 20) << label;
+      EXPECT_GT(g.replay_ms, 0) << label;
+      EXPECT_EQ(g.eager_ms, s->result(kSm90)->timing.device_ms) << label;
+      std::printf("%s bucket %d (%d live): %s\n", kSm90, g.bucket, g.live, graph_time_text(g).c_str());
+    } else {
+      EXPECT_EQ(g.replay_reps, 0) << label << ": an untimed run times no replay";
+    }
+    EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
+  }
+}
+
 TEST(CudaGraphGpu, UncapturedCasesSayWhy) {
   REQUIRE_FLASHINFER();
   CaseSpec c = small_case(3, 1, 4, GraphEngine::kSglang, 17);
@@ -206,6 +268,19 @@ TEST(CudaGraphGpu, UncapturedCasesSayWhy) {
   EXPECT_FALSE(g.captured);
   EXPECT_NE(g.not_captured.find("ALiBi"), std::string::npos) << g.not_captured;
   EXPECT_TRUE(s->result(kDecode)->ok());
+  // flashinfer.prefill_sm90 runs FP8 attention eagerly; the padded batch does not model an FP8 cache
+  CaseSpec f = small_case(3, 1, 4, GraphEngine::kSglang, 19);
+  f.kv_cache.fp8 = Fp8Format::kE4M3;
+  f.fp8_attention = Fp8AttentionSpec{};
+  f.backends.clear();
+  if (!with_sm90(&f)) return;
+  auto s8 = run_session(CaseFile{f});
+  const Result* r8 = s8->result(kSm90);
+  ASSERT_NE(r8, nullptr);
+  ASSERT_TRUE(r8->ok()) << r8->message;
+  const GraphReplayReport& g8 = graph_of(*s8, kSm90);
+  EXPECT_FALSE(g8.captured);
+  EXPECT_NE(g8.not_captured.find("FP8"), std::string::npos) << g8.not_captured;
 }
 
 // cuda.flash under the flashinfer planner (the chunk follows the batch: twice_lowp rule), both engines'
@@ -304,10 +379,12 @@ TEST(CudaGraphGpu, ChunkedLocalDecodeBatchesReplayOnEveryBackend) {
     c.requests[0].kv_len = 257;
     c.requests[1].kv_len = 256;
     validate_case(c, &registry_ids());
+    const bool sm90 = with_sm90(&c);
     const std::string label = std::string("chunked local, ") + graph_engine_name(e);
     auto s = run_session(CaseFile{c});
     expect_replayed(*s, kDecode, label);
     expect_replayed(*s, kPrefill, label);
+    if (sm90) expect_replayed(*s, kSm90, label);
     expect_flash_replayed(*s, label);
     EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
   }
