@@ -133,6 +133,7 @@ bool runs(const CaseSpec& c, const std::string& id, const std::string& label) {
 TEST(CudaGraphFiData, Fp8DecodeAndPrefillReplayForBothEngines) {
   REQUIRE_FLASHINFER_GRAPHS();
   const int n = attnscope::testing::gpu_cases(6, 2);
+  int replayed = 0;
   for (int i = 0; i < n; ++i) {
     const GraphEngine e = i % 2 ? GraphEngine::kVllm : GraphEngine::kSglang;
     const int live = 1 + i * 5 % 12;
@@ -152,11 +153,13 @@ TEST(CudaGraphFiData, Fp8DecodeAndPrefillReplayForBothEngines) {
       if (!runs(c, id, label)) continue;
       EXPECT_NE(s->result(id)->message.find("FP8"), std::string::npos) << s->result(id)->message;
       const std::string padded = expect_replayed(*s, id, label);
+      ++replayed;
       if (e == GraphEngine::kSglang) {
         EXPECT_NE(padded.find("v_scale"), std::string::npos) << label << ": " << padded;
       }
     }
   }
+  EXPECT_GT(replayed, 0) << "neither backend took an FP8 case in this build";
 }
 
 // FP8 prefill under a fixed split: the live entries' chunks are the eager run's, so the replayed real
@@ -183,6 +186,7 @@ TEST(CudaGraphFiData, Fp8FixedSplitPrefillIsBitIdenticalToTheEagerRun) {
 TEST(CudaGraphFiData, SinksPrefillReplaysWithTheSinkInThePaddedRows) {
   REQUIRE_FLASHINFER_GRAPHS();
   const int n = attnscope::testing::gpu_cases(6, 3);
+  int replayed = 0;
   for (int i = 0; i < n; ++i) {
     const GraphEngine e = i % 3 == 1 ? GraphEngine::kVllm : GraphEngine::kSglang;
     const int q_len = i % 3 == 2 ? 3 : 1;  // SGLang's target verify on every third
@@ -197,11 +201,13 @@ TEST(CudaGraphFiData, SinksPrefillReplaysWithTheSinkInThePaddedRows) {
     if (!runs(c, kPrefill, label)) continue;
     auto s = run_session(CaseFile{c});
     const std::string padded = expect_replayed(*s, kPrefill, label);
+    ++replayed;
     if (e == GraphEngine::kSglang && q_len == 1) {
       EXPECT_NE(padded.find("e^sink"), std::string::npos) << label << ": " << padded;
     }
     EXPECT_NE(s->summary().state, RunSummary::State::kFailed) << label << ": " << s->summary().line();
   }
+  if (replayed == 0) GTEST_SKIP() << "the sinks variant is not instantiated for head_dim 128 bf16 in this build";
 }
 
 // ALiBi: the kernels' positions are relative to each entry (FlashInfer's qo_idx / kv_idx), the LSE
