@@ -252,11 +252,15 @@ class DecodeBackend final : public Backend, public GraphReplayable {
 // alone), re-planned for the padded real batch into the same workspace, replayed (fi_graph.h).
 GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
+  if (auto why = graph_refusal(c, p, pad, kFa2GraphCaps); !why.empty()) {
     r.not_captured = why;
     return r;
   }
   const FiVariant v = choose_variant(c);
+  if (v == FiVariant::kSinks) {  // check() refuses it first; the decode Launch has no sink rows
+    r.not_captured = "attention sinks: FlashInfer's decode kernel has no sinks variant (flashinfer.prefill has)";
+    return r;
+  }
   const FiUnits cap = graph_units(pad.capture, p.pages.page_size), rep = graph_units(pad.entries, p.pages.page_size);
   auto plan = [&](const FiUnits& u, Workspaces* ws, fi::DecodePlanInfo* info, size_t* fb, size_t* ib) {
     std::vector<int> kv = u.kv_indptr;
@@ -294,6 +298,10 @@ GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p
   const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
   const std::vector<float> slopes = alibi_slopes(c);
   const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+  // FP8: the case's tensor scales as floats fixed at capture, as the engines pass them (SGLang's
+  // layer.k_scale_float / v_scale_float, vLLM's layer._k_scale_float / _v_scale_float: docs/conventions.md
+  // section 17): k_scale folded into the captured sm_scale, `out *= v_scale` captured after the kernel
+  const Fp8KvScales sc = fp8_kv_scales(c, w);
   GraphIo io(c, w, pad, cap, rep);
   Workspaces ws;
   ws.alloc(fb, ib);  // the engine's workspace: what the captured plan needs
@@ -304,7 +312,7 @@ GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p
   r.captured = true;
   with_types(c, [&](auto t, auto kv) {
     Launch<decltype(t), decltype(kv)> launch(c, w, io.du, io.out, ws, ci, v, static_cast<uint32_t>(pad.bucket),
-                                             d_slopes.as<float>(), Fp8KvScales{});
+                                             d_slopes.as<float>(), sc);
     launch.graph_io(io.q.as<void>(), io.stream);
     io.capture([&] { launch(false); });
     return 0;

@@ -2,17 +2,25 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attnscope/fp8.h"
+#include "attnscope/workload.h"
 #include "device_workload.h"
 #include "fi_graph.h"
 #include "gpu_timer.h"
 
 namespace attnscope::peers::flashinfer {
 
-std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
-  if (c.fp8_kv()) return "an FP8 KV cache (its scales are applied outside the kernel launch this mode captures)";
+// A case the caps lift is checked as every capture: the session compares the real rows with the
+// eager run (cuda_graph_run.cpp: bit-identical under a fixed split, else the twice_lowp rule).
+std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, GraphCaps caps) {
+  if (c.fp8_kv() && !caps.fp8_kv) return "an FP8 KV cache (its scales are applied outside the kernel launch this mode captures)";
   if (c.attention.local_chunk && !pad.local_unmodelled.empty()) return pad.local_unmodelled;
-  if (c.attention.alibi) return "ALiBi (its positions are the units' origins, which the padded batch does not carry)";
-  if (c.has_sinks()) return "attention sinks (per-unit sink rows)";
+  if (c.attention.alibi && c.has_sinks() && caps.sinks)
+    return "attention sinks with ALiBi (the sinks variant's rows hold each sink less its unit's ALiBi origin shift, "
+           "fi_sink_rows: per unit of the batch, where the captured graph holds one buffer filled at capture)";
+  if (c.attention.alibi && !caps.alibi)
+    return "ALiBi (its positions are the units' origins, which the padded batch does not carry)";
+  if (c.has_sinks() && !caps.sinks) return "attention sinks (per-unit sink rows)";
   if (choose_mask(c, p) == FiMask::kCustom) return "a custom mask (its bits are packed per unit of the eager batch)";
   if (p.units.size() != c.requests.size()) return "the plan splits requests into several units";
   // each unit is its request whole, or with chunked local attention the entry's virtual batch
@@ -34,8 +42,10 @@ FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size) {
   u.kv_indptr = s.kv_indptr;
   u.kv_indices = s.kv_indices;
   u.kv_last_page_len = s.kv_last_page_len;
-  u.q_abs_first.assign(entries.size(), 0);
-  u.kv_begin.assign(entries.size(), 0);
+  for (const auto& e : entries) {  // the eager units' origins (fi_units) for a live entry; 0 for padding
+    u.q_abs_first.push_back(e.position);
+    u.kv_begin.push_back(e.chunk_begin);
+  }
   u.total_q = s.qo_indptr.back();
   return u;
 }
@@ -135,10 +145,43 @@ GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offse
   return k;
 }
 
+namespace {
+
+// The V row [kv_heads x d] of slot 0 of `page` as the kernel reads it: the dtype pool, or an FP8 cache's
+// stored bytes (v8) dequantised without scale (exact in the dtype; v_scale is applied on the output).
+std::vector<float> v_row_of_slot0(const CaseSpec& c, const cuda::DeviceWorkload& w, int page, int ps) {
+  const int Hk = c.num_kv_heads, D = c.head_dim_vo;
+  const bool fp8 = c.fp8_kv();
+  const size_t eb = fp8 ? 1 : dtype_bytes(c.dtype), page_elems = static_cast<size_t>(ps) * Hk * D;
+  const cuda::DeviceBuffer& pool = fp8 ? w.v8 : w.v;
+  std::vector<float> pv(page_elems);
+  if (fp8) {
+    std::vector<uint8_t> bytes(page_elems);
+    cuda::check(
+        cudaMemcpy(bytes.data(), pool.as<char>() + static_cast<size_t>(page) * page_elems, page_elems, cudaMemcpyDeviceToHost),
+        "cudaMemcpy (the padded entries' FP8 V page)");
+    for (size_t i = 0; i < page_elems; ++i) pv[i] = fp8_bits_to_f32(*c.kv_cache.fp8, bytes[i]);
+  } else {
+    cuda::DeviceBuffer buf(page_elems * eb);
+    cuda::check(cudaMemcpy(buf.as<void>(), pool.as<char>() + static_cast<size_t>(page) * page_elems * eb, buf.bytes(),
+                           cudaMemcpyDeviceToDevice),
+                "cudaMemcpy (the padded entries' V page)");
+    pv = cuda::download_as_float(buf, static_cast<int64_t>(page_elems), c.dtype);
+  }
+  std::vector<float> v(static_cast<size_t>(Hk) * D);
+  for (int h = 0; h < Hk; ++h)
+    for (int d = 0; d < D; ++d)
+      v[static_cast<size_t>(h) * D + d] = c.kv_cache.layout == KvLayout::kNHD ? pv[static_cast<size_t>(h) * D + d]
+                                                                              : pv[(static_cast<size_t>(h) * ps + 0) * D + d];
+  return v;
+}
+
+}  // namespace
+
 void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep,
                    const GraphIo& io, GraphReplayReport* r) {
   Result all;
-  download_outputs(c, rep, std::vector<float>(c.num_qo_heads, 0.f), io.out, &all);
+  download_outputs(c, rep, alibi_slopes(c), io.out, &all);  // rep's origins: the live rows' LSE as the eager run's
   const int Hq = c.num_qo_heads, D = c.head_dim_vo;
   const int64_t live_rows = static_cast<int64_t>(pad.live) * pad.tokens_per_entry;
   r->o.assign(all.o.begin(), all.o.begin() + live_rows * Hq * D);
@@ -152,22 +195,21 @@ void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaG
     r->checks.push_back(k);
     return;
   }
-  // the V rows of the one key a padded SGLang decode entry reads: slot 0 of its first page
-  std::vector<float> v_key;
-  if (pad.expect == CudaGraphPad::PadExpect::kValueOfKey) {
-    const GraphPadEntry& e = pad.entries[pad.live];
-    const int ps = rep.page_size, Hk = c.num_kv_heads;
-    const size_t eb = dtype_bytes(c.dtype), page_elems = static_cast<size_t>(ps) * Hk * D;
-    cuda::DeviceBuffer page(page_elems * eb);
-    cuda::check(cudaMemcpy(page.as<void>(), w.v.as<char>() + static_cast<size_t>(e.pages[0]) * page_elems * eb, page.bytes(),
-                           cudaMemcpyDeviceToDevice),
-                "cudaMemcpy (the padded entries' V page)");
-    const std::vector<float> pv = cuda::download_as_float(page, static_cast<int64_t>(page_elems), c.dtype);
-    v_key.resize(static_cast<size_t>(Hk) * D);
-    for (int h = 0; h < Hk; ++h)
-      for (int d = 0; d < D; ++d)
-        v_key[h * D + d] = c.kv_cache.layout == KvLayout::kNHD ? pv[(static_cast<size_t>(0) * Hk + h) * D + d]
-                                                               : pv[(static_cast<size_t>(h) * ps + 0) * D + d];
+  // a padded SGLang decode entry reads one key (slot 0 of its first page) with a zero Q row: its O is
+  // that key's V, weighed against the sink where the prefill's sinks variant adds one (SGLang drops
+  // the row, kAnything; FlashInfer's value is still determined, so it is checked)
+  const GraphPadEntry& e = pad.entries[pad.live];
+  const bool sink_key = c.has_sinks() && pad.expect == CudaGraphPad::PadExpect::kAnything && pad.tokens_per_entry == 1 &&
+                        e.seq_len == 1 && !e.pages.empty();
+  const bool one_key = pad.expect == CudaGraphPad::PadExpect::kValueOfKey || sink_key;
+  std::vector<float> want;
+  std::string expect_text = pad.expect_text;
+  if (one_key) {
+    const Fp8KvScales sc = fp8_kv_scales(c, w);
+    want = pad_one_key_row(v_row_of_slot0(c, w, e.pages[0], rep.page_size), Hq, c.num_kv_heads, D, c.dtype,
+                           sink_key ? sink_logits(c) : std::vector<float>{}, static_cast<float>(sc.v));
+    if (sink_key) expect_text += "; FlashInfer's value checked: V / (1 + e^sink) (zero Q row: the key's logit is 0)";
+    if (c.fp8_kv()) expect_text += "; V from the FP8 bytes, times v_scale " + std::to_string(sc.v);
   }
   int64_t poisoned = 0, wrong = 0, checked = 0;
   for (int64_t t = live_rows; t < rows; ++t)
@@ -180,13 +222,16 @@ void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaG
           continue;
         }
         if (pad.expect == CudaGraphPad::PadExpect::kZero && o != 0.f) ++wrong;
-        if (pad.expect == CudaGraphPad::PadExpect::kValueOfKey && o != v_key[(h / c.group_size()) * D + d]) ++wrong;
+        if (one_key) {
+          const float x = want[static_cast<size_t>(h) * D + d];
+          if (sink_key ? !(std::fabs(o - x) <= pad_row_tolerance(c.dtype, x)) : o != x) ++wrong;
+        }
       }
   k.pass = poisoned == 0 && wrong == 0;
   k.detail = std::to_string(rows - live_rows) + " rows x " + std::to_string(Hq) + " heads: " +
-             (k.pass ? std::string("all as expected (") + pad.expect_text + ")"
+             (k.pass ? std::string("all as expected (") + expect_text + ")"
                      : std::to_string(poisoned) + " of " + std::to_string(checked) + " elements still poison, " +
-                           std::to_string(wrong) + " differ from the expectation (" + pad.expect_text + ")");
+                           std::to_string(wrong) + " differ from the expectation (" + expect_text + ")");
   r->checks.push_back(k);
 }
 

@@ -19,11 +19,23 @@ struct DeviceWorkload;
 
 namespace attnscope::peers::flashinfer {
 
-// Why the FlashInfer backends do not capture this case ("" = they do): what the padded batch does
-// not model (chunked local attention beyond decode, custom masks, ALiBi's positions, sinks, FP8 caches).
-std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad);
+// What a backend's capture carries beyond the plain launch (default: nothing, every such case refused).
+// flashinfer.decode / flashinfer.prefill (FA2) pass kFa2: the FP8 launch with the case's tensor scales and
+// its `out *= v_scale` in the same graph; the prefill sinks variant's per-head rows; ALiBi, whose kernel
+// positions are relative to each entry (qo_idx within qo_indptr's rows, kv_idx within kv_indptr's pages).
+struct GraphCaps {
+  bool fp8_kv = false, sinks = false, alibi = false;
+};
+inline constexpr GraphCaps kFa2GraphCaps{true, true, true};
 
-// A padded batch as FlashInfer's CSR (the entries' pages; positions and ALiBi origins zero).
+// Why the FlashInfer backends do not capture this case ("" = they do): what the padded batch does
+// not model (chunked local attention beyond decode, custom masks, sinks with ALiBi's per-unit origin)
+// and what the backend's capture does not carry (`caps`).
+std::string graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, GraphCaps caps = {});
+
+// A padded batch as FlashInfer's CSR (the entries' pages), with each entry's ALiBi origins (its
+// first query's position, its first key: chunk_begin) for the LSE shift of download_outputs; the kernel
+// reads none of them.
 FiUnits graph_units(const std::vector<GraphPadEntry>& entries, int page_size);
 
 // The buffers a captured graph is bound to: metadata with room for the capture's and the replay's
@@ -56,7 +68,9 @@ class GraphIo {
 GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets);
 
 // After the replay: the padded rows against what the engine expects (pad.expect) and the real rows
-// into r->o / lse for the session's comparison with the eager run.
+// into r->o / lse for the session's comparison with the eager run. An entry reading one key is
+// checked against that key's V as the kernel reads it (pad_one_key_row: the FP8 bytes dequantised,
+// v_scale applied; a sink of the prefill's sinks variant weighs it, SGLang's kAnything made exact).
 void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep,
                    const GraphIo& io, GraphReplayReport* r);
 

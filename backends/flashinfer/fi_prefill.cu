@@ -307,7 +307,7 @@ int fixed_split_ctas(const FiUnits& u, int group, int tile, int fixed_pages) {
 // into the same workspace (what an engine's replay does), replayed (fi_graph.h).
 GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = graph_refusal(c, p, pad); !why.empty()) {
+  if (auto why = graph_refusal(c, p, pad, kFa2GraphCaps); !why.empty()) {
     r.not_captured = why;
     return r;
   }
@@ -320,6 +320,7 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   const SplitArgs sa = split_args(c);
   const int wl = v == FiVariant::kPlain ? -1 : window_left(c);
   const uint32_t B = static_cast<uint32_t>(pad.bucket), eb = static_cast<uint32_t>(dtype_bytes(c.dtype));
+  const uint32_t kv_bytes = c.fp8_kv() ? 1u : eb;  // batch_prefill.cu: sizeof(DTypeKV)
   const FiUnits cap = graph_units(pad.capture, p.pages.page_size), rep = graph_units(pad.entries, p.pages.page_size);
   auto plan = [&](const FiUnits& u, Workspaces* ws, fi::PrefillPlanInfo* info, size_t* fb, size_t* ib) {
     std::vector<int> qo = u.qo_indptr, kv = u.kv_indptr;
@@ -327,14 +328,14 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
     if (!ws) {
       cuda::check(fi::PrefillPlanWorkspaceSize<FiId>(*fb, *ib, qo.data(), kv.data(), rows, B, c.num_qo_heads, c.num_kv_heads,
                                                      c.head_dim_qk, c.head_dim_vo, u.page_size, true, eb, wl, sa.fixed_split_size,
-                                                     sa.disable_split_kv, 0, 0, nullptr, eb),
+                                                     sa.disable_split_kv, 0, 0, nullptr, kv_bytes),
                   "PrefillPlanWorkspaceSize (CUDA graph)");
       return;
     }
     cuda::check(
         fi::PrefillPlan<FiId>(ws->float_ws.as<void>(), ws->float_bytes, ws->int_ws.as<void>(), ws->host, ws->int_bytes, *info,
                               qo.data(), kv.data(), rows, B, c.num_qo_heads, c.num_kv_heads, c.head_dim_qk, c.head_dim_vo,
-                              u.page_size, true, eb, wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, eb),
+                              u.page_size, true, eb, wl, sa.fixed_split_size, sa.disable_split_kv, 0, 0, nullptr, kv_bytes),
         "PrefillPlan (CUDA graph)");
     cuda::check(cudaDeviceSynchronize(), "PrefillPlan (copy of the plan to the int workspace)");
   };
@@ -352,8 +353,14 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   size_t fb = 0, ib = 0;
   plan(cap, nullptr, nullptr, &fb, &ib);
   const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
-  const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(alibi_slopes(c));
-  const cuda::DeviceBuffer d_sinks = cuda::DeviceBuffer::from(std::vector<float>{0.f});
+  const std::vector<float> slopes = alibi_slopes(c);
+  const cuda::DeviceBuffer d_slopes = cuda::DeviceBuffer::from(slopes);
+  // the sinks variant's [bucket, hq] rows, filled once for the capture: without ALiBi (graph_refusal)
+  // every row is the head's sink, whatever batch the replay uploads (gpt-oss's per-head sinks tensor)
+  const cuda::DeviceBuffer d_sinks = cuda::DeviceBuffer::from(
+      v == FiVariant::kSinks ? fi_sink_rows(sink_logits(c), slopes, cap.kv_begin, cap.q_abs_first) : std::vector<float>{0.f});
+  // FP8: the tensor scales as floats fixed at capture (fi_decode.cu's capture says which engine code)
+  const Fp8KvScales sc = fp8_kv_scales(c, w);
   GraphIo io(c, w, pad, cap, rep);
   Workspaces ws;
   ws.alloc(fb, ib);  // the engine's workspace: what the captured plan needs
@@ -366,7 +373,7 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   r.captured = true;
   with_types(c, [&](auto t, auto kv) {
     Launch<decltype(t), decltype(kv)> launch(c, w, io.du, io.out, ws, ci, v, m, nullptr, nullptr, d_slopes.as<float>(),
-                                             d_sinks.as<float>(), Fp8KvScales{});
+                                             d_sinks.as<float>(), sc);
     launch.graph_io(io.q.as<void>(), io.stream);
     io.capture([&] { launch(false); });
     return 0;

@@ -2,6 +2,7 @@
 #include "attnscope/cuda_graph_pad.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnscope {
 
@@ -179,6 +180,26 @@ GraphCsr graph_csr(const std::vector<GraphPadEntry>& entries) {
     s.kv_last_page_len.push_back(e.pages.empty() ? 1 : e.last_page_len);
   }
   return s;
+}
+
+std::vector<float> pad_one_key_row(const std::vector<float>& v_key, int num_qo_heads, int num_kv_heads, int d, DType dt,
+                                   const std::vector<float>& sinks, float v_scale) {
+  std::vector<float> o(static_cast<size_t>(num_qo_heads) * d);
+  const int group = num_qo_heads / num_kv_heads;
+  for (int h = 0; h < num_qo_heads; ++h) {
+    const double w = sinks.empty() ? 1.0 : 1.0 / (1.0 + std::exp(static_cast<double>(sinks[h])));
+    for (int j = 0; j < d; ++j) {
+      float x = round_to(dt, static_cast<float>(v_key[static_cast<size_t>(h / group) * d + j] * w));
+      if (v_scale != 1.f) x = round_to(dt, x * v_scale);
+      o[static_cast<size_t>(h) * d + j] = x;
+    }
+  }
+  return o;
+}
+
+float pad_row_tolerance(DType dt, float expected) {
+  const int mant = dt == DType::kBf16 ? 7 : dt == DType::kFp16 ? 10 : 23;
+  return std::ldexp(std::fabs(expected), 1 - mant) + 1e-30f;
 }
 
 std::string graph_grid_text(const GraphGrid& g) {

@@ -77,6 +77,18 @@ struct GraphCsr {
 };
 GraphCsr graph_csr(const std::vector<GraphPadEntry>& entries);
 
+// The O row of a padded entry that reads one key with a zero query row (GraphIo's padded Q), as
+// FlashInfer's FA2 kernels and wrapper compute it: `v_key` [kv_heads x d] that key's V as the kernel reads
+// it (an FP8 cache's stored values dequantised without scale: exact in the dtype), weighted by 1 / (1 +
+// e^sink) against the head's sink (`sinks` [num_qo_heads] natural log, empty = none: weight exactly 1; the
+// key's logit is 0), rounded to the dtype, then the wrapper's `out *= v_scale` rounded again (skipped for
+// 1). Returns [num_qo_heads x d]; exact (compare bits) when there is no sink, else within pad_row_tolerance.
+std::vector<float> pad_one_key_row(const std::vector<float>& v_key, int num_qo_heads, int num_kv_heads, int d, DType dt,
+                                   const std::vector<float>& sinks, float v_scale);
+// |O - expected| allowed for pad_one_key_row with a sink: two roundings to the dtype plus the kernel's
+// approximate exp2 / rcp (2^-22), as 2 units in the dtype's last place of the expected value.
+float pad_row_tolerance(DType dt, float expected);
+
 // "16 entries, grid 33 x 8 CTAs, split-KV chunk 64 tokens" (result.h's GraphGrid, for every report).
 std::string graph_grid_text(const GraphGrid& g);
 
