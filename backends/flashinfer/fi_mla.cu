@@ -181,7 +181,8 @@ std::string mla_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphP
   if (pad.engine != GraphEngine::kSglang || pad.tokens_per_entry != 1)
     return "only SGLang's absorbed MLA decode (q_len 1) is modelled under CUDA graphs";
   if (sm90)
-    return "SGLang's padded MLA entries have no keys (seq_len fill value 0); mla.cuh writes such a work item's rows "
+    return "SGLang's capture batch and padded MLA entries have no keys (seq_len fill value 0); mla.cuh writes such a work item's "
+           "rows "
            "(write_empty_o: O = 0, LSE -inf) but mla_hopper.cuh at this pin has no empty-work branch, so what the Hopper "
            "kernel writes for them is not established here (flashinfer.mla is captured)";
   return graph_refusal(c, p, pad);
