@@ -10,6 +10,7 @@
 #include "cuda_backends.h"
 #include "device_workload.h"
 #include "fi_backends.h"
+#include "fi_graph.h"
 #include "fi_library_plan.h"
 #include "fi_mla_kernels.h"
 #include "fi_runtime.h"
@@ -58,7 +59,7 @@ std::string mla_kernel_name(bool sm90, const CaseSpec& c, const MlaSchedule& s) 
          std::to_string(s.num_blks_x) + ", " + std::to_string(s.num_blks_y) + "), cooperative launch";
 }
 
-class MlaBackend final : public Backend {
+class MlaBackend final : public Backend, public GraphReplayable {
  public:
   explicit MlaBackend(bool sm90) : sm90_(sm90) {}
   std::string id() const override { return sm90_ ? "flashinfer.mla_sm90" : "flashinfer.mla"; }
@@ -161,10 +162,171 @@ class MlaBackend final : public Backend {
     return res;
   }
 
+  // SGLang's flashinfer_mla decode under CUDA graphs (the definition below the class)
+  GraphReplayReport capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) override;
+
  private:
   static void* fi_offset(char* base, int64_t off) { return base + off; }
   bool sm90_;
 };
+
+// The capture of flashinfer.mla as SGLang's flashinfer_mla backend runs it under CUDA graphs
+// (python/sglang/srt/layers/attention/flashinfer_mla_backend.py @ 004d79cff9efa71aedfa007e0f66d80768a44619:
+// BatchMLAPagedAttentionWrapper(use_cuda_graph=True) planned at the bucket, re-planned into the same
+// buffers before each replay). MLAPlan has no CUDA-graph flag: the grid (cluster size x SMs / cluster
+// size) and the workspace offsets depend on the SM count and the heads alone, so the padded batch's
+// plan keeps the captured launch; its work lists are data in the int workspace.
+std::string mla_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, bool sm90, const std::string& id) {
+  if (auto why = mla_case_refusal(c, id); !why.empty()) return why;
+  if (pad.engine != GraphEngine::kSglang || pad.tokens_per_entry != 1)
+    return "only SGLang's absorbed MLA decode (q_len 1) is modelled under CUDA graphs";
+  if (sm90)
+    return "SGLang's capture batch and padded MLA entries have no keys (seq_len fill value 0); mla.cuh writes such a work item's "
+           "rows "
+           "(write_empty_o: O = 0, LSE -inf) but mla_hopper.cuh at this pin has no empty-work branch, so what the Hopper "
+           "kernel writes for them is not established here (flashinfer.mla is captured)";
+  return graph_refusal(c, p, pad);
+}
+
+// MLAPlan's inputs for a padded batch: one query each, kv_len the entry's seq_len (0 for padding).
+MlaPlanInputs graph_mla_inputs(const CaseSpec& c, const std::vector<GraphPadEntry>& entries, const FiUnits& u, int num_sm) {
+  MlaPlanInputs in;
+  in.qo_indptr = u.qo_indptr;
+  in.kv_indptr = u.kv_indptr;
+  for (const GraphPadEntry& e : entries) in.kv_len.push_back(e.seq_len);
+  in.num_heads = c.num_qo_heads;
+  in.head_dim_o = c.head_dim_vo;
+  in.causal = c.attention.causal;
+  in.num_sm = num_sm;
+  return in;
+}
+
+// One MLAPlan of a padded batch: MLAPlanInfo, the schedule it staged, the grid for the report.
+struct MlaGraphPlan {
+  std::vector<int64_t> info;
+  int works = 0, merge_ctas = 0;
+  GraphGrid grid;
+};
+
+// The captured launch baked in the grid and the offsets (MLAPlanInfo); the work lists and merge
+// ranges are read from the int workspace at each replay, within FlashInfer's fixed-size arrays.
+GraphCheck mla_fit_check(const MlaGraphPlan& cap, const MlaGraphPlan& rep, int num_sm) {
+  GraphCheck k;
+  k.what = "fits the captured grid";
+  std::string d;
+  auto differs = [&](const std::string& what, int64_t a, int64_t b) {
+    if (a != b) d += (d.empty() ? "" : "; ") + what + " captured " + std::to_string(a) + ", replay plan " + std::to_string(b);
+  };
+  differs("num_blks_x (CTAs per cluster)", cap.info[kBlksX], rep.info[kBlksX]);
+  differs("num_blks_y (clusters)", cap.info[kBlksY], rep.info[kBlksY]);
+  if (d.empty() && cap.info != rep.info) d = "MLAPlanInfo's workspace offsets moved (the captured launch reads the old ones)";
+  if (rep.works > kMlaMaxWorks)
+    d += (d.empty() ? "" : "; ") + std::to_string(rep.works) + " work items, FlashInfer's arrays hold " +
+         std::to_string(kMlaMaxWorks);
+  if (rep.merge_ctas > num_sm)
+    d += (d.empty() ? "" : "; ") + std::to_string(rep.merge_ctas) + " merge CTAs for " + std::to_string(num_sm) + " SMs";
+  k.pass = d.empty();
+  k.detail = k.pass ? "replay plan = captured launch (grid and MLAPlanInfo offsets): " + graph_grid_text(rep.grid) + "; " +
+                          std::to_string(rep.works) + " work items (<= " + std::to_string(kMlaMaxWorks) + ") and " +
+                          std::to_string(rep.merge_ctas) + " merge CTAs read from the int workspace"
+                    : "does not fit: " + d;
+  return k;
+}
+
+GraphReplayReport MlaBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
+  GraphReplayReport r;
+  if (auto why = mla_graph_refusal(c, p, pad, sm90_, id()); !why.empty()) {
+    r.not_captured = why;
+    return r;
+  }
+  const int ps = p.pages.page_size;
+  const FiUnits cap = graph_units(pad.capture, ps), rep = graph_units(pad.entries, ps);
+  const DeviceProfile prof = flashinfer_planner_device(c.split.num_sms);
+  const MlaPlanInputs cin = graph_mla_inputs(c, pad.capture, cap, prof.sm_count);
+  const MlaPlanInputs rin = graph_mla_inputs(c, pad.entries, rep, prof.sm_count);
+  for (const MlaPlanInputs* in : {&cin, &rin})
+    if (auto m = model_mla_plan(*in); !m.refusal.empty()) {
+      r.not_captured = "attnscope does not call MLAPlan on the padded batch: " + m.refusal;
+      return r;
+    }
+  const int db = static_cast<int>(dtype_bytes(c.dtype));
+  const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+  GraphIo io(c, w, pad, cap, rep);
+  Workspaces ws;  // the engine's one workspace, sized for any plan of the bucket (the same for both batches)
+  ws.alloc(std::max(mla_float_workspace_bytes(cin, db), mla_float_workspace_bytes(rin, db)),
+           std::max(mla_int_workspace_bytes(cin), mla_int_workspace_bytes(rin)));
+  cuda::check(cudaMemset(ws.float_ws.as<void>(), 0xff, ws.float_bytes), "cudaMemset (poison FlashInfer's float workspace)");
+  const MlaPlanBuffers buf{ws.float_ws.as<void>(), ws.float_bytes, ws.int_ws.as<void>(), ws.host, ws.int_bytes};
+  // MLAPlan into the workspace, its staged part copied to the device as the wrapper's plan() does
+  auto plan = [&](const MlaPlanInputs& in) {
+    MlaGraphPlan g;
+    size_t staged = 0;
+    g.info = mla_plan_call(prof, buf, in, &staged);
+    cuda::check(cudaMemcpy(ws.int_ws.as<void>(), ws.host, staged, cudaMemcpyHostToDevice), "MLAPlan (copy of the plan)");
+    cuda::check(cudaDeviceSynchronize(), "MLAPlan (copy of the plan)");
+    const MlaSchedule s = read_mla_schedule(g.info, ws.host, in.num_sm);
+    g.works = static_cast<int>(s.works.size());
+    for (int e : s.merge_packed_end) g.merge_ctas += e > 0;
+    g.grid.entries = pad.bucket;
+    g.grid.padded_batch = static_cast<int>(s.num_blks_y);
+    g.grid.kv_heads = static_cast<int>(s.num_blks_x);
+    for (const MlaWork& x : s.works) g.grid.split_kv = g.grid.split_kv || x.partial_indptr >= 0;
+    g.grid.kv_chunk_tokens = model_mla_plan(in).kv_len_limit;
+    g.grid.float_ws = g.info[kPartialLse] + 2 * s.num_blks_y * 64 * s.num_blks_x * 4;
+    g.grid.int_ws = static_cast<int64_t>(staged);
+    return g;
+  };
+  io.upload(cap);
+  MlaGraphPlan cp;
+  try {
+    cp = plan(cin);
+  } catch (const std::runtime_error& e) {
+    r.not_captured = std::string("the bucket's plan: ") + e.what();
+    return r;
+  }
+  r.captured_grid = cp.grid;
+  r.captured = true;
+  MlaLaunchArgs a;
+  a.q = io.q.as<void>();
+  a.kv = w.k.as<void>();
+  a.o = io.out.o.as<void>();
+  a.lse = io.out.lse.as<float>();
+  a.partial_o = fi_offset(ws.float_ws.as<char>(), cp.info[kPartialO]);
+  a.partial_lse = static_cast<float*>(fi_offset(ws.float_ws.as<char>(), cp.info[kPartialLse]));
+  a.kv_indices = io.du.kv_indices.as<int32_t>();
+  a.int_ws = ws.int_ws.as<void>();
+  a.info = cp.info.data();
+  a.num_heads = c.num_qo_heads;
+  a.page_size = ps;
+  a.sm_scale = static_cast<float>(c.sm_scale_or_default());
+  const std::string name = "BatchMLAPagedAttentionKernel (CUDA graph)";
+  auto launch = [&](bool sync) { check_fi_launch(launch_mla_fa2(a, c.attention.causal, c.dtype, io.stream), name, sync); };
+  launch(true);  // uncaptured first (the kernel's attributes are set outside the capture)
+  io.capture([&] { launch(false); });
+  io.upload(rep);
+  MlaGraphPlan rp;
+  try {
+    rp = plan(rin);
+  } catch (const std::runtime_error& e) {
+    r.checks.push_back(
+        {"fits the captured grid", false, false, std::string("does not fit: MLAPlan for the real batch: ") + e.what()});
+    return r;
+  }
+  r.replay_grid = rp.grid;
+  r.checks.push_back(mla_fit_check(cp, rp, prof.sm_count));
+  if (!r.checks.back().pass) return r;  // replaying would read a plan the captured launch does not address
+  io.poison();
+  io.replay();
+  graph_outputs(c, w, pad, rep, io, &r);
+  r.notes.push_back(
+      "zero-key padding adds no keys, so MLAPlan's kv_len_limit and each live request's split pieces are the eager "
+      "plan's (the work items land on other clusters): the same pieces, merged in the same order");
+  if (graph_time_reps_ > 0) {
+    r.replay_ms = io.replay_median_ms(graph_time_reps_);
+    r.replay_reps = graph_time_reps_;
+  }
+  return r;
+}
 
 }  // namespace
 

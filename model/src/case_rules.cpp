@@ -149,6 +149,24 @@ void validate_request(const CaseSpec& c, size_t i) {
             std::to_string(*r.pad_start) + " is out of range, must be in [0, kv_len " + std::to_string(r.kv_len) + "]");
 }
 
+// /cuda_graph with /mla: what an engine captures of MLA is the absorbed decode SGLang's flashinfer_mla
+// backend runs (BatchMLAPagedAttentionWrapper, use_cuda_graph; cuda_graph_pad.cpp names the commit).
+void validate_cuda_graph_mla(const CaseSpec& c) {
+  require(c.mla_absorbed(), "/mla/absorbed",
+          "false with /cuda_graph: the non-absorbed form is plain attention with head dims " + std::to_string(c.head_dim_qk) +
+              " / " + std::to_string(c.head_dim_vo) +
+              ", which no engine captures for MLA (SGLang's flashinfer_mla backend captures the absorbed decode); set it "
+              "true or drop /cuda_graph");
+  require(c.cuda_graph->engine == GraphEngine::kSglang, "/cuda_graph/engine",
+          "\"vllm\" with /mla: vLLM v1's FlashInfer MLA backend (vllm/v1/attention/backends/mla/flashinfer_mla.py @ "
+          "002d68ef00d4b4ac34ec2394d430f3727c516a7d) calls trtllm_batch_decode_with_kv_cache_mla (sm_100), not FlashInfer's "
+          "MLAPlan kernels, so its padding of them is not modelled; use \"sglang\"");
+  require(c.requests[0].q_len == 1, "/requests/0/q_len",
+          std::to_string(c.requests[0].q_len) +
+              " with /cuda_graph and /mla: the captured MLA batch modelled is SGLang's decode (q_len 1); its target-verify "
+              "graph runs the prefill wrapper with the draft tokens, which is not modelled");
+}
+
 // /cuda_graph: the graph is captured at `bucket` entries of num_tokens_per_bs query tokens each
 // (docs/conventions.md, "CUDA-graph replay"), so the real batch must fit and be uniform.
 void validate_cuda_graph(const CaseSpec& c) {
@@ -177,7 +195,7 @@ void validate_cuda_graph(const CaseSpec& c) {
             std::to_string(c.requests[0].q_len) + " with /cuda_graph/engine \"vllm\"" +
                 (c.engine.empty() ? "" : " (from /engine " + c.engine + ")") +
                 ": vLLM's FlashInfer backend captures pure decode batches only (q_len 1)");
-  require(!c.is_mla(), "/mla", "set with /cuda_graph, the replay mode models the GQA backends only");
+  if (c.is_mla()) validate_cuda_graph_mla(c);
 }
 
 }  // namespace

@@ -73,6 +73,30 @@ void pad_sglang(const CaseSpec& c, const PageTable& pt, CudaGraphPad* g) {
                      " (init_forward_metadata_replay_cuda_graph, normal_decode_set_metadata)");
 }
 
+// Absorbed MLA under SGLang's flashinfer_mla backend (the engine that captures FlashInfer's MLA
+// kernels): its get_cuda_graph_seq_len_fill_value is 0, so the capture's and the padding's seq_lens
+// are 0; kv_indptr repeats (no kv_indices) and qo_indptr is one token each (the file, kSglangMla).
+const GraphSource kSglangMla = {"sgl-project/sglang", "python/sglang/srt/layers/attention/flashinfer_mla_backend.py",
+                                "004d79cff9efa71aedfa007e0f66d80768a44619"};
+
+void pad_sglang_mla(CudaGraphPad* g) {
+  GraphPadEntry e;
+  e.q_len = 1;
+  e.last_page_len = 1;  // no pages (FlashInfer's CSR convention; MLAPlan reads kv_len, 0)
+  for (int b = g->live; b < g->bucket; ++b) g->entries.push_back(e);
+  g->capture.assign(static_cast<size_t>(g->bucket), e);
+  g->expect = CudaGraphPad::PadExpect::kZero;
+  g->expect_text =
+      "no keys (flashinfer_mla's seq_len fill value 0): FlashInfer's MLA kernel writes an empty work item's rows as O = 0, "
+      "LSE -inf (mla.cuh write_empty_o); SGLang returns output[:raw_num_token] and drops these rows";
+  g->notes.push_back(
+      "absorbed MLA: SGLang's flashinfer_mla backend captures BatchMLAPagedAttentionWrapper(use_cuda_graph=True) at the "
+      "bucket with every seq_len the fill value 0 and re-plans the padded batch into the same buffers at each replay");
+  g->notes.push_back(std::string("followed: ") + kSglangMla.file + " @ " + kSglangMla.commit +
+                     " (get_cuda_graph_seq_len_fill_value, init_forward_metadata_capture/replay_cuda_graph), " +
+                     kGraphSglangSource[0].file + " @ " + kGraphSglangSource[0].commit + " (replay_prepare)");
+}
+
 void pad_vllm(const PageTable& pt, CudaGraphPad* g) {
   // paged_kv_indptr_cpu[1 + num_decodes : 1 + num_input_tokens].fill_(indptr[-1]): no pages;
   // paged_kv_last_page_len_cpu[num_decodes:num_input_tokens].fill_(1) ("flashinfer treats 0 as a full page")
@@ -161,6 +185,8 @@ CudaGraphPad cuda_graph_pad(const CaseSpec& c, const PageTable& pt) {
   }
   if (g.engine == GraphEngine::kVllm)
     pad_vllm(pt, &g);
+  else if (c.mla_absorbed())
+    pad_sglang_mla(&g);
   else
     pad_sglang(c, pt, &g);
   if (c.attention.local_chunk) apply_local_chunk(c, pt, &g);
