@@ -170,21 +170,16 @@ class MlaBackend final : public Backend, public GraphReplayable {
   bool sm90_;
 };
 
-// The capture of flashinfer.mla as SGLang's flashinfer_mla backend runs it under CUDA graphs
+// The capture of flashinfer.mla / mla_sm90 as SGLang's flashinfer_mla backend runs it under CUDA graphs
 // (python/sglang/srt/layers/attention/flashinfer_mla_backend.py @ 004d79cff9efa71aedfa007e0f66d80768a44619:
 // BatchMLAPagedAttentionWrapper(use_cuda_graph=True) planned at the bucket, re-planned into the same
 // buffers before each replay). MLAPlan has no CUDA-graph flag: the grid (cluster size x SMs / cluster
 // size) and the workspace offsets depend on the SM count and the heads alone, so the padded batch's
 // plan keeps the captured launch; its work lists are data in the int workspace.
-std::string mla_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, bool sm90, const std::string& id) {
+std::string mla_graph_refusal(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad, const std::string& id) {
   if (auto why = mla_case_refusal(c, id); !why.empty()) return why;
   if (pad.engine != GraphEngine::kSglang || pad.tokens_per_entry != 1)
     return "only SGLang's absorbed MLA decode (q_len 1) is modelled under CUDA graphs";
-  if (sm90)
-    return "SGLang's capture batch and padded MLA entries have no keys (seq_len fill value 0); mla.cuh writes such a work item's "
-           "rows "
-           "(write_empty_o: O = 0, LSE -inf) but mla_hopper.cuh at this pin has no empty-work branch, so what the Hopper "
-           "kernel writes for them is not established here (flashinfer.mla is captured)";
   return graph_refusal(c, p, pad);
 }
 
@@ -235,7 +230,7 @@ GraphCheck mla_fit_check(const MlaGraphPlan& cap, const MlaGraphPlan& rep, int n
 
 GraphReplayReport MlaBackend::capture_replay(const CaseSpec& c, const Plan& p, const CudaGraphPad& pad) {
   GraphReplayReport r;
-  if (auto why = mla_graph_refusal(c, p, pad, sm90_, id()); !why.empty()) {
+  if (auto why = mla_graph_refusal(c, p, pad, id()); !why.empty()) {
     r.not_captured = why;
     return r;
   }
@@ -299,8 +294,13 @@ GraphReplayReport MlaBackend::capture_replay(const CaseSpec& c, const Plan& p, c
   a.num_heads = c.num_qo_heads;
   a.page_size = ps;
   a.sm_scale = static_cast<float>(c.sm_scale_or_default());
-  const std::string name = "BatchMLAPagedAttentionKernel (CUDA graph)";
-  auto launch = [&](bool sync) { check_fi_launch(launch_mla_fa2(a, c.attention.causal, c.dtype, io.stream), name, sync); };
+  const std::string name =
+      std::string(sm90_ ? "BatchMLAPageAttentionHopperKernel" : "BatchMLAPagedAttentionKernel") + " (CUDA graph)";
+  auto launch = [&](bool sync) {
+    const bool causal = c.attention.causal;
+    const cudaError_t st = sm90_ ? launch_mla_sm90(a, causal, c.dtype, io.stream) : launch_mla_fa2(a, causal, c.dtype, io.stream);
+    check_fi_launch(st, name, sync);
+  };
   launch(true);  // uncaptured first (the kernel's attributes are set outside the capture)
   io.capture([&] { launch(false); });
   io.upload(rep);
