@@ -16,9 +16,13 @@
 #include "case_json.h"
 #include "cuda_graph_run.h"
 #include "gpu_test_util.h"
+#include "graph_test_util.h"
 #include "session.h"
 
 using namespace attnscope;
+using attnscope::testing::check_of;
+using attnscope::testing::checks_text;
+using attnscope::testing::graph_of;
 
 namespace {
 
@@ -63,26 +67,6 @@ void make_fp8(CaseSpec* c, uint64_t seed) {
     c->kv_cache.scales.k = {0.0125};
     c->kv_cache.scales.v = {0.0075};
   }
-}
-
-const GraphReplayReport& graph_of(const Session& s, const std::string& id) {
-  const Result* r = s.result(id);
-  EXPECT_NE(r, nullptr) << id;
-  EXPECT_TRUE(r && r->graph.has_value()) << id;
-  static const GraphReplayReport none;
-  return r && r->graph ? *r->graph : none;
-}
-
-const GraphCheck* check_of(const GraphReplayReport& g, const std::string& what) {
-  for (const auto& k : g.checks)
-    if (k.what == what) return &k;
-  return nullptr;
-}
-
-std::string checks_text(const GraphReplayReport& g) {
-  std::string s = g.not_captured;
-  for (const auto& k : g.checks) s += "\n  " + k.what + ": " + (k.pass ? "pass " : k.skipped ? "skip " : "FAIL ") + k.detail;
-  return s;
 }
 
 // Captured, replayed, and every one of the three checks run and passed; the padded rows' detail.

@@ -18,9 +18,12 @@
 #include "attnscope/rng.h"
 #include "case_json.h"
 #include "gpu_test_util.h"
+#include "graph_test_util.h"
 #include "session.h"
 
 using namespace attnscope;
+using attnscope::testing::check_of;
+using attnscope::testing::checks_text;
 using attnscope::testing::gpu_cases;
 using attnscope::testing::run_id;
 
@@ -70,18 +73,6 @@ CaseSpec mla_graph_case(uint64_t seed, int live, int bucket) {
     const std::string why_ = make_backend(kMla)->check(mla_graph_case(1, 1, 2)); \
     if (!why_.empty()) GTEST_SKIP() << kMla << ": " << why_;                     \
   } while (0)
-
-const GraphCheck* check_of(const GraphReplayReport& g, const std::string& what) {
-  for (const auto& k : g.checks)
-    if (k.what == what) return &k;
-  return nullptr;
-}
-
-std::string checks_text(const GraphReplayReport& g) {
-  std::string s = g.not_captured;
-  for (const auto& k : g.checks) s += "\n  " + k.what + ": " + (k.pass ? "pass " : k.skipped ? "skip " : "FAIL ") + k.detail;
-  return s;
-}
 
 // Elements whose bits differ (NaN equal to NaN); a size mismatch counts every element.
 int64_t bit_differences(const std::vector<float>& a, const std::vector<float>& b) {
