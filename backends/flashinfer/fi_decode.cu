@@ -329,13 +329,7 @@ GraphReplayReport DecodeBackend::capture_replay(const CaseSpec& c, const Plan& p
   r.replay_grid = grid(ri, ws, rfb, rib);
   r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
   if (!r.checks.back().pass) return r;  // replaying would read past what was captured: not replayed
-  io.poison();
-  io.replay();
-  graph_outputs(c, w, pad, rep, io, &r);
-  if (graph_time_reps_ > 0) {  // timed runs: the same replay again, its median beside the eager launch's
-    r.replay_ms = io.replay_median_ms(graph_time_reps_);
-    r.replay_reps = graph_time_reps_;
-  }
+  replay_and_check(c, w, pad, rep, io, graph_time_reps_, &r);
   return r;
 }
 

@@ -235,4 +235,22 @@ void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaG
   r->checks.push_back(k);
 }
 
+GraphCheck refused_fit(const GraphGrid& cap, const GraphGrid& want, const std::string& planner_refuses) {
+  GraphCheck k = fit_check(cap, want, true);
+  k.pass = false;
+  k.detail = (k.detail.rfind("does not fit", 0) == 0 ? k.detail + "; " : std::string("does not fit: ")) + planner_refuses;
+  return k;
+}
+
+void replay_and_check(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep, GraphIo& io,
+                      int time_reps, GraphReplayReport* r) {
+  io.poison();
+  io.replay();
+  graph_outputs(c, w, pad, rep, io, r);
+  if (time_reps > 0) {
+    r->replay_ms = io.replay_median_ms(time_reps);
+    r->replay_reps = time_reps;
+  }
+}
+
 }  // namespace attnscope::peers::flashinfer

@@ -67,11 +67,20 @@ class GraphIo {
 // launch baked in (grid, split, tile, workspace offsets), else what differs with the numbers.
 GraphCheck fit_check(const GraphGrid& cap, const GraphGrid& rep, bool same_offsets);
 
+// The verdict when the planner refuses the real batch: fit_check's differences (the grid it would
+// want against the captured one), then the planner's reason.
+GraphCheck refused_fit(const GraphGrid& cap, const GraphGrid& want, const std::string& planner_refuses);
+
 // After the replay: the padded rows against what the engine expects (pad.expect) and the real rows
 // into r->o / lse for the session's comparison with the eager run. An entry reading one key is
 // checked against that key's V as the kernel reads it (pad_one_key_row: the FP8 bytes dequantised,
 // v_scale applied; a sink of the prefill's sinks variant weighs it, SGLang's kAnything made exact).
 void graph_outputs(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep,
                    const GraphIo& io, GraphReplayReport* r);
+
+// Once the real batch's plan fits: O and LSE poisoned, the graph replayed, its rows checked
+// (graph_outputs), and with time_reps > 0 the median of that many more replays (the timed run's).
+void replay_and_check(const CaseSpec& c, const cuda::DeviceWorkload& w, const CudaGraphPad& pad, const FiUnits& rep, GraphIo& io,
+                      int time_reps, GraphReplayReport* r);
 
 }  // namespace attnscope::peers::flashinfer

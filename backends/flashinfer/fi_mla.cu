@@ -315,16 +315,10 @@ GraphReplayReport MlaBackend::capture_replay(const CaseSpec& c, const Plan& p, c
   r.replay_grid = rp.grid;
   r.checks.push_back(mla_fit_check(cp, rp, prof.sm_count));
   if (!r.checks.back().pass) return r;  // replaying would read a plan the captured launch does not address
-  io.poison();
-  io.replay();
-  graph_outputs(c, w, pad, rep, io, &r);
+  replay_and_check(c, w, pad, rep, io, graph_time_reps_, &r);
   r.notes.push_back(
       "zero-key padding adds no keys, so MLAPlan's kv_len_limit and each live request's split pieces are the eager "
       "plan's (the work items land on other clusters): the same pieces, merged in the same order");
-  if (graph_time_reps_ > 0) {
-    r.replay_ms = io.replay_median_ms(graph_time_reps_);
-    r.replay_reps = graph_time_reps_;
-  }
   return r;
 }
 

@@ -393,11 +393,7 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
     plan(rep, &ws, &ri, &fb, &ib);
   } catch (const std::exception& e) {
     r.replay_grid = want;
-    GraphCheck k = fit_check(r.captured_grid, want, true);
-    k.pass = false;
-    k.detail = (k.detail.rfind("does not fit", 0) == 0 ? k.detail + "; " : std::string("does not fit: ")) +
-               "PrefillPlan for the real batch refuses: " + e.what();
-    r.checks.push_back(k);
+    r.checks.push_back(refused_fit(r.captured_grid, want, std::string("PrefillPlan for the real batch refuses: ") + e.what()));
     return r;
   }
   r.replay_grid = grid(rep, ri, ws);
@@ -405,13 +401,7 @@ GraphReplayReport PrefillBackend::capture_replay(const CaseSpec& c, const Plan& 
   r.replay_grid.int_ws = want.int_ws;
   r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
   if (!r.checks.back().pass) return r;  // replaying would launch the captured grid on a plan it does not hold
-  io.poison();
-  io.replay();
-  graph_outputs(c, w, pad, rep, io, &r);
-  if (graph_time_reps_ > 0) {  // timed runs: the same replay again, its median beside the eager launch's
-    r.replay_ms = io.replay_median_ms(graph_time_reps_);
-    r.replay_reps = graph_time_reps_;
-  }
+  replay_and_check(c, w, pad, rep, io, graph_time_reps_, &r);
   return r;
 }
 

@@ -608,23 +608,14 @@ GraphReplayReport PrefillSm90Backend::capture_replay(const CaseSpec& c, const Pl
     sm90_plan(c, rep, entry_kv_lens(pad.entries), true, ws, &ri);  // into the captured workspace
   } catch (const std::exception& e) {
     r.replay_grid = want;
-    GraphCheck f = fit_check(r.captured_grid, want, true);
-    f.pass = false;
-    f.detail = (f.detail.rfind("does not fit", 0) == 0 ? f.detail + "; " : std::string("does not fit: ")) +
-               "PrefillSM90Plan for the real batch refuses: " + e.what();
-    r.checks.push_back(f);
+    r.checks.push_back(
+        refused_fit(r.captured_grid, want, std::string("PrefillSM90Plan for the real batch refuses: ") + e.what()));
     return r;
   }
   r.replay_grid = want;
   r.checks.push_back(fit_check(r.captured_grid, r.replay_grid, ci.ToVector() == ri.ToVector()));
   if (!r.checks.back().pass) return r;  // the captured launch would read the plan at offsets it no longer has
-  io.poison();
-  io.replay();
-  graph_outputs(c, w, pad, rep, io, &r);
-  if (graph_time_reps_ > 0) {  // timed runs: the same replay again, its median beside the eager launch's
-    r.replay_ms = io.replay_median_ms(graph_time_reps_);
-    r.replay_reps = graph_time_reps_;
-  }
+  replay_and_check(c, w, pad, rep, io, graph_time_reps_, &r);
   return r;
 }
 
