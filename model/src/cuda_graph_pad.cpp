@@ -87,8 +87,9 @@ void pad_sglang_mla(CudaGraphPad* g) {
   g->capture.assign(static_cast<size_t>(g->bucket), e);
   g->expect = CudaGraphPad::PadExpect::kZero;
   g->expect_text =
-      "no keys (flashinfer_mla's seq_len fill value 0): FlashInfer's MLA kernel writes an empty work item's rows as O = 0, "
-      "LSE -inf (mla.cuh write_empty_o); SGLang returns output[:raw_num_token] and drops these rows";
+      "no keys (flashinfer_mla's seq_len fill value 0): FlashInfer's MLA kernels write an empty work item's rows as O = 0, "
+      "LSE -inf (mla.cuh write_empty_o; mla_hopper.cuh through its normalisation); SGLang returns output[:raw_num_token] "
+      "and drops these rows";
   g->notes.push_back(
       "absorbed MLA: SGLang's flashinfer_mla backend captures BatchMLAPagedAttentionWrapper(use_cuda_graph=True) at the "
       "bucket with every seq_len the fill value 0 and re-plans the padded batch into the same buffers at each replay");
