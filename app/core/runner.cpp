@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "attnscope/registry.h"
+
 namespace attnscope {
 
 Runner::Runner() : latest_(std::make_shared<Snapshot>()), worker_([this] { loop(); }) {}
@@ -18,10 +20,13 @@ Runner::~Runner() {
   worker_.join();
 }
 
-uint64_t Runner::submit(const CaseFile& f, const SessionOptions& opt) {
+uint64_t Runner::submit(const CaseFile& f, const SessionOptions& opt, std::shared_ptr<const Session> planned) {
   std::lock_guard<std::mutex> l(mu_);
-  pending_ = std::make_pair(f, opt);
-  cancel_ = true;  // the running job stops at its next check
+  pending_ = Job{f, opt, std::move(planned)};
+  if (busy_ && !protected_) {  // the run in flight stops at its next check, unless it superseded one itself
+    superseded_ = true;
+    cancel_ = true;
+  }
   cv_.notify_all();
   return ++pending_gen_;
 }
@@ -50,7 +55,7 @@ void Runner::publish(std::shared_ptr<const Snapshot> s) {
 
 void Runner::loop() {
   for (;;) {
-    std::pair<CaseFile, SessionOptions> job;
+    Job job;
     uint64_t gen;
     {
       std::vector<std::shared_ptr<const void>> dead;
@@ -66,7 +71,9 @@ void Runner::loop() {
       job = std::move(*pending_);
       pending_.reset();
       gen = pending_gen_;
+      protected_ = superseded_.load();  // this run supersedes a cut-short one: the next edit lets it finish
       cancel_ = false;
+      superseded_ = false;
       busy_ = true;
     }
     auto snap = [gen](std::shared_ptr<const Session> s, bool done, std::string err) {
@@ -77,31 +84,34 @@ void Runner::loop() {
       n->error = std::move(err);
       return n;
     };
-    SessionOptions opt = job.second;
-    opt.cancel = &cancel_;
-    // leave one hardware thread to the GUI so it keeps drawing at display rate
-    if (opt.threads == 0) opt.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
-    opt.progress = [this](const std::string& stage, double x) {
+    LiveOptions lo;
+    lo.session = job.opt;
+    lo.session.cancel = &cancel_;
+    // every core: the GUI thread sleeps between frames and draws in 1-3 ms
+    if (lo.session.threads == 0) lo.session.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    lo.session.progress = [this](const std::string& stage, double x) {
       char buf[96];
       std::snprintf(buf, sizeof buf, "%s %d%%", stage.c_str(), static_cast<int>(100 * x));
       std::lock_guard<std::mutex> l(mu_);
       activity_ = buf;
     };
+    lo.cache = &cache_;
+    lo.superseded = &superseded_;
+    lo.previous = job.planned && !job.planned->results.empty() ? job.planned : last_done_;
+    if (job.planned) lo.plan = std::make_shared<const Plan>(job.planned->plan);
+    lo.publish = [&](std::shared_ptr<const Session> s) { publish(snap(std::move(s), false, "")); };
     try {
-      auto s = begin_session(job.first, opt);
-      publish(snap(std::make_shared<const Session>(*s), false, ""));  // the plan views draw at once
-      run_session_backends(*s, opt, [&](const Session& cur) {
-        if (!cancel_) publish(snap(std::make_shared<const Session>(cur), false, ""));
-      });
-      if (!cancel_) {
-        finish_session(*s);
-        publish(snap(std::make_shared<const Session>(*s), true, ""));
+      validate_case(job.file.spec, &registry_ids());
+      if (auto done = run_live(job.file, lo)) {
+        last_done_ = done;
+        publish(snap(done, true, ""));
       }
     } catch (const std::exception& e) {
       publish(snap(nullptr, true, e.what()));
     }
     std::lock_guard<std::mutex> l(mu_);
     busy_ = false;
+    protected_ = false;
     activity_.clear();
   }
 }

@@ -1,9 +1,13 @@
-// The GUI's background runner: a new case cancels the stale run; the worker plans, runs each
-// backend and compares, publishing an immutable snapshot after every stage. The GUI thread only
-// reads the latest snapshot; it never waits on the worker.
+// The GUI's background runner: the worker runs each case live (live_session.h: only the stages an
+// edit invalidates, the rest from its content cache), publishing an immutable snapshot after every
+// stage. A newer case supersedes the run in flight: at once (inside a CPU stage, at its next block of
+// rows) unless that run itself superseded another, which then finishes, so a drag still shows
+// results, never more than one run behind. Nothing queues: only the newest case waits. The GUI
+// thread only reads the latest snapshot; it never waits on the worker.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -12,15 +16,18 @@
 #include <thread>
 #include <vector>
 
+#include "live_session.h"
 #include "session.h"
+#include "stage_cache.h"
 
 namespace attnscope {
 
 struct Snapshot {
-  uint64_t generation = 0;                 // which submit() this belongs to
-  std::shared_ptr<const Session> session;  // null until the plan is ready
-  bool done = false;                       // every stage finished (or failed)
-  std::string error;                       // the case was invalid or a stage threw
+  uint64_t generation = 0;                                                        // which submit() this belongs to
+  std::shared_ptr<const Session> session;                                         // null until the plan is ready
+  bool done = false;                                                              // every stage finished (or failed)
+  std::string error;                                                              // the case was invalid or a stage threw
+  std::chrono::steady_clock::time_point made = std::chrono::steady_clock::now();  // when published
 };
 
 class Runner {
@@ -30,8 +37,10 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
-  // Starts a new run of `f` (cancelling the current one); returns its generation.
-  uint64_t submit(const CaseFile& f, const SessionOptions& opt = {});
+  // Starts a new run of `f` (superseding the current one); returns its generation. `planned`: the
+  // GUI's session of `f` planned in the frame of the edit (its plan is used, its results are shown
+  // stale until replaced), or null.
+  uint64_t submit(const CaseFile& f, const SessionOptions& opt = {}, std::shared_ptr<const Session> planned = nullptr);
   std::shared_ptr<const Snapshot> latest() const;
   // What the worker is doing now ("<backend> 42%"), for the status bar.
   std::string activity() const;
@@ -39,6 +48,8 @@ class Runner {
   // Hands an old snapshot to the worker to destroy: a session's results are tens of MB, and freeing
   // them on the GUI thread costs a frame.
   void retire(std::shared_ptr<const void> old);
+  StageCounts counts() const { return cache_.counts(); }
+  int64_t cache_bytes() const { return cache_.bytes(); }
 
  private:
   void loop();
@@ -46,12 +57,20 @@ class Runner {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::optional<std::pair<CaseFile, SessionOptions>> pending_;
+  struct Job {
+    CaseFile file;
+    SessionOptions opt;
+    std::shared_ptr<const Session> planned;
+  };
+  std::optional<Job> pending_;
+  StageCache cache_;
+  std::shared_ptr<const Session> last_done_;  // the worker's: the latest finished session (stale stand-ins)
+  bool protected_ = false;                    // the run in flight superseded another: it finishes
   std::vector<std::shared_ptr<const void>> retired_;
   uint64_t pending_gen_ = 0;
   std::shared_ptr<const Snapshot> latest_;
   std::string activity_;
-  std::atomic<bool> cancel_{false};
+  std::atomic<bool> cancel_{false}, superseded_{false};
   std::atomic<bool> busy_{false};
   bool stop_ = false;
   std::thread worker_;

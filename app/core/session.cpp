@@ -1,6 +1,8 @@
 // Running a case: plan, workload, backends, comparisons, replay check.
 #include "session.h"
 
+#include <algorithm>
+
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
@@ -124,7 +126,38 @@ std::vector<std::string> session_backends(const Session& s, const SessionOptions
   return opt.backends ? *opt.backends : s.spec().backends;
 }
 
-namespace {
+HostInputs host_inputs_needed(const Session& s, const std::vector<std::string>& ids) {
+  HostInputs h;
+  h.needed = s.spec().fp8_kv();                                // an FP8 case's two ideals are computed on the host
+  for (const auto& id : ids) h.needed |= !is_gpu_backend(id);  // GPU backends generate their inputs on the device
+  h.bytes = workload_bytes(s.spec(), s.plan.pages);
+  h.fits = h.bytes <= kMaxHostWorkloadBytes;
+  return h;
+}
+
+Result run_backend_stage(const Session& s, const std::string& id, const Workload& w, const HostInputs& h,
+                         const SessionOptions& opt) {
+  if (!is_gpu_backend(id) && !h.fits) {
+    Result r;
+    r.backend = id;
+    r.status = Status::kUnsupported;
+    r.message = "host inputs would need " + std::to_string(h.bytes >> 20) + " MiB, more than the " +
+                std::to_string(kMaxHostWorkloadBytes >> 20) + " MiB CPU limit; use a GPU backend or fewer tokens";
+    return r;
+  }
+  RunOptions ro;
+  ro.cancel = opt.cancel;
+  ro.sample_rows = s.sample_rows;
+  ro.bench_reps = opt.bench_reps;
+  ro.threads = opt.threads;
+  ro.progress = [&opt, id](double x) {
+    if (opt.progress) opt.progress(id, x);
+  };
+  if (opt.progress) opt.progress(id, 0);
+  Result r = run_one(id, s.spec(), s.plan, w, ro);
+  attach_graph_replay(id, s.spec(), s.plan, &r);  // /cuda_graph only
+  return r;
+}
 
 // The two ideals of an FP8 case (cpu.reference over the original and over the dequantised values)
 // and the quantisation error between them.
@@ -157,47 +190,21 @@ void fp8_ideals(Session& s, const Workload& w, bool host_ok, const SessionOption
   s.dequantised_ideal = std::make_shared<const Result>(std::move(deq));
 }
 
-}  // namespace
-
 void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result) {
   const CaseSpec& c = s.spec();
   const std::vector<std::string> ids = session_backends(s, opt);
-  auto progress = [&](const std::string& stage, double x) {
-    if (opt.progress) opt.progress(stage, x);
-  };
-  bool need_host = c.fp8_kv();                                  // an FP8 case's two ideals are computed on the host
-  for (const auto& id : ids) need_host |= !is_gpu_backend(id);  // GPU backends generate their inputs on the device
-  const int64_t bytes = workload_bytes(c, s.plan.pages);
-  const bool host_ok = bytes <= kMaxHostWorkloadBytes;
+  const HostInputs h = host_inputs_needed(s, ids);
   Workload w;
-  if (need_host && host_ok) {
-    progress("inputs", 0);
+  if (h.needed && h.fits) {
+    if (opt.progress) opt.progress("inputs", 0);
     w = make_workload(c, s.plan.pages);
   }
   for (const auto& id : ids) {
     if (opt.cancel && opt.cancel->load()) break;
-    if (!is_gpu_backend(id) && !host_ok) {
-      Result r;
-      r.backend = id;
-      r.status = Status::kUnsupported;
-      r.message = "host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
-                  std::to_string(kMaxHostWorkloadBytes >> 20) + " MiB CPU limit; use a GPU backend or fewer tokens";
-      s.results.push_back(r);
-    } else {
-      RunOptions ro;
-      ro.cancel = opt.cancel;
-      ro.sample_rows = s.sample_rows;
-      ro.bench_reps = opt.bench_reps;
-      ro.threads = opt.threads;
-      ro.progress = [&, id](double x) { progress(id, x); };
-      progress(id, 0);
-      Result r = run_one(id, c, s.plan, w, ro);
-      attach_graph_replay(id, c, s.plan, &r);  // /cuda_graph only
-      s.results.push_back(std::move(r));
-    }
+    s.results.push_back(run_backend_stage(s, id, w, h, opt));
     if (on_result) on_result(s);
   }
-  if (c.fp8_kv() && !(opt.cancel && opt.cancel->load())) fp8_ideals(s, w, host_ok, opt);
+  if (c.fp8_kv() && !(opt.cancel && opt.cancel->load())) fp8_ideals(s, w, h.fits, opt);
 }
 
 namespace {
@@ -317,30 +324,36 @@ void replay_recorded(Session& s) {
 
 }  // namespace
 
-void finish_session(Session& s) {
+bool Session::is_stale(const std::string& id) const { return std::find(stale.begin(), stale.end(), id) != stale.end(); }
+
+DiffReport compare_one(const Session& s, const ComparisonSpec& k) {
   const CaseSpec& c = s.spec();
+  const Result* a = s.result(k.backend);
+  const Result* b = s.result(k.baseline);
+  const Result* l = s.result(k.lowp);
+  if (!a || !b) {
+    DiffReport d;
+    d.backend = k.backend;
+    d.baseline = k.baseline;
+    d.verdict.rule = rule_name(k.rule);
+    d.verdict.skipped = true;
+    d.verdict.detail = "not compared: " + std::string(!a ? k.backend : k.baseline) + " was not run";
+    return d;
+  }
+  DiffReport d = compare_results(c, *a, *b, k, l);
+  if (s.original_ideal && s.original_ideal->ok() && d.available) {
+    d.vs_original = diff_only(c, *a, *s.original_ideal).o;
+    d.baseline_vs_original = diff_only(c, *b, *s.original_ideal).o;
+  }
+  return d;
+}
+
+void check_recorded(Session& s) { replay_recorded(s); }
+
+void finish_session(Session& s) {
   check_graph_replays(s);
   s.diffs.clear();
-  for (const auto& k : c.comparisons) {
-    const Result* a = s.result(k.backend);
-    const Result* b = s.result(k.baseline);
-    const Result* l = s.result(k.lowp);
-    if (!a || !b) {
-      DiffReport d;
-      d.backend = k.backend;
-      d.baseline = k.baseline;
-      d.verdict.rule = rule_name(k.rule);
-      d.verdict.skipped = true;
-      d.verdict.detail = "not compared: " + std::string(!a ? k.backend : k.baseline) + " was not run";
-      s.diffs.push_back(d);
-      continue;
-    }
-    s.diffs.push_back(compare_results(c, *a, *b, k, l));
-    if (s.original_ideal && s.original_ideal->ok() && s.diffs.back().available) {
-      s.diffs.back().vs_original = diff_only(c, *a, *s.original_ideal).o;
-      s.diffs.back().baseline_vs_original = diff_only(c, *b, *s.original_ideal).o;
-    }
-  }
+  for (const auto& k : s.spec().comparisons) s.diffs.push_back(compare_one(s, k));
   replay_recorded(s);
 }
 

@@ -70,6 +70,8 @@ class ResultList {
     bool operator==(const Iter& o) const { return it == o.it; }
   };
   void push_back(Result r) { v_.push_back(std::make_shared<const Result>(std::move(r))); }
+  void push_back(Ptr r) { v_.push_back(std::move(r)); }  // shared, not copied (the live run's cached results)
+  const Ptr& ptr(size_t i) const { return v_[i]; }
   size_t size() const { return v_.size(); }
   bool empty() const { return v_.empty(); }
   const Result& operator[](size_t i) const { return *v_[i]; }
@@ -97,8 +99,19 @@ struct Session {
   ResultList::Ptr original_ideal, dequantised_ideal;
   std::optional<DiffReport> quantisation;
   std::string fp8_note;
+  // The live run (stage_cache.h): results shown from the previous edit until this one's replace them
+  // (backend ids), whether the comparisons are still the previous edit's, and each stage's time.
+  std::vector<std::string> stale;
+  bool diffs_stale = false;
+  struct StageTime {
+    std::string stage;  // "plan", "inputs", a backend id, "compare", "fp8 ideals"
+    double ms = 0;
+    bool reused = false;  // taken from the cache
+  };
+  std::vector<StageTime> stages;
 
   const CaseSpec& spec() const { return file.spec; }
+  bool is_stale(const std::string& id) const;
   const Result* result(const std::string& id) const;
   bool failed() const;  // a comparison failed, a backend errored, or a replay did not match
   RunSummary summary() const;
@@ -122,6 +135,24 @@ std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& op
 std::shared_ptr<Session> begin_session(const CaseFile& f, const SessionOptions& opt);
 void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result);
 void finish_session(Session& s);
+// finish_session's parts: one comparison of the case (k of spec().comparisons) over the session's
+// results, and the replay check of what the case recorded.
+DiffReport compare_one(const Session& s, const ComparisonSpec& k);
+void check_recorded(Session& s);
+
+// run_session_backends' parts, shared with the live run (live_session.h): the backends to run, the
+// host inputs they need, one backend's stage (its run and /cuda_graph replay, or why it cannot run
+// on the host), and an FP8 case's two ideals.
+std::vector<std::string> session_backends(const Session& s, const SessionOptions& opt);
+struct HostInputs {
+  bool needed = false;  // a CPU backend runs, or the case is FP8
+  bool fits = true;     // under the CPU limit on host inputs
+  int64_t bytes = 0;
+};
+HostInputs host_inputs_needed(const Session& s, const std::vector<std::string>& ids);
+Result run_backend_stage(const Session& s, const std::string& id, const Workload& w, const HostInputs& h,
+                         const SessionOptions& opt);
+void fp8_ideals(Session& s, const Workload& w, bool host_ok, const SessionOptions& opt);
 
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);

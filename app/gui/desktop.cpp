@@ -129,22 +129,4 @@ double peak_resident_mib() {
   return -1;
 }
 
-double median_ms(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string latency_line(const std::vector<double>& ms) {
-  std::string s;
-  char b[32];
-  for (double v : ms) {
-    std::snprintf(b, sizeof b, "%.1f ", v);
-    s += b;
-  }
-  std::snprintf(b, sizeof b, "ms; median %.1f ms", median_ms(ms));
-  return s + b;
-}
-
 }  // namespace attnscope::gui

@@ -57,8 +57,4 @@ std::vector<int> request_rows(const CaseSpec& c, int col, bool ascending, const 
 // with a screenshot's frame times.
 double peak_resident_mib();
 
-// The figures --edit-latency prints: per edit in ms, in order, then their median.
-double median_ms(std::vector<double> v);
-std::string latency_line(const std::vector<double>& ms);
-
 }  // namespace attnscope::gui

@@ -20,6 +20,7 @@
 #include "draw/screenshot.h"
 #include "draw/text_fit.h"
 #include "file_input.h"
+#include "live_session.h"
 #include "repro.h"
 
 namespace attnscope::gui {
@@ -109,16 +110,25 @@ void App::adopt(const CaseFile& f) {
   edit_ = f.spec;
   edit_error_.clear();
   run_pending_ = true;
-  edited_at_ = Clock::now();
+  planned_.reset();
   // a mask_mod is evaluated on every (query, key) pair when planning: a large one is planned by
   // the runner, whose first snapshot is the plan, and the views keep the last plan until then
   if (mask_mod_pairs(f.spec) > kPlanInlinePairs) return;
-  // plan now, on this thread: the plan views follow the edit in the next frame
+  // plan now, on this thread: the plan views follow the edit in this frame; the results shown stay
+  // the last edit's, marked stale, until the runner replaces them
+  const auto t0 = Clock::now();
   auto s = std::make_shared<Session>();
   s->file = f;
   s->plan = plan_case(f.spec);
+  plan_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   if (shown_) s->env = shown_->env;
-  shown_ = s;
+  planned_ = s;
+  show(shown_ ? with_stale_results(*s, *shown_) : s);
+}
+
+void App::show(std::shared_ptr<const Session> s) {
+  runner_.retire(std::move(shown_));
+  shown_ = std::move(s);
 }
 
 void App::draw_menu() {
@@ -181,7 +191,10 @@ void App::draw_status() {
     text_elided("invalid edit (not applied): " + edit_error_, state_w, &red);
   } else if (run_pending_ || runner_.busy() || !snap_ || !snap_->done) {
     const std::string a = runner_.activity();
-    text_elided("running " + (a.empty() ? std::string("...") : a), state_w);
+    const size_t stale = shown_ ? shown_->stale.size() : 0;
+    text_elided("running " + (a.empty() ? std::string("...") : a) +
+                    (stale ? "; " + std::to_string(stale) + " of the results shown are the previous edit's (stale)" : ""),
+                state_w);
   } else if (snap_ && !snap_->error.empty()) {
     text_elided("error: " + snap_->error, state_w, &red);
   } else if (shown_) {
@@ -230,28 +243,23 @@ void App::frame() {
     drop_path_.clear();
     open_case(p);
   }
-  // debounced run of the backends
-  if (scripted_edit_) {  // --edit-latency: the data seed toggled, through the editor's path
-    scripted_edit_ = false;
-    edit_.data.seed = edits_done_ % 2 ? edit_.data.seed - 1 : edit_.data.seed + 1;
-    edit_at_ = Clock::now();
-    apply_edit();
-  }
-  // python: backends wait for the user's permission (python_consent.h); headless screenshots never ask
-  if (run_pending_ && std::chrono::duration<double>(Clock::now() - edited_at_).count() >= debounce_s_ &&
-      !python_consent_.holds_run(current_.spec.backends, !persistent())) {
-    want_gen_ = runner_.submit(current_);
-    run_pending_ = false;
-  }
-  auto latest = runner_.latest();
-  if (latest && latest->generation == want_gen_ && latest != snap_) {
-    runner_.retire(std::move(snap_));
-    snap_ = latest;
-    if (snap_->session) {  // an error snapshot keeps the last good session
-      runner_.retire(std::move(shown_));
-      shown_ = snap_->session;
+  if (script_.active() && script_.frame(snap_.get(), want_gen_)) {  // --edit-latency: an edit through the editor's path
+    const auto at = Clock::now();
+    try {
+      edit_ = parse_case(script_.next_case(case_to_json(edit_))).spec;
+      apply_edit();
+      script_.edited(want_gen_ + 1, at, plan_ms_);
+    } catch (const std::exception& e) {  // a --drag path the case does not have, or a value it refuses
+      script_error_ = e.what();
     }
   }
+  // the backends run at the edit (no timer): a newer edit supersedes the run in flight
+  // python: backends wait for the user's permission (python_consent.h); headless screenshots never ask
+  if (run_pending_ && !python_consent_.holds_run(current_.spec.backends, !persistent())) {
+    want_gen_ = runner_.submit(current_, {}, planned_);
+    run_pending_ = false;
+  }
+  take_snapshot();
 
   const ImGuiIO& io = ImGui::GetIO();
   shortcuts();
@@ -282,6 +290,12 @@ void App::frame() {
   ImGui::SetNextWindowSize(ImVec2(io.DisplaySize.x - side, io.DisplaySize.y - top - bottom));
   ImGui::Begin("Views", nullptr,
                ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoTitleBar);
+  if (shown_ && (!shown_->stale.empty() || shown_->diffs_stale)) {  // never shown as current while stale
+    std::string ids;
+    for (const auto& id : shown_->stale) ids += (ids.empty() ? "" : ", ") + id;
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "stale until this edit's results arrive: %s%s", ids.empty() ? "" : ids.c_str(),
+                       shown_->diffs_stale ? (ids.empty() ? "the comparisons" : "; the comparisons") : "");
+  }
   if (ImGui::BeginTabBar("tabs")) {
     for (Tab t : kTabs) {
       // --tab: keep asking for the tab until the tab bar shows it (it takes effect a frame later)
@@ -440,29 +454,16 @@ void App::recover_from(const std::exception& e) {
   report_failure(std::string("Internal error: ") + e.what());
 }
 
-void App::edit_latency_step(bool results_shown) {
-  const int n = opt_.edit_latency;
-  if (edit_in_flight_ && results_shown) {
-    glFinish();  // the frame is drawn, not only queued
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - edit_at_).count();
-    (edits_done_ < n ? latency_debounced_ : latency_direct_).push_back(ms);
-    edit_in_flight_ = false;
-    ++edits_done_;
-    if (edits_done_ == 2 * n) {
-      debounce_s_ = 0.15;
-      std::printf(
-          "edit latency: %d edits each way (the data seed toggled, as a typed edit), from the edit to the frame showing every "
-          "backend's new results\n  with the %.0f ms debounce (what a user sees): %s\n  without the debounce (run at the edit): "
-          "%s\n",
-          n, 150.0, latency_line(latency_debounced_).c_str(), latency_line(latency_direct_).c_str());
-      std::fflush(stdout);
-    }
-    return;
-  }
-  if (!edit_in_flight_ && results_shown && edits_done_ < 2 * n) {
-    debounce_s_ = edits_done_ < n ? 0.15 : 0.0;
-    scripted_edit_ = edit_in_flight_ = true;
-  }
+void App::take_snapshot() {
+  auto latest = runner_.latest();
+  if (!latest || latest == snap_ || (snap_ && latest->generation < snap_->generation)) return;
+  runner_.retire(std::move(snap_));
+  snap_ = latest;
+  if (!snap_->session) return;  // an error snapshot keeps the last good session
+  if (snap_->generation == want_gen_ || !planned_)
+    show(snap_->session);
+  else  // an older edit's results (a drag outruns the runner): shown stale beside this edit's plan
+    show(with_stale_results(*planned_, *snap_->session));
 }
 
 void App::save_case() {
@@ -640,10 +641,17 @@ int App::run() {
       const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) &&
                         !(ui_.tab == Tab::kSweep && (sweep_.busy() || plan_cost_.busy())) &&
                         !(ui_.tab == Tab::kConsistency && consistency_.busy()) && !(ui_.tab == Tab::kPages && pages_.busy());
-      if (edits_done_ < 2 * opt_.edit_latency) {
-        const int before = edits_done_;
-        edit_latency_step(results && !scripted_edit_);
-        if (edits_done_ != before) t0 = Clock::now();  // the time limit is per edit
+      if (!script_error_.empty()) {
+        std::fprintf(stderr, "attnscope: --edit-latency: %s\n", script_error_.c_str());
+        code = 2;
+        break;
+      }
+      if (script_.active() && !script_.finished()) {
+        if (script_.frame(snap_.get(), want_gen_), script_.finished()) {
+          std::printf("%s", script_.report().c_str());
+          std::fflush(stdout);
+        }
+        t0 = Clock::now();  // the time limit is per edit
       } else if (done) {
         ++frames_after_done_;
       }

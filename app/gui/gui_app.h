@@ -1,6 +1,6 @@
 // The attnscope window: case editor sidebar, tabbed panels, status bar, file handling, headless
 // screenshots. The GUI thread plans edits at once (plans are cheap; a large mask_mod's is left to the
-// Runner, whose first snapshot is the plan) and hands the backends to the Runner, debounced; it only
+// Runner, whose first snapshot is the plan) and hands the backends to the Runner at the edit; it only
 // ever reads snapshots.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "desktop.h"
+#include "edit_script.h"
 #include "frame_stats.h"
 #include "gui_state.h"
 #include "panels/consistency_panel.h"
@@ -45,8 +46,9 @@ struct AppOptions {
   int width = 1600, height = 1000;
   bool size_given = false;  // --size: else the size kept in the settings
   double screenshot_timeout_s = 300;
-  std::string view;      // --view: an FP8 sub-view (gui_state.h's parse_view)
-  int edit_latency = 0;  // with --screenshot: scripted edits timed from the edit to the frame showing their results
+  std::string view;              // --view: an FP8 sub-view (gui_state.h's parse_view)
+  int edit_latency = 0;          // with --screenshot: scripted edits timed from the edit to the frame showing their results
+  std::optional<DragSpec> drag;  // --drag: those edits step a case path at 60 Hz (edit_script.h)
 };
 
 class App {
@@ -58,13 +60,14 @@ class App {
   void queue_open(const std::string& path) { drop_path_ = path; }
 
  private:
-  bool open_case(const std::string& path);  // on failure: error dialog, current session kept
-  void adopt(const CaseFile& f);            // new current case: plan now, run debounced
-  void apply_edit();                        // edit_ validated and adopted, as the editor's edits are
+  bool open_case(const std::string& path);      // on failure: error dialog, current session kept
+  void adopt(const CaseFile& f);                // new current case: plan now, run at once
+  void show(std::shared_ptr<const Session> s);  // what the panels draw from this frame on
+  void take_snapshot();                         // the runner's latest snapshot, if newer than the one shown
+  void apply_edit();                            // edit_ validated and adopted, as the editor's edits are
   void draw_panel(Tab t);
   void recover_from(const std::exception& e);  // a frame outside the views threw: balance ImGui, say why
   void report_failure(const std::string& what);
-  void edit_latency_step(bool results_shown);  // --edit-latency's script, once per frame
   void frame();
   void draw_menu();
   void draw_status();
@@ -88,7 +91,8 @@ class App {
   std::shared_ptr<const Snapshot> snap_;
   uint64_t want_gen_ = 0;
   bool run_pending_ = false;
-  std::chrono::steady_clock::time_point edited_at_;
+  std::shared_ptr<const Session> planned_;  // the newest edit planned in its frame (null: the runner plans it)
+  double plan_ms_ = 0;                      // how long that plan took
   std::string drop_path_;
   std::string dialog_error_;  // modal error text
   std::string open_path_, save_path_;
@@ -102,7 +106,6 @@ class App {
   std::optional<Tab> switch_to_;  // a shortcut's tab, selected in the tab bar's next frame
   int frames_after_done_ = 0;
   bool frame_log_ = std::getenv("ATTNSCOPE_FRAME_LOG") != nullptr;  // slow frames to stderr
-  double debounce_s_ = 0.15;                                        // backends re-run this long after the last edit
   // a view that threw: drawn as its error until the session shown changes
   std::optional<Tab> failed_tab_;
   const Session* failed_for_ = nullptr;
@@ -111,12 +114,8 @@ class App {
   // tests of the recovery: ATTNSCOPE_TEST_THROW_IN_VIEW=<tab id> makes that view throw while drawing
   std::optional<Tab> throw_in_ =
       std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW") ? parse_tab(std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW")) : std::nullopt;
-  // --edit-latency: edits done (debounced first, then not), the one in flight, the figures
-  int edits_done_ = 0;
-  bool edit_in_flight_ = false;
-  bool scripted_edit_ = false;  // apply one at the next frame
-  std::chrono::steady_clock::time_point edit_at_;
-  std::vector<double> latency_debounced_, latency_direct_;
+  EditScript script_{opt_.edit_latency, opt_.drag};  // --edit-latency [--drag]
+  std::string script_error_;                         // its edit was refused: the run ends, exit 2
 
   PythonConsent python_consent_;  // asks before a case's python: backends run
   EditorPanel editor_;

@@ -1,6 +1,6 @@
 // attnscope [case.json] [--screenshot out.png --tab NAME [--view NAME]] [--sweep PATH=VALUES] [--sweep-report FILE] [--plan-cost]
 //           [--consistency N] [--size WxH]
-//           [--edit-latency N]
+//           [--edit-latency N [--drag PATH=A:B]]
 #include <GLFW/glfw3.h>
 
 #include <cstdio>
@@ -40,6 +40,14 @@ int main(int argc, char** argv) {
       char extra = 0;
       if (std::sscanf(n.c_str(), "%d%c", &o.edit_latency, &extra) != 1 || o.edit_latency < 1 || o.edit_latency > 1000) {
         std::fprintf(stderr, "attnscope: --edit-latency %s must be a number of edits, 1 to 1000\n", n.c_str());
+        return 2;
+      }
+    } else if (a == "--drag") {
+      const std::string d = next("--drag");
+      std::string why;
+      o.drag = attnscope::gui::parse_drag(d, &why);
+      if (!o.drag) {
+        std::fprintf(stderr, "attnscope: --drag %s: %s\n", d.c_str(), why.c_str());
         return 2;
       }
     } else if (a == "--tab") {
@@ -97,12 +105,15 @@ int main(int argc, char** argv) {
           "usage: attnscope [case.json] [--screenshot out.png] [--tab "
           "mask|pages|local|split|softmax|diff|timing|sweep|consistency|engine] [--view NAME] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] [--plan-cost] [--consistency N] "
-          "[--size WxH] [--edit-latency N] [--version]\n"
+          "[--size WxH] [--edit-latency N [--drag PATH=A:B]] [--version]\n"
           "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
           "                    (the Diff tab's reference), sglang-fa, vllm-flashinfer (the Engine tab's engine)\n"
           "  --plan-cost       the Sweep tab's planning-cost view, measured at start (as attnscope-cli bench --plan-only)\n"
-          "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed toggled), print the time from\n"
-          "                    each edit to the frame showing its results, with and without the 150 ms debounce\n");
+          "  --edit-latency N  with --screenshot: apply N scripted edits (the data seed stepped, each once the last one's\n"
+          "                    results are shown), print the time from each edit to the frame showing its results (p50,\n"
+          "                    p95) and each stage's time\n"
+          "  --drag PATH=A:B   with --edit-latency N: the N edits step PATH from A to B at 60 Hz (a slider dragged),\n"
+          "                    e.g. /attention/window=64:4096; also prints the result updates per second\n");
       return 0;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "attnscope: unknown option %s (see --help)\n", a.c_str());
@@ -110,6 +121,10 @@ int main(int argc, char** argv) {
     } else {
       o.case_path = a;
     }
+  }
+  if (o.drag && o.edit_latency == 0) {
+    std::fprintf(stderr, "attnscope: --drag needs --edit-latency N (the number of edits along the range)\n");
+    return 2;
   }
   if (o.edit_latency > 0 && o.screenshot.empty()) {
     std::fprintf(stderr, "attnscope: --edit-latency needs --screenshot (it measures, then writes the screenshot and exits)\n");

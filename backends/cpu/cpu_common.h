@@ -37,6 +37,29 @@ inline void parallel_for(int64_t n, int64_t grain, const RunOptions& opt, const 
   for (auto& t : pool) t.join();
 }
 
+// q . k for n key rows, each summed over d in order as `acc += Acc(q[d]) * Acc(k[d])` from 0: the same
+// bits as one row at a time. Eight rows go together: eight independent sums keep the adder busy where
+// one row's sum waits on its own previous add.
+template <class Acc, class Q>
+inline void dot_rows(const Q* q, const float* const* rows, int n, int D, Acc* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Acc a[8] = {};
+    const float* k[8];
+    for (int j = 0; j < 8; ++j) k[j] = rows[i + j];
+    for (int d = 0; d < D; ++d) {
+      const Acc x = static_cast<Acc>(q[d]);
+      for (int j = 0; j < 8; ++j) a[j] += x * static_cast<Acc>(k[j][d]);
+    }
+    for (int j = 0; j < 8; ++j) out[i + j] = a[j];
+  }
+  for (; i < n; ++i) {
+    Acc a = 0;
+    for (int d = 0; d < D; ++d) a += static_cast<Acc>(q[d]) * static_cast<Acc>(rows[i][d]);
+    out[i] = a;
+  }
+}
+
 struct KvAccess {
   const CaseSpec& c;
   const PageTable& pt;

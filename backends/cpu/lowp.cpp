@@ -56,19 +56,32 @@ class Lowp final : public Backend {
       const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
       const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
       std::vector<float> s(hi - lo);
+      // without scales the pool holds dtype values (rd(x * 1) is x): the rows' dot products go
+      // together (dot_rows: the same bits); with them each row is scaled element by element
+      thread_local std::vector<const float*> rows;
+      thread_local std::vector<float> dots;
+      rows.clear();
+      if (!w.has_scales())
+        for (int k = lo; k < hi; ++k) rows.push_back(kv.k(r, k, h / G));
+      dots.resize(rows.size());
+      dot_rows<float>(qs.data(), rows.data(), static_cast<int>(rows.size()), Dq, dots.data());
       float mx = -INFINITY;
       for (int k = lo; k < hi; ++k) {
         if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
           s[k - lo] = -INFINITY;
           continue;
         }
-        const float* kr = kv.k(r, k, h / G);
-        const float ks = kv.k_scale(r, k, h / G);
         float dot = 0;
-        if (ks == 1.0f)  // the pool holds dtype values: rd(x * 1) is x (the same bits, a faster loop)
-          for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
-        else
-          for (int d = 0; d < Dq; ++d) dot += qs[d] * rd(kr[d] * ks);
+        if (!w.has_scales()) {
+          dot = dots[k - lo];
+        } else {
+          const float* kr = kv.k(r, k, h / G);
+          const float ks = kv.k_scale(r, k, h / G);
+          if (ks == 1.0f)
+            for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
+          else
+            for (int d = 0; d < Dq; ++d) dot += qs[d] * rd(kr[d] * ks);
+        }
         float x = rd(dot);  // score matrix in the dtype
         if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
         if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));

@@ -31,17 +31,27 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
   const float* qv = w.q_row(t, h, c);
   const double slope = c.attention.alibi ? alibi_slope(h, Hq) : 0.0;
   std::vector<double> s(hi - lo);
-  double mx = -INFINITY;
+  // the allowed keys' K rows, then their dot products together (dot_rows: the same bits)
+  thread_local std::vector<const float*> rows;
+  thread_local std::vector<int> keys;
+  thread_local std::vector<double> dots;
+  rows.clear();
+  keys.clear();
   for (int k = lo; k < hi; ++k) {
     if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
       s[k - lo] = -INFINITY;
       continue;
     }
-    const float* kr = kv.k(r, k, h / G);
-    double dot = 0;
-    for (int d = 0; d < Dq; ++d) dot += static_cast<double>(qv[d]) * kr[d];
+    keys.push_back(k);
+    rows.push_back(kv.k(r, k, h / G));
+  }
+  dots.resize(keys.size());
+  dot_rows<double>(qv, rows.data(), static_cast<int>(rows.size()), Dq, dots.data());
+  double mx = -INFINITY;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const int k = keys[i];
     // FP8: the row's values are stored value * scale; the scales factor out of the dot product
-    double x = dot * (static_cast<double>(w.q_scale) * kv.k_scale(r, k, h / G)) * scale;
+    double x = dots[i] * (static_cast<double>(w.q_scale) * kv.k_scale(r, k, h / G)) * scale;
     if (c.attention.soft_cap) x = *c.attention.soft_cap * std::tanh(x / *c.attention.soft_cap);
     if (c.attention.alibi) x += slope * (k - qa);
     x = apply_score_mod(c, p, r, h, qa, k, x);

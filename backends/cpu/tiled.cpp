@@ -34,6 +34,7 @@ class Tiled final : public Backend {
       const WorkItem& it = sp.items[i / Hk];
       const int kvh = static_cast<int>(i % Hk);
       RowScratch scratch;
+      scratch.share_k_rows = it.row_end - it.row_begin > 1;
       for (int row = it.row_begin; row < it.row_end; ++row) {
         const int ql = row / G;           // query within the unit
         const int h = kvh * G + row % G;  // qo head

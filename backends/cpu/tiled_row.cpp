@@ -60,6 +60,10 @@ float tiled_score(const TiledArith& a, const float* qv, int request, int key, in
   const float* kr = a.kv.k(request, key, h / a.G);
   float dot = 0.f;
   for (int d = 0; d < a.Dq; ++d) dot += qv[d] * kr[d];
+  return tiled_score_of_dot(a, dot, request, key, h, q_abs, slope);
+}
+
+float tiled_score_of_dot(const TiledArith& a, float dot, int request, int key, int h, int q_abs, float slope) {
   if (a.plain) return dot;  // scaled inside exp2's fma, as the kernel's plain path
   float x = dot * a.head_logit_scale[h / a.G];
   if (a.cap > 0) x = a.cap * std::tanh(x / a.cap);
@@ -71,6 +75,67 @@ float tiled_score(const TiledArith& a, const float* qv, int request, int key, in
 float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope) {
   return tiled_score(a, qv, request, key, h, q_abs, slope) * a.head_exp_scale[h / a.G];
 }
+
+namespace {
+
+// o[d] += p_k * v_k[d] for the keys in order, four keys per pass over d: each element sees the same
+// adds in the same order as one key at a time (the same bits), and o is loaded and stored once per pass.
+void add_pv(float* o, const float* p, const float* const* v, int n, int Dv) {
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const float p0 = p[k], p1 = p[k + 1], p2 = p[k + 2], p3 = p[k + 3];
+    const float *v0 = v[k], *v1 = v[k + 1], *v2 = v[k + 2], *v3 = v[k + 3];
+    for (int d = 0; d < Dv; ++d) {
+      float x = o[d];
+      x += p0 * v0[d];
+      x += p1 * v1[d];
+      x += p2 * v2[d];
+      x += p3 * v3[d];
+      o[d] = x;
+    }
+  }
+  for (; k < n; ++k)
+    for (int d = 0; d < Dv; ++d) o[d] += p[k] * v[k][d];
+}
+
+// q . k for every key of [k0, k1) into sc.dots[0 .. k1 - k0), from the work item's K rows transposed
+// once for all its rows (d-major): the sums run over d in order from 0, as dot_rows', one key per lane.
+void tile_dots(const TiledArith& a, const WorkItem& it, int kvh, const float* qv, int k0, int k1, RowScratch& sc) {
+  const int n_item = it.kv_end - it.kv_begin;
+  if (sc.kt_item != &it || sc.kt_kvh != kvh) {
+    sc.kt.resize(static_cast<size_t>(n_item) * a.Dq);
+    const int request = a.p.units[it.unit].request;
+    sc.kt_rows.resize(n_item);
+    for (int k = 0; k < n_item; ++k) sc.kt_rows[k] = a.kv.k(request, it.kv_begin + k, kvh);
+    for (int k0 = 0; k0 < n_item; k0 += kKvTile)  // a block of rows stays in L1 while its columns are written
+      for (int d = 0; d < a.Dq; ++d) {
+        float* col = sc.kt.data() + static_cast<size_t>(d) * n_item;
+        for (int k = k0; k < std::min(n_item, k0 + kKvTile); ++k) col[k] = sc.kt_rows[k][d];
+      }
+    sc.kt_item = &it;
+    sc.kt_kvh = kvh;
+  }
+  const int n = k1 - k0;
+  const float* kt = sc.kt.data() + (k0 - it.kv_begin);
+  constexpr int kBlock = 32;  // keys whose sums stay in registers over the whole d loop
+  int j0 = 0;
+  for (; j0 + kBlock <= n; j0 += kBlock) {
+    float acc[kBlock] = {};
+    for (int d = 0; d < a.Dq; ++d) {
+      const float q = qv[d];
+      const float* col = kt + static_cast<size_t>(d) * n_item + j0;
+      for (int j = 0; j < kBlock; ++j) acc[j] += q * col[j];
+    }
+    for (int j = 0; j < kBlock; ++j) sc.dots[j0 + j] = acc[j];
+  }
+  for (int j = j0; j < n; ++j) {
+    float acc = 0.f;
+    for (int d = 0; d < a.Dq; ++d) acc += qv[d] * kt[static_cast<size_t>(d) * n_item + j];
+    sc.dots[j] = acc;
+  }
+}
+
+}  // namespace
 
 RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& sc, std::vector<TileStep>* steps,
                         ChunkPartial* part) {
@@ -102,11 +167,27 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       const int k0 = t0 + w * per;
       const int k1 = std::min(k0 + per, it.kv_end);
       float tile_max = -INFINITY;
-      int visible = 0;
+      // the tile's visible keys, then their dot products together (dot_rows: the same bits)
+      sc.keys.clear();
+      sc.rows.clear();
       for (int k = k0; k < k1; ++k) {
-        const bool seen = k >= lo && k < hi && mask_bit(m, qa, k);
-        const float x = seen ? tiled_score(a, qv, un.request, k, h, qa, slope) : -INFINITY;
-        visible += seen;
+        sc.s[k - k0] = -INFINITY;
+        if (k >= lo && k < hi && mask_bit(m, qa, k)) {
+          sc.keys.push_back(k);
+          sc.rows.push_back(a.kv.k(un.request, k, kvh));
+        }
+      }
+      const int visible = static_cast<int>(sc.keys.size());
+      sc.dots.resize(std::max(visible, k1 - k0));
+      if (visible > 0 && sc.share_k_rows) {  // every key of the tile from the item's transposed K
+        tile_dots(a, it, kvh, qv, k0, k1, sc);
+        for (int i = 0; i < visible; ++i) sc.dots[i] = sc.dots[sc.keys[i] - k0];  // keys ascend: i <= keys[i] - k0
+      } else {
+        dot_rows<float>(qv, sc.rows.data(), visible, a.Dq, sc.dots.data());
+      }
+      for (int i = 0; i < visible; ++i) {
+        const int k = sc.keys[i];
+        const float x = tiled_score_of_dot(a, sc.dots[i], un.request, k, h, qa, slope);
         sc.s[k - k0] = x;
         tile_max = std::max(tile_max, x);
       }
@@ -136,14 +217,16 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
       den *= corr;
       for (float& x : o) x *= corr;
+      sc.p.clear();
+      sc.rows.clear();
       for (int k = k0; k < k1; ++k) {
         const float pk = std::exp2(std::fma(sc.s[k - k0], es, -m_new));  // one rounding, as the kernel's FFMA
         if (pk == 0.f) continue;
-        den += pk;                            // the row sum uses fp32 P, as FA2 does
-        const float pr = round_to(a.dt, pk);  // P enters the MMA in the dtype
-        const float* vr = a.kv.v(un.request, k, kvh);
-        for (int d = 0; d < a.Dv; ++d) o[d] += pr * vr[d];
+        den += pk;                           // the row sum uses fp32 P, as FA2 does
+        sc.p.push_back(round_to(a.dt, pk));  // P enters the MMA in the dtype
+        sc.rows.push_back(a.kv.v(un.request, k, kvh));
       }
+      add_pv(o.data(), sc.p.data(), sc.rows.data(), static_cast<int>(sc.p.size()), a.Dv);
       mx = m_new;
       if (steps) {
         st.rescale = corr;

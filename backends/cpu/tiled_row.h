@@ -41,6 +41,8 @@ struct TiledArith {
 // (sm_scale x log2(e) is folded into exp2's argument, fma(score, exp_scale, -max), as cuda.flash
 // does); otherwise the logit in base 2 (scale, soft-cap, ALiBi or the score_mod, times log2(e)).
 float tiled_score(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope);
+// The same from q . k already summed (in d order, from 0).
+float tiled_score_of_dot(const TiledArith& a, float dot, int request, int key, int h, int q_abs, float slope);
 
 // The logit in base 2 (the score times exp_scale, rounded once): what the step-through shows.
 float tiled_logit(const TiledArith& a, const float* qv, int request, int key, int h, int q_abs, float slope);
@@ -59,6 +61,16 @@ struct RowScratch {
   std::vector<float> s;
   std::vector<std::vector<float>> way_o;  // way 0 ends holding the merged row
   std::vector<float> way_m, way_d, scale;
+  std::vector<int> keys;  // a tile's visible keys, their K (or V) rows and q . k, their P
+  std::vector<const float*> rows;
+  std::vector<float> dots, p;
+  // Several rows of one work item share its keys: its K transposed once (d-major) makes each tile's
+  // dot products one vector loop over the keys (tiled_row.cpp's tile_dots).
+  bool share_k_rows = false;
+  const WorkItem* kt_item = nullptr;
+  int kt_kvh = -1;
+  std::vector<float> kt;
+  std::vector<const float*> kt_rows;
 };
 
 // Row `row` (packed: q_local * G + g) of work item `it` for KV head `kvh`: each of the plan's

@@ -2,13 +2,17 @@
 #include "attnscope/paging.h"
 
 #include <algorithm>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <string>
 
 #include "attnscope/rng.h"
 
 namespace attnscope {
 
-PageTable make_page_table(const CaseSpec& c) {
+static PageTable build_page_table(const CaseSpec& c) {
   PageTable pt;
   pt.page_size = c.effective_page_size();
   const int ps = pt.page_size;
@@ -58,6 +62,34 @@ PageTable make_page_table(const CaseSpec& c) {
   for (int r = 0; r < n; ++r)
     for (int i = pt.indptr[r]; i < pt.indptr[r + 1]; ++i) pt.owner[pt.indices[i]] = r;
   return pt;
+}
+
+PageTable make_page_table(const CaseSpec& c) {
+  // A pure function of the fields below, and a fragmented pool of a million pages takes ~100 ms to
+  // shuffle: the last two large tables are kept, so a live edit of anything else (the mask, the data,
+  // the planner) plans in the frame.
+  int64_t keys = 0;
+  for (const auto& r : c.requests) keys += r.kv_len;
+  if (keys / std::max(1, c.effective_page_size()) < (1 << 16)) return build_page_table(c);
+  const KvCacheSpec& k = c.kv_cache;
+  std::string key = std::to_string(c.effective_page_size()) + ' ' + storage_name(k.storage) + ' ' + alloc_name(k.allocation) +
+                    ' ' + std::to_string(k.allocation_seed) + ' ' + std::to_string(k.null_page);
+  for (const auto& r : c.requests) key += ' ' + std::to_string(r.kv_len);
+  static std::mutex mu;
+  static std::list<std::pair<std::string, std::shared_ptr<const PageTable>>> kept;  // most recent first
+  {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto it = kept.begin(); it != kept.end(); ++it)
+      if (it->first == key) {
+        kept.splice(kept.begin(), kept, it);
+        return *kept.front().second;
+      }
+  }
+  auto pt = std::make_shared<const PageTable>(build_page_table(c));
+  std::lock_guard<std::mutex> l(mu);
+  kept.emplace_front(std::move(key), pt);
+  if (kept.size() > 2) kept.pop_back();
+  return *pt;
 }
 
 }  // namespace attnscope

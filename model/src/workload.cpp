@@ -2,8 +2,11 @@
 #include "attnscope/workload.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "attnscope/fp8.h"
 #include "attnscope/mla.h"
@@ -122,17 +125,31 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
   std::vector<double> k_scale(Dq, 1.0);
   for (int ch : c.data.outlier_channels) k_scale[ch] = c.data.outlier_scale;
 
+  // every element is a pure function of its index (the counter-based generator), so requests and
+  // blocks of keys are generated on all cores, each writing its own elements: the same bits
+  struct Block {
+    int r, begin, end;  // keys [begin, end) of request r; begin -1: its query rows
+  };
+  std::vector<Block> blocks;
+  constexpr int kKeysPerBlock = 256;
   for (int r = 0; r < R; ++r) {
-    const uint64_t seed = c.request_seed(r);
-    const auto& rq = c.requests[r];
-    float* q = w.q.data() + w.q_indptr[r] * Hq * Dq;
-    for (int t = 0; t < rq.q_len; ++t)
-      for (int h = 0; h < Hq; ++h)
-        for (int d = 0; d < Dq; ++d)
-          q[(static_cast<size_t>(t) * Hq + h) * Dq + d] =
-              gen_value(seed, TensorId::kQ, q_index(c, r, t, h, d), c.data.mean, c.data.std, 1.0, c.dtype);
-    for (int k = 0; k < rq.kv_len; ++k) {
-      const int page = pt.page_of(r, k), slot = k % ps;
+    blocks.push_back({r, -1, 0});
+    for (int k = 0; k < c.requests[r].kv_len; k += kKeysPerBlock)
+      blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + kKeysPerBlock)});
+  }
+  auto generate = [&](const Block& b) {
+    const uint64_t seed = c.request_seed(b.r);
+    if (b.begin < 0) {
+      float* q = w.q.data() + w.q_indptr[b.r] * Hq * Dq;
+      for (int t = 0; t < c.requests[b.r].q_len; ++t)
+        for (int h = 0; h < Hq; ++h)
+          for (int d = 0; d < Dq; ++d)
+            q[(static_cast<size_t>(t) * Hq + h) * Dq + d] =
+                gen_value(seed, TensorId::kQ, q_index(c, b.r, t, h, d), c.data.mean, c.data.std, 1.0, c.dtype);
+      return;
+    }
+    for (int k = b.begin; k < b.end; ++k) {
+      const int page = pt.page_of(b.r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {
         for (int d = 0; d < Dq; ++d)
           w.k_pool[kv_offset(c.kv_cache.layout, page, slot, h, d, ps, Hk, Dq)] =
@@ -142,7 +159,16 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
               gen_value(seed, TensorId::kV, kv_index(k, h, d, Hk, Dv), c.data.mean, c.data.std, 1.0, c.dtype);
       }
     }
-  }
+  };
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < blocks.size();) generate(blocks[i]);
+  };
+  const size_t threads = std::min<size_t>(blocks.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
   if (c.fp8_kv()) quantize_workload(c, pt, w);
   return w;
 }

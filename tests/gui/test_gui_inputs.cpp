@@ -21,6 +21,7 @@
 #include "desktop.h"
 #include "draw/colormap.h"
 #include "draw/text_fit.h"
+#include "edit_script.h"
 #include "explain.h"
 #include "file_input.h"
 #include "panels/diff_panel.h"
@@ -371,10 +372,22 @@ TEST(GuiInputs, SoftmaxMarksWhereAChunkStartsItsOwnState) {
   EXPECT_TRUE(build_softmax_view(t, 0).breaks.empty());
 }
 
-TEST(GuiInputs, EditLatencyMedian) {
-  EXPECT_DOUBLE_EQ(median_ms({3, 1, 2}), 2);
-  EXPECT_DOUBLE_EQ(median_ms({4, 1, 3, 2}), 2.5);
-  EXPECT_NE(latency_line({1.25, 2}).find("median 1.6 ms"), std::string::npos) << latency_line({1.25, 2});
+TEST(GuiInputs, EditLatencyPercentilesAndDragSpec) {
+  EXPECT_DOUBLE_EQ(percentile({3, 1, 2}, 50), 2);
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2);  // nearest rank
+  EXPECT_DOUBLE_EQ(percentile({5, 1, 4, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, 95), 19);
+  EXPECT_DOUBLE_EQ(percentile({}, 50), 0);
+  std::string why;
+  const auto d = parse_drag("/attention/window=64:4096", &why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->path, "/attention/window");
+  EXPECT_EQ(d->from, 64);
+  EXPECT_EQ(d->to, 4096);
+  EXPECT_TRUE(d->integer);
+  EXPECT_FALSE(parse_drag("/data/std=0.5:2", &why)->integer);
+  EXPECT_FALSE(parse_drag("window=1:2", &why));
+  EXPECT_FALSE(parse_drag("/attention/window=a:2", &why));
+  EXPECT_FALSE(parse_drag("/attention/window=64", &why));
 }
 
 // --- the program itself, under Xvfb ---
@@ -446,28 +459,54 @@ TEST(GuiRuns, ScreenshotsLeaveTheUsersFilesAlone) {
   EXPECT_FALSE(fs::exists(home / ".config/attnscope/settings.json")) << out;
 }
 
-// --edit-latency: per edit and median, with the debounce and without, each labelled.
-TEST(GuiRuns, EditLatencyPrintsBothMeasurements) {
+// --edit-latency: per edit, p50 / p95, and each stage with its run / reused counts; no debounce.
+TEST(GuiRuns, EditLatencyPrintsPercentilesAndStages) {
   if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   std::string out;
-  ASSERT_EQ(run_gui(example("prefix-lm.json") + " --tab timing --edit-latency 2 --screenshot " + scratch("l.png").string(), &out),
+  ASSERT_EQ(run_gui(example("prefix-lm.json") + " --tab timing --edit-latency 3 --screenshot " + scratch("l.png").string(), &out),
             0)
       << out;
-  double a1 = 0, a2 = 0, am = 0, b1 = 0, b2 = 0, bm = 0;
-  const auto with = out.find("with the 150 ms debounce (what a user sees): ");
-  const auto without = out.find("without the debounce (run at the edit): ");
-  ASSERT_NE(with, std::string::npos) << out;
-  ASSERT_NE(without, std::string::npos) << out;
-  ASSERT_EQ(
-      std::sscanf(out.c_str() + with, "with the 150 ms debounce (what a user sees): %lf %lf ms; median %lf ms", &a1, &a2, &am), 3)
-      << out;
-  ASSERT_EQ(
-      std::sscanf(out.c_str() + without, "without the debounce (run at the edit): %lf %lf ms; median %lf ms", &b1, &b2, &bm), 3)
-      << out;
-  EXPECT_GE(std::min(a1, a2), 150) << "the debounce alone is 150 ms";
-  EXPECT_GT(std::min(b1, b2), 0);
-  EXPECT_LT(bm, am);
+  double p50 = 0, p95 = 0, e1 = 0, e2 = 0, e3 = 0;
+  const auto at = out.find("edit to results");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.find("p50 ", at), "p50 %lf ms, p95 %lf ms", &p50, &p95), 2) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.find("per edit:"), "per edit: %lf %lf %lf ms", &e1, &e2, &e3), 3) << out;
+  EXPECT_GT(std::min({e1, e2, e3}), 0);
+  EXPECT_LE(p50, p95);
+  // every edit toggles the data seed: each backend ran for each edit, none was reused
+  EXPECT_NE(out.find("cpu.reference "), std::string::npos) << out;
+  EXPECT_NE(out.find("(3 runs, 0 reused)"), std::string::npos) << out;
+  EXPECT_NE(out.find("plan (in the frame of the edit)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("debounce"), std::string::npos) << "no timer between the edit and the run";
   EXPECT_NE(out.find("screenshot "), std::string::npos) << out;
+}
+
+// --drag: edits at 60 Hz along a range, results per second, and a refused path exits 2 naming it.
+TEST(GuiRuns, DragStepsAPathAndCountsResultUpdates) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  std::string out;
+  ASSERT_EQ(
+      run_gui(example("gqa-decode-long.json") + " --tab mask --edit-latency 12 --drag /attention/window=64:4096 --screenshot " +
+                  scratch("d.png").string(),
+              &out),
+      0)
+      << out;
+  int edits = 0, updates = 0;
+  const auto at = out.find("drag /attention/window 64 -> 4096: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "drag /attention/window 64 -> 4096: %d edits at 60 Hz", &edits), 1) << out;
+  EXPECT_EQ(edits, 12);
+  ASSERT_NE(out.find(" result updates in "), std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.rfind(';', out.find(" result updates in ")) + 1, " %d", &updates), 1) << out;
+  EXPECT_GE(updates, 1);
+  EXPECT_LE(updates, 12);
+  std::string bad;
+  EXPECT_EQ(run_gui(example("gqa-decode-long.json") + " --edit-latency 2 --drag /attention/windw=1:2 --screenshot " +
+                        scratch("e.png").string(),
+                    &bad),
+            2)
+      << bad;
+  EXPECT_NE(bad.find("windw"), std::string::npos) << bad;
 }
 
 // An 80 MB report with 200,000 points took the GUI 17-27 s and 1.5 GB to open. Read point by
