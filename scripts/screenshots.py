@@ -121,7 +121,10 @@ SHOTS = {
 
 
 def git(*args):
-    p = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
+    try:
+        p = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
+    except FileNotFoundError:  # no git installed: as good as no checkout
+        return None
     return p.stdout.strip() if p.returncode == 0 else None
 
 
@@ -136,7 +139,8 @@ def last_change(path):
 
 def check():
     if git("rev-parse", "--is-inside-work-tree") != "true":
-        print("SKIP: not a git checkout (%s): the screenshots' age cannot be compared with the code's" % ROOT)
+        print("SKIP: not a git checkout, or no git (%s): the screenshots' age cannot be compared with the code's"
+              % ROOT)
         return SKIP
     if git("rev-parse", "--is-shallow-repository") == "true":
         print("SKIP: a shallow clone: its history ends before the screenshots were made, so their age cannot be "
