@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of cuda.flash on a GPU machine: a base tree against this working tree, both built in the same
 # run, each case timed alternately (base, new) for ROUNDS rounds, so the two columns share the GPU's
-# state (docs/perf-notes.md's "one run vs HEAD" numbers). Optional: GPU tests and compute-sanitizer
+# state (docs/perf-history.md's "one run vs HEAD" numbers). Optional: GPU tests and compute-sanitizer
 # on the new build.
 #
 # Here (with git): mkdir -p .carry && git archive HEAD | gzip > .carry/base.tar.gz

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Generate and check the command outputs shown in attnscope's Markdown docs.
 
-Every output block in README.md, docs/cli.md and docs/case-format.md comes from a named case run by this
-script, so a change in what the tool prints fails the ctest `Docs.GeneratedOutputsMatchTheTool` until the
-docs are regenerated:
+Every output block in README.md and in every docs/*.md (docs/cli.md, docs/cli-tour.md, docs/fp8.md, ...) comes
+from a named case run by this script, so a change in what the tool prints fails the ctest
+`Docs.GeneratedOutputsMatchTheTool` until the docs are regenerated. A block moved from one of these files to
+another stays checked; a hand-written output in any of them is an error:
 
     python3 scripts/readme-outputs.py --write    # regenerate every block in place (after a build)
     python3 scripts/readme-outputs.py --check    # what the test runs: exit 1 naming each stale block
@@ -27,7 +28,8 @@ numbers followed by `us` / `ms` / `host` / `gpu`, the column under a `host ms` h
 tail of the `library` line (FlashInfer's own planner: not compiled / no device / the device) are masked, and
 runs of spaces collapse. Everything else (digests, errors, verdicts, statistics, plans) must match exactly.
 A fenced block that starts with "$ ...attnscope-cli" but has no marker is an error: outputs are never
-hand-written (GPU measurements live in docs/performance.md as prose and tables, with their provenance).
+hand-written (GPU measurements live in docs/performance.md and docs/gpu-runs.md as prose and tables, with their
+provenance).
 Python 3 standard library only.
 """
 import argparse
@@ -39,7 +41,14 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-DEFAULT_FILES = ["README.md", "docs/cli.md", "docs/case-format.md"]
+
+
+def default_files():
+    """README.md and every Markdown file directly under docs/, sorted: what --check and --write read."""
+    docs = os.path.join(ROOT, "docs")
+    return ["README.md"] + sorted("docs/" + f for f in os.listdir(docs) if f.endswith(".md"))
+
+
 SHOWN_CLI = "build/app/attnscope-cli"  # the path a reader has after `bash scripts/build.sh`
 REGEN = "python3 scripts/readme-outputs.py --write"
 
@@ -329,7 +338,7 @@ def main():
     ap.add_argument("--force", action="store_true", help="with --write: rewrite every block, not only changed ones")
     ap.add_argument("--cli", help="the attnscope-cli binary (default build/app/ or build-cpu/app/attnscope-cli)")
     ap.add_argument("files", nargs="*", help="Markdown files relative to the repository (default: %s)"
-                    % " ".join(DEFAULT_FILES))
+                    % "README.md and docs/*.md")
     a = ap.parse_args()
     cli = find_cli(a.cli)
     if not cli or not os.access(cli, os.X_OK):
@@ -340,7 +349,7 @@ def main():
         return self_test(cli)
     problems, total = [], 0
     try:
-        for path in a.files or DEFAULT_FILES:
+        for path in a.files or default_files():
             total += process(path, cli, a.write, a.force, problems)
     except MarkerError as e:
         print("error: " + str(e), file=sys.stderr)

@@ -23,7 +23,7 @@ void attach_graph_replay(const std::string& id, const CaseSpec& c, const Plan& p
     g.not_captured = "the eager run did not run: " + r->message;
   } else if (!cap) {
     g.not_captured = is_gpu_backend(id) ? id + " has no capture/replay here (engines capture cuda.flash and flashinfer.*; "
-                                               "the README's CUDA-graph section lists the backends this build captures)"
+                                               "docs/planners.md's CUDA-graph section lists the backends this build captures)"
                                         : "a CPU backend (engines capture their GPU kernels)";
   } else {
     try {

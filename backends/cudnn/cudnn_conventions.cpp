@@ -219,7 +219,7 @@ SdpaProblem translate(const CaseSpec& c, const Plan& p, const TranslateOptions& 
   // sees every key of the unit under the causal mask (its own position is the last key) and
   // without one, so the graph has no causal band; a window or ALiBi would differ per row (the band
   // and the bias are functions of the row), so those batches are not packed. Measured on an H100
-  // (bench/decode-paged.json; docs/perf-notes.md "cuDNN GQA decode packing"): unpacked, every query head
+  // (bench/decode-paged.json; docs/perf-history-3.md "cuDNN GQA decode packing"): unpacked, every query head
   // streams its K/V again (4x the bytes). Nor with
   // sinks: the sink_token is one value per cuDNN head, and the packed rows are different query heads.
   if (pack_gqa_decode && max_q == 1 && Hq > Hk && !k.window && !k.alibi && !k.sinks) {

@@ -31,7 +31,7 @@ TEST(BenchTable, WithoutCasesOrASavedRunItSaysWhatItNeeds) {
   EXPECT_NE(o.out.find("give case files, or --from-json RUN.json"), std::string::npos) << o.out;
 }
 
-// --before: issue 10's table with an earlier run's cuda.flash time and ratio per case (how the README's
+// --before: issue 10's table with an earlier run's cuda.flash time and ratio per case (how docs/performance.md's
 // "before" column is made); a case the earlier run lacks shows '-', a file that is not a run is refused.
 TEST(BenchTable, BeforeColumnComesFromTheEarlierRun) {
   const std::string now = src("docs/bench/h100-2026-11-25-2026a0d.json"), was = src("docs/bench/h100-2026-11-25-82a6819.json");

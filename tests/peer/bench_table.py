@@ -5,7 +5,7 @@ For each case file it runs `attnscope-cli bench CASE --json` (cuda.flash and eve
 cudnn.* backend, CUDA events, median of --reps after 3 warm-ups), then times PyTorch's
 scaled_dot_product_attention on the same shapes and dtype with the FlashAttention-2 backend and the
 cuDNN backend (CUDA events, the same warm-up and median), and prints one Markdown table of times
-and ratios. The README's benchmark table is this script's output.
+and ratios. docs/performance.md's benchmark tables are this script's output.
 
 SDPA's cuDNN path skips the softmax statistics when nothing needs gradients; attnscope's backends
 always return the LSE. So the cuDNN call is timed twice: as F.scaled_dot_product_attention runs it
@@ -170,7 +170,7 @@ def issue10_peer(row):
 
 def render(rows, dev, torch_version, cudnn, reps, before=None):
     """Both Markdown tables of a run (stdout); before: an earlier run's rows by case name, for issue 10's "before"
-    column (how the README's table shows what moved)."""
+    column (how docs/performance.md's table shows what moved)."""
     cols = ATTNSCOPE + PEERS
     print(f"\nDevice: {dev}; PyTorch {torch_version} (its cuDNN {cudnn}); CUDA events, median of {reps} after 3 warm-ups; bf16.\n")
     print("| case | " + " | ".join(cols) + " | cudnn.sdpa / sdpa_cudnn_lse | best attnscope / best SDPA (time) | fastest |")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ptxas' spill report on cuda.flash's kernel instances against the recorded list (tests/ptxas/spills.txt,
-# docs/perf-notes.md "Spills"): fails on a kernel that spills and is not listed, or whose bytes moved, or a
+# docs/perf-history-2.md "Spills"): fails on a kernel that spills and is not listed, or whose bytes moved, or a
 # listed one that no longer spills (update the list). The build compiles these units without -warn-spills,
 # so this is where a new spill shows. The numbers are ptxas', so another nvcc than the list's skips (77).
 # Usage: check_spills.sh LIST NVCC --reports OBJECT...     checks each unit's report that the build kept,
@@ -53,7 +53,7 @@ check_unit() {
   fi
   echo "$unit: spills differ from $list (< recorded, > now: arch, kernel, spill stores, spill loads):"
   diff <(echo "$want") <(echo "$got") | grep '^[<>]'
-  echo "if the change is intended, update $list and docs/perf-notes.md (Spills)"
+  echo "if the change is intended, update $list and docs/perf-history-2.md (Spills)"
   return 1
 }
 

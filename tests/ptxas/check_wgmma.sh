@@ -2,7 +2,7 @@
 # ptxas' wgmma pipeline report on cuda.flash's Hopper kernels: fails when ptxas serialises a wgmma
 # ("wgmma.mma_async instructions are serialized ...", C7510-C7520) or injects a warpgroup.arrive
 # (C7519). ptxas says so only at -v and the kernel still computes the same bits, just without its
-# overlap, so neither the build nor a GPU test would notice (docs/perf-notes.md v37: a chain whose
+# overlap, so neither the build nor a GPU test would notice (docs/perf-history-2.md v37: a chain whose
 # length a branch decided, or a 64-register S accumulator, serialised every wgmma of the kernel).
 # The instances' ptxas output is the build's own: it compiles them at -Xptxas=-v and keeps each report as
 # OBJECT.ptxas.txt (tests/ptxas/report.sh). A probe with a known trap, compiled here with the same flags,
