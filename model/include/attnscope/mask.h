@@ -144,6 +144,7 @@ AS_HD inline TileClass classify_tile(const RowMask& m, int qa_begin, int qa_end,
     const int n = allowed_in(m, qa, k_begin, k_end);
     if (n > 0) any = true;
     if (n < k_end - k_begin) all = false;
+    if (any && !all) break;  // partial whatever the remaining rows see
   }
   if (all && qa_end > qa_begin && k_end > k_begin) return TileClass::kFull;
   return any ? TileClass::kPartial : TileClass::kEmpty;
