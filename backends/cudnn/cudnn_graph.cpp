@@ -5,8 +5,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
+#include <dlfcn.h>
 
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <list>
 #include <unordered_map>
 
@@ -390,16 +393,23 @@ GraphLookup find_or_build_graph(const GraphKey& key) {
 
 int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
 
+std::string cudnn_library_path() {
+  // the file the loader mapped cudnnGetVersion from, resolved through its soname links
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) == 0 || info.dli_fname == nullptr) return "";
+  char real[PATH_MAX];
+  return realpath(info.dli_fname, real) ? std::string(real) : std::string(info.dli_fname);
+}
+
+const CudnnRuntimeVerdict& cudnn_runtime() {
+  static const CudnnRuntimeVerdict v = compare_cudnn_versions(CUDNN_VERSION, cudnn_runtime_version(), cudnn_library_path());
+  return v;
+}
+
 std::string cudnn_version_note() {
-  auto text = [](int v) {
-    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
-  };
-  const int loaded = cudnn_runtime_version();
-  std::string s = "cuDNN " + text(loaded);
-  if (loaded != CUDNN_VERSION) s += " (built against " + text(CUDNN_VERSION) + ")";
-  s += ", cuDNN frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_MINOR_VERSION) +
-       "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) + " (" ATTNSCOPE_CUDNN_FRONTEND_PIN ")";
-  return s;
+  return cudnn_runtime().text + ", cuDNN frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) +
+         " (" ATTNSCOPE_CUDNN_FRONTEND_PIN ")";
 }
 
 }  // namespace attnscope::peers::cudnn
