@@ -8,7 +8,8 @@
 # Knobs (environment): BUILD_TARGETS="gpu_tests attnscope-cli" (build only those), GPU_FILTER (run
 # gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=0 (build cudnn.sdpa against the
 # cuDNN found beside the toolkit instead of PyTorch's wheel, the default), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
-# SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
+# SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), SKIP_PTXAS_ALL / PTXAS_ARCHS (the cuda family
+# compiled for every shipped architecture, default "80-real;90-real", and `ctest -L ptxas` on it), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
 # PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE,
 # FLEX_GOLDEN=1 (record FlexAttention's block masks of the mask zoo, tests/peer/flex_block_masks.py), BEFORE (a
 # saved run, e.g. docs/bench/<file>.json: issue 10's table gets its "before" column).
@@ -46,6 +47,16 @@ if [ -n "${GPU_FILTER:-}" ]; then
 else
   ( cd build-gpu && ctest -L gpu --output-on-failure ${CTEST_ARGS:-} > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
   tail -15 "$out/ctest-gpu.log"
+fi
+if [ "${SKIP_PTXAS_ALL:-0}" != 1 ]; then
+  # Every architecture attnscope's kernels ship for, compiled and ptxas-checked here: a build without a GPU
+  # (CI) compiles sm_90 alone (docs/architecture.md "What CI compiles"). Only the cuda family is built.
+  pa="${PTXAS_ARCHS:-80-real;90-real}"
+  { cmake -S . -B build-ptxas -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$pa" -DATTNSCOPE_GUI=OFF \
+      -DATTNSCOPE_FLASHINFER=OFF -DATTNSCOPE_CUDNN=OFF -DATTNSCOPE_FLASH_ATTN=OFF > "$logs/ptxas-configure.log" 2>&1 &&
+    cmake --build build-ptxas -j"$(nproc)" --target attnscope_family_cuda > "$logs/ptxas-build.log" 2>&1 &&
+    ( cd build-ptxas && ctest -L ptxas --output-on-failure > "$out/ptxas-all.log" 2>&1 ); }
+  echo "ctest -L ptxas at $pa: rc=$?"; tail -3 "$out/ptxas-all.log" 2>/dev/null || tail -20 "$logs/ptxas-build.log"
 fi
 cli=build-gpu/app/attnscope-cli
 # which cuDNN (and other library) the binary runs: version and file, mismatches named
