@@ -7,11 +7,13 @@
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <list>
 #include <unordered_map>
+#include <vector>
 
 namespace attnscope::peers::cudnn {
 
@@ -100,11 +102,33 @@ void check(fe::error_t e, const char* op) {
                    code == fe::error_code_t::GRAPH_NOT_SUPPORTED || code == fe::error_code_t::HEURISTIC_QUERY_FAILED);
 }
 
+// libcudnn.so.9 (held by the binaries' RPATH) opens its engine libraries through its own search,
+// where LD_LIBRARY_PATH comes first: opened here by path from its folder, they are the ones it then
+// finds (issue 47). `all`: the engines too (before a handle); else the graph library cudnnGetVersion
+// answers from.
+void pin_cudnn_libraries(bool all) {
+  static std::atomic<bool> graph_done = false, all_done = false;  // dlopen again is harmless: a count
+  if (all ? all_done : graph_done) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) == 0 || info.dli_fname == nullptr) return;
+  std::string dir = info.dli_fname;
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  const std::string so = ".so." + std::to_string(CUDNN_MAJOR);
+  std::vector<std::string> names = {"libcudnn_graph"};
+  if (all)
+    names.insert(names.end(), {"libcudnn_engines_precompiled", "libcudnn_engines_runtime_compiled", "libcudnn_heuristic",
+                               "libcudnn_ops", "libcudnn_cnn", "libcudnn_adv"});
+  for (const auto& n : names) dlopen((dir + n + so).c_str(), RTLD_LAZY | RTLD_GLOBAL);  // a missing one: cuDNN's own search
+  graph_done = true;
+  if (all) all_done = true;
+}
+
 // One handle for the process, created on first use and never destroyed: the cached plans refer to
 // it, and destroying it during static destruction can outlive the CUDA context.
 cudnnHandle_t shared_handle() {
   static cudnnHandle_t h = nullptr;
   if (!h) {
+    pin_cudnn_libraries(true);
     const cudnnStatus_t st = cudnnCreate(&h);
     if (st != CUDNN_STATUS_SUCCESS) {
       h = nullptr;
@@ -391,7 +415,10 @@ GraphLookup find_or_build_graph(const GraphKey& key) {
   return r;
 }
 
-int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
+int cudnn_runtime_version() {
+  pin_cudnn_libraries(false);
+  return static_cast<int>(cudnnGetVersion());
+}
 
 std::string cudnn_library_path() {
   // the file the loader mapped cudnnGetVersion from, resolved through its soname links
