@@ -6,9 +6,10 @@
 # The pinned peer headers come from .deps/ (scripts/fetch-peers.sh), or from .carry/deps.tar.gz on
 # a machine without network (pack it with: tar czf .carry/deps.tar.gz .deps).
 # Knobs (environment): BUILD_TARGETS="gpu_tests attnscope-cli" (build only those), GPU_FILTER (run
-# gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=1 (link cudnn.sdpa against
-# PyTorch's cuDNN wheel: the same library as SDPA's cuDNN backend), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
-# SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
+# gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=0 (build cudnn.sdpa against the
+# cuDNN found beside the toolkit instead of PyTorch's wheel, the default), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,
+# SKIP_SANITIZER, SKIP_RACE (no racecheck / synccheck), SKIP_PTXAS_ALL / PTXAS_ARCHS (the cuda family
+# compiled for every shipped architecture, default "80-real;90-real", and `ctest -L ptxas` on it), BENCH_CASES, REPS, SKIP_BENCH, SKIP_PEER,
 # PROBES (case files to run with their comparisons), INVARIANCE_CASE / INVARIANCE_BACKEND, NCU_CASE,
 # FLEX_GOLDEN=1 (record FlexAttention's block masks of the mask zoo, tests/peer/flex_block_masks.py), BEFORE (a
 # saved run, e.g. docs/bench/<file>.json: issue 10's table gets its "before" column).
@@ -21,15 +22,15 @@ if [ ! -d .deps/flashinfer ] && [ -f .carry/deps.tar.gz ]; then tar xzf .carry/d
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > "$out/gpu.txt" 2>&1
 logs=/tmp/attnscope-build-logs; mkdir -p "$logs"
 cudnn_args=()
-if [ "${CUDNN_FROM_TORCH:-0}" = 1 ]; then
-  # Link cudnn.sdpa against the cuDNN wheel PyTorch loads (nvidia-cudnn-cu13), so that cudnn.sdpa and
-  # PyTorch's SDPA cuDNN backend are the same library in the benchmark table.
+if [ "${CUDNN_FROM_TORCH:-1}" = 1 ]; then
+  # Build cudnn.* against the cuDNN wheel PyTorch loads (nvidia-cudnn-cu13), every run the same: it is
+  # the library of PyTorch's SDPA cuDNN backend in the benchmark table, and the binary's RPATH keeps it
+  # (no LD_LIBRARY_PATH; issue 47). Another cuDNN on the machine (Debian's, the toolkit's) is not used.
   cw=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  if [ -n "$cw" ] && [ -f "$cw/include/cudnn.h" ] && [ -f "$cw/lib/libcudnn.so.9" ]; then
-    cudnn_args=(-DATTNSCOPE_CUDNN_INCLUDE="$cw/include" -DATTNSCOPE_CUDNN_LIBRARY="$cw/lib/libcudnn.so.9")
-    export LD_LIBRARY_PATH="$cw/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ -n "$cw" ] && [ -f "$cw/include/cudnn_version.h" ] && ls "$cw"/lib/libcudnn.so* > /dev/null 2>&1; then
+    cudnn_args=(-DATTNSCOPE_CUDNN_ROOT="$cw")
   else
-    echo "CUDNN_FROM_TORCH=1: no cuDNN wheel with headers beside PyTorch ($cw); using the toolkit's"
+    echo "no cuDNN wheel with headers beside PyTorch ($cw): the cuDNN found beside the toolkit is used"
   fi
 fi
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DATTNSCOPE_GUI=OFF "${cudnn_args[@]}" ${EXTRA_CMAKE:-} > "$logs/configure.log" 2>&1 || { cp "$logs/configure.log" "$out/"; tail -30 "$logs/configure.log"; exit 1; }
@@ -38,7 +39,7 @@ targets=()
 for t in ${BUILD_TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build build-gpu -j"$(nproc)" "${targets[@]}" > "$logs/build.log" 2>&1 || { cp "$logs/build.log" "$out/"; grep -E "error" -A3 "$logs/build.log" | head -60; exit 1; }
 grep -E "spill" "$logs/build.log" | sort -u | head -20
-grep -E "attnscope: family" "$logs/configure.log"
+grep -E "attnscope: family|attnscope: cudnn" "$logs/configure.log"
 if [ -n "${GPU_FILTER:-}" ]; then
   # the GPU test binary directly, on a subset (ctest needs every test binary built)
   timeout "${TEST_TIMEOUT:-600}" build-gpu/tests/gpu_tests --gtest_filter="$GPU_FILTER" > "$out/gpu-tests.log" 2>&1; echo "gpu_tests $GPU_FILTER: rc=$?"
@@ -47,7 +48,19 @@ else
   ( cd build-gpu && ctest -L gpu --output-on-failure ${CTEST_ARGS:-} > "$out/ctest-gpu.log" 2>&1 ); echo "ctest -L gpu: rc=$?"
   tail -15 "$out/ctest-gpu.log"
 fi
+if [ "${SKIP_PTXAS_ALL:-0}" != 1 ]; then
+  # Every architecture attnscope's kernels ship for, compiled and ptxas-checked here: a build without a GPU
+  # (CI) compiles sm_90 alone (docs/architecture.md "What CI compiles"). Only the cuda family is built.
+  pa="${PTXAS_ARCHS:-80-real;90-real}"
+  { cmake -S . -B build-ptxas -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$pa" -DATTNSCOPE_GUI=OFF \
+      -DATTNSCOPE_FLASHINFER=OFF -DATTNSCOPE_CUDNN=OFF -DATTNSCOPE_FLASH_ATTN=OFF > "$logs/ptxas-configure.log" 2>&1 &&
+    cmake --build build-ptxas -j"$(nproc)" --target attnscope_family_cuda > "$logs/ptxas-build.log" 2>&1 &&
+    ( cd build-ptxas && ctest -L ptxas --output-on-failure > "$out/ptxas-all.log" 2>&1 ); }
+  echo "ctest -L ptxas at $pa: rc=$?"; tail -3 "$out/ptxas-all.log" 2>/dev/null || tail -20 "$logs/ptxas-build.log"
+fi
 cli=build-gpu/app/attnscope-cli
+# which cuDNN (and other library) the binary runs: version and file, mismatches named
+[ -x "$cli" ] && "$cli" devices | tee "$out/devices.txt"
 # Device probes: cases whose comparisons say whether a library computes what the case means.
 for p in ${PROBES:-}; do
   timeout 120 "$cli" run "$p" > "$out/probe-$(basename "$p" .json).log" 2>&1; echo "probe $(basename "$p"): rc=$?"

@@ -471,6 +471,11 @@ int cmd_devices(const Args& a) {
   for (const auto& d : devs)
     std::cout << d.index << ": " << d.name << ", " << d.sm_count << " SMs, compute capability " << d.cc_major << "." << d.cc_minor
               << ", " << static_cast<int>(d.memory_gib) << " GiB\n";
+  // the real libraries the GPU backends run (cuDNN: the version and file loaded), mismatches named
+  Environment e;
+  list_libraries(&e);
+  for (const auto& [name, note] : e.libraries) std::cout << name << ": " << note << "\n";
+  for (const auto& m : e.library_mismatches) std::cout << "warning: " << m << "\n";
   return 0;
 }
 

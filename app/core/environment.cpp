@@ -30,6 +30,14 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
   return out;
 }
 
+void list_libraries(Environment* e) {
+  for (const auto& f : backend_families()) {
+    if (!f.compiled || f.pin.empty()) continue;  // attnscope's own code, or a family not built
+    e->libraries.emplace_back(f.name, f.note);
+    if (!f.mismatch.empty()) e->library_mismatches.push_back(f.name + ": " + f.mismatch);
+  }
+}
+
 const char* attnscope_version() { return ATTNSCOPE_VERSION; }
 
 Environment capture_environment() {
@@ -58,6 +66,7 @@ Environment capture_environment() {
   }
   e.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
   e.devices = list_devices(&e.device_error);
+  list_libraries(&e);
   return e;
 }
 
@@ -78,6 +87,12 @@ nlohmann::ordered_json environment_to_json(const Environment& e) {
                     {"memory_gib", d.memory_gib}});
   j["devices"] = devs;
   if (!e.device_error.empty()) j["device_note"] = e.device_error;
+  if (!e.libraries.empty()) {
+    nlohmann::ordered_json libs = nlohmann::ordered_json::object();
+    for (const auto& [name, note] : e.libraries) libs[name] = note;
+    j["libraries"] = libs;
+  }
+  if (!e.library_mismatches.empty()) j["library_mismatch"] = e.library_mismatches;
   return j;
 }
 

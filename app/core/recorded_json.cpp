@@ -139,7 +139,9 @@ void validate_environment(const json& env) {
                 {"cpu_threads", T::kInt},
                 {"cuda_compiled", T::kBool},
                 {"devices", T::kArray},
-                {"device_note", T::kString}},
+                {"device_note", T::kString},
+                {"libraries", T::kObject},
+                {"library_mismatch", T::kArray}},
                false);
   if (env.contains("devices")) {
     const json& d = env["devices"];

@@ -74,6 +74,9 @@ App::App(AppOptions o) : opt_(std::move(o)) {
   const auto devs = query_devices(&why);
   gpu_present_ = !devs.empty();
   env_line_ = gpu_present_ ? devs[0].name : "no GPU: CPU backends only (" + why + ")";
+  // a library loaded other than the one built against (issue 47) is said where the device is
+  for (const auto& f : backend_families())
+    if (!f.mismatch.empty()) env_line_ += "; " + f.name + ": " + f.mismatch;
 }
 
 void App::remember_recent(const std::string& path) {

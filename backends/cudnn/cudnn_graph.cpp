@@ -5,10 +5,15 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <cudnn_frontend.h>
+#include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <list>
 #include <unordered_map>
+#include <vector>
 
 namespace attnscope::peers::cudnn {
 
@@ -97,11 +102,33 @@ void check(fe::error_t e, const char* op) {
                    code == fe::error_code_t::GRAPH_NOT_SUPPORTED || code == fe::error_code_t::HEURISTIC_QUERY_FAILED);
 }
 
+// libcudnn.so.9 (held by the binaries' RPATH) opens its engine libraries through its own search,
+// where LD_LIBRARY_PATH comes first: opened here by path from its folder, they are the ones it then
+// finds (issue 47). `all`: the engines too (before a handle); else the graph library cudnnGetVersion
+// answers from.
+void pin_cudnn_libraries(bool all) {
+  static std::atomic<bool> graph_done = false, all_done = false;  // dlopen again is harmless: a count
+  if (all ? all_done : graph_done) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) == 0 || info.dli_fname == nullptr) return;
+  std::string dir = info.dli_fname;
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  const std::string so = ".so." + std::to_string(CUDNN_MAJOR);
+  std::vector<std::string> names = {"libcudnn_graph"};
+  if (all)
+    names.insert(names.end(), {"libcudnn_engines_precompiled", "libcudnn_engines_runtime_compiled", "libcudnn_heuristic",
+                               "libcudnn_ops", "libcudnn_cnn", "libcudnn_adv"});
+  for (const auto& n : names) dlopen((dir + n + so).c_str(), RTLD_LAZY | RTLD_GLOBAL);  // a missing one: cuDNN's own search
+  graph_done = true;
+  if (all) all_done = true;
+}
+
 // One handle for the process, created on first use and never destroyed: the cached plans refer to
 // it, and destroying it during static destruction can outlive the CUDA context.
 cudnnHandle_t shared_handle() {
   static cudnnHandle_t h = nullptr;
   if (!h) {
+    pin_cudnn_libraries(true);
     const cudnnStatus_t st = cudnnCreate(&h);
     if (st != CUDNN_STATUS_SUCCESS) {
       h = nullptr;
@@ -388,18 +415,28 @@ GraphLookup find_or_build_graph(const GraphKey& key) {
   return r;
 }
 
-int cudnn_runtime_version() { return static_cast<int>(cudnnGetVersion()); }
+int cudnn_runtime_version() {
+  pin_cudnn_libraries(false);
+  return static_cast<int>(cudnnGetVersion());
+}
+
+std::string cudnn_library_path() {
+  // the file the loader mapped cudnnGetVersion from, resolved through its soname links
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudnnGetVersion), &info) == 0 || info.dli_fname == nullptr) return "";
+  char real[PATH_MAX];
+  return realpath(info.dli_fname, real) ? std::string(real) : std::string(info.dli_fname);
+}
+
+const CudnnRuntimeVerdict& cudnn_runtime() {
+  static const CudnnRuntimeVerdict v = compare_cudnn_versions(CUDNN_VERSION, cudnn_runtime_version(), cudnn_library_path());
+  return v;
+}
 
 std::string cudnn_version_note() {
-  auto text = [](int v) {
-    return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
-  };
-  const int loaded = cudnn_runtime_version();
-  std::string s = "cuDNN " + text(loaded);
-  if (loaded != CUDNN_VERSION) s += " (built against " + text(CUDNN_VERSION) + ")";
-  s += ", cuDNN frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_MINOR_VERSION) +
-       "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) + " (" ATTNSCOPE_CUDNN_FRONTEND_PIN ")";
-  return s;
+  return cudnn_runtime().text + ", cuDNN frontend " + std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." + std::to_string(CUDNN_FRONTEND_PATCH_VERSION) +
+         " (" ATTNSCOPE_CUDNN_FRONTEND_PIN ")";
 }
 
 }  // namespace attnscope::peers::cudnn

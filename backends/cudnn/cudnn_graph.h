@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cudnn_conventions.h"
+#include "cudnn_version.h"
 
 namespace attnscope::peers::cudnn {
 
@@ -81,7 +82,15 @@ GraphLookup find_or_build_graph(const GraphKey& key);
 // cudnnGetVersion() of the loaded library (no device needed), e.g. 91900.
 int cudnn_runtime_version();
 
-// "cuDNN 9.19.0 (headers 9.19.0), frontend 1.32.0 (pin ...)": the family's note.
+// The file of the loaded libcudnn (dladdr on cudnnGetVersion, links resolved); "" if unknown.
+std::string cudnn_library_path();
+
+// CUDNN_VERSION against the loaded library, computed once: the backends refuse with its reason
+// when the frontend cannot use the library that runs.
+const CudnnRuntimeVerdict& cudnn_runtime();
+
+// "cuDNN 9.19.0 (PATH), cuDNN frontend 1.32.0 (pin)", or "cuDNN built with X, running Y (PATH), ...":
+// the family's note.
 std::string cudnn_version_note();
 
 }  // namespace attnscope::peers::cudnn

@@ -37,6 +37,8 @@ class SdpaBackend final : public Backend {
     // What no cuDNN graph can express comes first: it holds on every machine, so a repro case
     // says "unsupported" with the reason rather than "no device".
     if (auto why = refusal_reason(c, cudnn_runtime_version()); !why.empty()) return why;
+    // a library the frontend built here cannot use (issue 47): unsupported with the versions and path
+    if (!cudnn_runtime().usable) return cudnn_runtime().reason;
     return cuda::device_check();
   }
 

@@ -52,6 +52,8 @@ class SdpaFp8Backend final : public Backend {
   std::string check(const CaseSpec& c) const override {
     if (auto why = fp8_refusal_reason(c); !why.empty()) return why;
     if (auto why = refusal_reason(c, cudnn_runtime_version()); !why.empty()) return why;
+    // a library the frontend built here cannot use (issue 47): unsupported with the versions and path
+    if (!cudnn_runtime().usable) return cudnn_runtime().reason;
     return cuda::device_check();
   }
 

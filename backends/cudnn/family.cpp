@@ -42,6 +42,7 @@ BackendFamily cudnn_family() {
   f.compiled = true;
   f.note = peers::cudnn::cudnn_version_note();
   f.pin = ATTNSCOPE_CUDNN_FRONTEND_PIN;
+  if (!peers::cudnn::cudnn_runtime().matches) f.mismatch = peers::cudnn::cudnn_runtime().text;
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
     return id == "cudnn.sdpa_fp8" ? peers::cudnn::make_sdpa_fp8_backend() : peers::cudnn::make_sdpa_backend();
   };

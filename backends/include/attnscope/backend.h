@@ -118,6 +118,7 @@ struct BackendFamily {
   bool compiled = false;              // its code is built into this binary
   std::string note;                   // when compiled: version / source of the code; else why not
   std::string pin;                    // the pinned package its code comes from ("" for attnscope's own)
+  std::string mismatch;               // when compiled: the library loaded is not the one built against ("" = same)
   std::unique_ptr<Backend> (*make)(const std::string& id) = nullptr;  // id is one of `backends`
   // Optional: fills the family's entry of Plan::library (its own planner on the same units).
   void (*library_plan)(const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) = nullptr;

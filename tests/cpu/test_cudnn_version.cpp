@@ -1,0 +1,56 @@
+// The cuDNN built-with / running comparison (issue 47, backends/cudnn/cudnn_version.h): which pairs
+// the frontend can run on, and the text every listing shows. Pure host code: runs in every build.
+#include <gtest/gtest.h>
+
+#include "cudnn_version.h"
+
+using attnscope::peers::cudnn::compare_cudnn_versions;
+using attnscope::peers::cudnn::cudnn_version_text;
+
+TEST(CudnnVersion, TextOfCuDnn9And8Numbers) {
+  EXPECT_EQ(cudnn_version_text(91900), "9.19.0");
+  EXPECT_EQ(cudnn_version_text(91401), "9.14.1");
+  EXPECT_EQ(cudnn_version_text(8907), "8.9.7");
+  EXPECT_EQ(cudnn_version_text(0), "unknown");
+}
+
+TEST(CudnnVersion, SameVersionIsUsableAndShowsThePath) {
+  const auto v = compare_cudnn_versions(91900, 91900, "/w/nvidia/cudnn/lib/libcudnn.so.9");
+  EXPECT_TRUE(v.usable);
+  EXPECT_TRUE(v.matches);
+  EXPECT_EQ(v.text, "cuDNN 9.19.0 (/w/nvidia/cudnn/lib/libcudnn.so.9)");
+  EXPECT_EQ(v.reason, "");
+}
+
+TEST(CudnnVersion, OlderLibraryThanTheHeadersIsUnsupportedWithBothVersionsAndThePath) {
+  // the H200 of issue 47: frontend built on 9.19 headers, Debian's 9.14 loaded
+  const auto v = compare_cudnn_versions(91900, 91400, "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0");
+  EXPECT_FALSE(v.usable);
+  EXPECT_FALSE(v.matches);
+  EXPECT_EQ(v.text, "cuDNN built with 9.19.0, running 9.14.0 (/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0)");
+  EXPECT_EQ(v.reason.rfind(v.text + ": older than the headers", 0), 0u) << v.reason;
+  EXPECT_NE(v.reason.find("-DATTNSCOPE_CUDNN_ROOT"), std::string::npos) << v.reason;
+}
+
+TEST(CudnnVersion, NewerLibraryOfTheSameMajorRunsButIsShown) {
+  const auto v = compare_cudnn_versions(91400, 91900, "/opt/libcudnn.so.9");
+  EXPECT_TRUE(v.usable);
+  EXPECT_FALSE(v.matches);
+  EXPECT_EQ(v.text, "cuDNN built with 9.14.0, running 9.19.0 (/opt/libcudnn.so.9)");
+  EXPECT_EQ(v.reason, "");
+}
+
+TEST(CudnnVersion, AnotherMajorIsUnsupportedEitherWay) {
+  for (const auto& [built, running] : {std::pair{91900, 100000}, std::pair{91900, 8907}}) {
+    const auto v = compare_cudnn_versions(built, running, "/x/libcudnn.so");
+    EXPECT_FALSE(v.usable) << running;
+    EXPECT_NE(v.reason.find("a different major version"), std::string::npos) << v.reason;
+  }
+}
+
+TEST(CudnnVersion, NoLibraryOrNoPathIsSaid) {
+  const auto none = compare_cudnn_versions(91900, 0, "");
+  EXPECT_FALSE(none.usable);
+  EXPECT_EQ(none.reason.rfind("no cuDNN library answered", 0), 0u) << none.reason;
+  EXPECT_EQ(compare_cudnn_versions(91900, 91900, "").text, "cuDNN 9.19.0 (path unknown)");
+}
