@@ -18,6 +18,7 @@
 #include "case_json.h"
 #include "cli_run.h"
 #include "export_script.h"
+#include "npy_check.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -358,6 +359,32 @@ TEST_F(PythonBackends, AnOAloneResultIsCompared) {
     EXPECT_EQ(d.lse.count, 0);
     EXPECT_GT(d.o.count, 0);
   }
+}
+
+// --dump of a function that returns O alone: no lse_ file (it was a header promising [total_q, heads]
+// floats and no data, which NumPy refuses), meta.json says why, and every .npy written loads.
+TEST_F(PythonBackends, DumpWritesOnlyLoadableNpysForAnOAloneResult) {
+  const fs::path case_path = dir_ / "dump_case.json", out = dir_ / "dump";
+  CaseFile f;
+  f.spec = small_case();
+  f.spec.backends = {"cpu.reference", id("zeros")};
+  std::ofstream(case_path) << case_file_to_json(f).dump(2);
+  const auto r = cli("run " + case_path.string() + " --allow-python --dump " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(out / ("o_" + id("zeros") + ".npy")));
+  EXPECT_FALSE(fs::exists(out / ("lse_" + id("zeros") + ".npy")));
+  const auto meta = nlohmann::json::parse(std::ifstream(out / "meta.json"));
+  ASSERT_EQ(meta["results"].size(), 2u);
+  EXPECT_TRUE(meta["results"][1]["files"]["lse"].is_null()) << meta["results"][1].dump();
+  EXPECT_NE(meta["results"][1]["files"]["note"].get<std::string>().find("returned O without an LSE"), std::string::npos);
+  std::string load;
+  for (const auto& e : fs::directory_iterator(out)) {
+    if (e.path().extension() != ".npy") continue;
+    EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+    load += "np.load(" + py_str(e.path().string()) + "); ";
+  }
+  EXPECT_EQ(std::system((py_ + " -c 'import numpy as np; " + load + "' ").c_str()), 0) << "NumPy loads every file";
+  fs::remove_all(out);
 }
 
 namespace {
