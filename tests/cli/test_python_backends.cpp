@@ -79,6 +79,8 @@ def metadata(b):
     assert b.k_cache.shape == (b.num_pages, b.page_size, b.num_kv_heads, b.head_dim_qk), b.k_cache.shape
     assert not b.q.flags.writeable
     return zeros(b)
+def long_error(b):
+    raise ValueError("head " + "x" * 50000 + " tail")
 )";
 
 class PythonBackends : public ::testing::Test {
@@ -182,6 +184,17 @@ TEST_F(PythonBackends, AnExceptionIsTheStatusWithItsTracebackLine) {
   EXPECT_NE(r.message.find("ZeroDivisionError: division by zero"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("k.py:11 in boom: return x / 0"), std::string::npos) << r.message;
   EXPECT_EQ(worker_pid(), before) << "an exception leaves the worker running";
+}
+
+// A 50 KB exception text is cut in the middle, saying how much, and keeps both ends and the file:line.
+TEST_F(PythonBackends, ALongExceptionIsCutAndKeepsItsTracebackLine) {
+  const Result r = run(id("long_error"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_LT(r.message.size(), 4096u) << r.message.substr(0, 200);
+  EXPECT_EQ(r.message.rfind("Python exception: ValueError: head xxx", 0), 0u) << r.message.substr(0, 200);
+  EXPECT_NE(r.message.find("... [48022 characters cut] ..."), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("xxx tail (at k.py:"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find(" in long_error: raise ValueError("), std::string::npos) << r.message;
 }
 
 TEST_F(PythonBackends, ASegfaultIsTheStatusAndTheWorkerRestarts) {
