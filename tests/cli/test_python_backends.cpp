@@ -2,11 +2,13 @@
 // containment case, the permission and the repro's source hash. In-process tests share one worker
 // (the process's), so only the cases that kill it pay for a new one.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "../../backends/python/python_family.h"
 #include "attnscope/compare.h"
@@ -19,6 +21,7 @@
 #include "cli_run.h"
 #include "export_script.h"
 #include "npy_check.h"
+#include "shell.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -81,6 +84,14 @@ def metadata(b):
     return zeros(b)
 def long_error(b):
     raise ValueError("head " + "x" * 50000 + " tail")
+def fork_sleeper(b):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sleeper.pid"), "w") as f:
+        f.write(str(pid))
+    return zeros(b)
 )";
 
 class PythonBackends : public ::testing::Test {
@@ -398,6 +409,40 @@ TEST_F(PythonBackends, DumpWritesOnlyLoadableNpysForAnOAloneResult) {
   }
   EXPECT_EQ(std::system((py_ + " -c 'import numpy as np; " + load + "' ").c_str()), 0) << "NumPy loads every file";
   fs::remove_all(out);
+}
+
+// A module that forks a sleeper: the run ends at once (the sleeper held the CLI's stderr, so a caller
+// reading it waited the sleeper's 20 s) and the sleeper with it; the worker's process group is killed.
+TEST_F(PythonBackends, AForkedChildEndsWithTheRun) {
+  const fs::path case_path = dir_ / "fork_case.json", pid_file = dir_ / "sleeper.pid";
+  CaseFile f;
+  f.spec = small_case();
+  f.spec.backends = {"cpu.reference", id("fork_sleeper")};
+  std::ofstream(case_path) << case_file_to_json(f).dump(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  // stdout and stderr into one pipe, as a caller capturing both reads them: EOF only when every holder ends
+  const auto r = attnscope::testing::sh(std::string(ATTNSCOPE_CLI) + " run " + case_path.string() + " --allow-python");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 0) << r.out;
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 1) << "the module wrote its child's pid";
+  auto alive = [pid] {  // a zombie (ended, not yet reaped by init) counts as ended
+    std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(st, line)) return ::kill(pid, 0) == 0;
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+  };
+  bool still = alive();
+  for (int i = 0; i < 50 && still; ++i) {  // SIGKILL is delivered at once, the exit may take a moment
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    still = alive();
+  }
+  if (still) ::kill(pid, SIGKILL);  // clean up what this test started
+  EXPECT_FALSE(still) << "the forked sleeper outlived the run";
+  EXPECT_LT(s, 10) << "the run's output stayed open until the sleeper ended";
+  fs::remove(pid_file);
 }
 
 namespace {
