@@ -70,8 +70,8 @@ class StrictSax {
   bool parse_error(size_t, const std::string& token, const Exception& ex) {
     // A number past a double's range (1e999) is a bad value, not bad syntax: named like every other.
     if constexpr (std::is_same_v<Exception, json::out_of_range>)
-      throw CaseError(next_item_path(), printable(token) +
-                                            " is not allowed, a number must be finite (at most about 1.8e308 in magnitude)");
+      throw CaseError(next_item_path(),
+                      printable(token) + " is not allowed, a number must be finite (at most about 1.8e308 in magnitude)");
     throw ex;  // as json::parse throws it: the caller turns the byte offset into line and column
   }
 

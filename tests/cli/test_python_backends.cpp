@@ -21,8 +21,8 @@
 #include "cli_run.h"
 #include "export_script.h"
 #include "npy_check.h"
-#include "shell.h"
 #include "session.h"
+#include "shell.h"
 
 using namespace attnscope;
 namespace fs = std::filesystem;

@@ -151,10 +151,9 @@ TEST(CaseJson, ArrayLimitsMatchWildcardPaths) {
 // (nlohmann's own text was "[json.exception.out_of_range.406] number overflow").
 TEST(CaseJson, NumberOverflowNamesThePathAndTheRule) {
   const std::string rule = " is not allowed, a number must be finite (at most about 1.8e308 in magnitude)";
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"a": [{"b": [1, 2, -1e999]}]})", "/a/0/b/2: -1e999"},
-      {R"({"a": {"x~y": 1E+400}})", "/a/x~0y: 1E+400"},
-      {"1e999", "/: 1e999"}};
+  const std::vector<std::pair<std::string, std::string>> cases = {{R"({"a": [{"b": [1, 2, -1e999]}]})", "/a/0/b/2: -1e999"},
+                                                                  {R"({"a": {"x~y": 1E+400}})", "/a/x~0y: 1E+400"},
+                                                                  {"1e999", "/: 1e999"}};
   for (const auto& [text, want] : cases) {
     try {
       parse_json_strict(text);
