@@ -123,6 +123,10 @@ std::shared_ptr<Session> begin_session(const CaseFile& f, const SessionOptions& 
 void run_session_backends(Session& s, const SessionOptions& opt, const std::function<void(const Session&)>& on_result);
 void finish_session(Session& s);
 
+// The "real rows" check of every captured CUDA-graph replay (real_rows_check, cuda_graph_run.h) added
+// to its result's checks; drops the replay's rows afterwards (session_graph.cpp).
+void check_graph_replays(Session& s);
+
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
 

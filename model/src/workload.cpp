@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "attnscope/fp8.h"
-#include "attnscope/mla.h"
+#include "mla_workload.h"
 
 namespace attnscope {
 
