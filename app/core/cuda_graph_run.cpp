@@ -110,7 +110,7 @@ std::string graph_pad_text(const CaseSpec& c, const Plan& p) {
   const CudaGraphPad g = cuda_graph_pad(c, p.pages);
   auto pages = [](const std::vector<int>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size() && i < 6; ++i) s += (i ? " " : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size() && i < 6; ++i) s.append(i ? " " : "").append(std::to_string(v[i]));  // GCC 12: -Wrestrict
     if (v.size() > 6) s += " ... (" + std::to_string(v.size()) + ")";
     return s + "]";
   };

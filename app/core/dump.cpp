@@ -130,16 +130,22 @@ int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, 
   return 3;
 }
 
+std::string result_npy_name(const std::string& prefix, const std::string& backend) {
+  std::string n = prefix;
+  for (char ch : backend) n += ch == '/' ? "%2F" : ch == '%' ? "%25" : std::string(1, ch);
+  return n + ".npy";
+}
+
 int write_result_npys(const Session& s, const std::string& dir) {
   const CaseSpec& c = s.spec();
   const int64_t T = c.total_q();
   int files = 0;
   for (const auto& r : s.results) {
     if (!r.ok()) continue;
-    write_npy_in(dir, "o_" + r.backend + ".npy", r.o, {T, c.num_qo_heads, c.head_dim_vo});
+    write_npy_in(dir, result_npy_name("o_", r.backend), r.o, {T, c.num_qo_heads, c.head_dim_vo});
     ++files;
     if (r.lse.empty()) continue;  // a Python function may return O alone (meta.json says so)
-    write_npy_in(dir, "lse_" + r.backend + ".npy", r.lse, {T, c.num_qo_heads});
+    write_npy_in(dir, result_npy_name("lse_", r.backend), r.lse, {T, c.num_qo_heads});
     ++files;
   }
   return files;
@@ -151,9 +157,9 @@ namespace {
 nlohmann::ordered_json dumped_files_json(const Result& r) {
   if (!r.ok()) return nullptr;
   nlohmann::ordered_json f;
-  f["o"] = "o_" + r.backend + ".npy";
-  f["lse"] = r.lse.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json("lse_" + r.backend + ".npy");
-  if (r.lse.empty()) f["note"] = "no lse_" + r.backend + ".npy: the backend returned O without an LSE";
+  f["o"] = result_npy_name("o_", r.backend);
+  f["lse"] = r.lse.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(result_npy_name("lse_", r.backend));
+  if (r.lse.empty()) f["note"] = "no " + result_npy_name("lse_", r.backend) + ": the backend returned O without an LSE";
   return f;
 }
 

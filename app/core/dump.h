@@ -38,6 +38,10 @@ std::vector<float> logical_kv(const CaseSpec& c, const PageTable& pt, const std:
 // Returns the file count.
 int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, const std::string& dir);
 
+// "o_<backend>.npy" for prefix "o_": the file a result is dumped to, '/' and '%' in the id (a python:
+// backend's path) escaped as %2F and %25 so that the name stays in DIR.
+std::string result_npy_name(const std::string& prefix, const std::string& backend);
+
 // o_<backend>.npy [total_q, qo_heads, d_vo] and lse_<backend>.npy [total_q, qo_heads] (natural log)
 // of every backend that ran; no lse_ file for one that returned no LSE (a python: function may).
 // Returns the file count.

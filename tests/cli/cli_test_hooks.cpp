@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "attnscope/registry.h"
+#include "session.h"
 #include "test_hooks.h"
 
 namespace attnscope::cli {

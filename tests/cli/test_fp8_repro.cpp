@@ -330,7 +330,7 @@ TEST(Fp8Cli, TheFp8LineCountsSaturatedElements) {
   const std::string text = R"({"schema": "attnscope/case@1", "name": "saturating-scales",
     "requests": [{"q_len": 3, "kv_len": 40}, {"q_len": 1, "kv_len": 17}], "heads": {"qo": 4, "kv": 2},
     "head_dim": 32, "dtype": "bf16", "data": {"seed": 5},
-    "kv_cache": {"page_size": 8, "dtype": "fp8_e4m3", "scales": {"granularity": "tensor", "k": 0.0005, "v": 0.0002}},
+    "kv_cache": {"page_size": 8, "dtype": "fp8_e4m3", "scales": {"granularity": "tensor", "k": 0.00005, "v": 0.00002}},
     "backends": ["cpu.reference", "cpu.lowp"]})";
   std::ofstream(d.path / "case.json") << text;
   const attnscope::CaseFile f = attnscope::parse_case_text(text);

@@ -19,6 +19,7 @@
 #include "case_gen.h"
 #include "case_json.h"
 #include "cli_run.h"
+#include "dump.h"
 #include "export_script.h"
 #include "npy_check.h"
 #include "session.h"
@@ -386,29 +387,38 @@ TEST_F(PythonBackends, AnOAloneResultIsCompared) {
 }
 
 // --dump of a function that returns O alone: no lse_ file (it was a header promising [total_q, heads]
-// floats and no data, which NumPy refuses), meta.json says why, and every .npy written loads.
+// floats and no data, which NumPy refuses), meta.json says why, and every .npy written loads. The id's
+// path is escaped in the file name (a '/' in it made the whole dump fail: "cannot write DIR/o_python:/...").
 TEST_F(PythonBackends, DumpWritesOnlyLoadableNpysForAnOAloneResult) {
-  const fs::path case_path = dir_ / "dump_case.json", out = dir_ / "dump";
-  CaseFile f;
-  f.spec = small_case();
-  f.spec.backends = {"cpu.reference", id("zeros")};
-  std::ofstream(case_path) << case_file_to_json(f).dump(2);
-  const auto r = cli("run " + case_path.string() + " --allow-python --dump " + out.string());
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_TRUE(fs::exists(out / ("o_" + id("zeros") + ".npy")));
-  EXPECT_FALSE(fs::exists(out / ("lse_" + id("zeros") + ".npy")));
-  const auto meta = nlohmann::json::parse(std::ifstream(out / "meta.json"));
-  ASSERT_EQ(meta["results"].size(), 2u);
-  EXPECT_TRUE(meta["results"][1]["files"]["lse"].is_null()) << meta["results"][1].dump();
-  EXPECT_NE(meta["results"][1]["files"]["note"].get<std::string>().find("returned O without an LSE"), std::string::npos);
-  std::string load;
-  for (const auto& e : fs::directory_iterator(out)) {
-    if (e.path().extension() != ".npy") continue;
-    EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
-    load += "np.load(" + py_str(e.path().string()) + "); ";
+  for (const std::string backend : {std::string("python:k.py:zeros"), id("zeros")}) {
+    SCOPED_TRACE(backend);
+    const fs::path case_path = dir_ / "dump_case.json", out = dir_ / "dump";
+    CaseFile f;
+    f.spec = small_case();
+    f.spec.backends = {"cpu.reference", backend};
+    std::ofstream(case_path) << case_file_to_json(f).dump(2);
+    // run in dir_: the relative id names dir_/k.py
+    const auto r = attnscope::testing::cli_at("cd " + dir_.string() + " && " + ATTNSCOPE_CLI,
+                                              "run " + case_path.string() + " --allow-python --dump " + out.string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto meta = nlohmann::json::parse(std::ifstream(out / "meta.json"));
+    const std::string o_name = result_npy_name("o_", backend);
+    EXPECT_EQ(o_name.find('/'), std::string::npos) << o_name;
+    EXPECT_TRUE(fs::exists(out / o_name)) << o_name;
+    EXPECT_FALSE(fs::exists(out / result_npy_name("lse_", backend)));
+    ASSERT_EQ(meta["results"].size(), 2u);
+    EXPECT_EQ(meta["results"][1]["files"]["o"], o_name);
+    EXPECT_TRUE(meta["results"][1]["files"]["lse"].is_null()) << meta["results"][1].dump();
+    EXPECT_NE(meta["results"][1]["files"]["note"].get<std::string>().find("returned O without an LSE"), std::string::npos);
+    std::string load;
+    for (const auto& e : fs::directory_iterator(out)) {
+      if (e.path().extension() != ".npy") continue;
+      EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+      load += "np.load(" + py_str(e.path().string()) + "); ";
+    }
+    EXPECT_EQ(std::system((py_ + " -c 'import numpy as np; " + load + "' ").c_str()), 0) << "NumPy loads every file";
+    fs::remove_all(out);
   }
-  EXPECT_EQ(std::system((py_ + " -c 'import numpy as np; " + load + "' ").c_str()), 0) << "NumPy loads every file";
-  fs::remove_all(out);
 }
 
 // A module that forks a sleeper: the run ends at once (the sleeper held the CLI's stderr, so a caller
