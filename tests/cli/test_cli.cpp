@@ -365,8 +365,11 @@ TEST(Cli, DumpWritesNpyFilesOtherToolsCanRead) {
   const auto meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
   EXPECT_EQ(meta["q_len"][0], 96);
   EXPECT_EQ(meta["results"][0]["files"]["lse"], "lse_cpu.reference.npy");
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".npy") EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".npy") {
+      EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+    }
+  }
   fs::remove_all(dir);
 }
 
