@@ -244,7 +244,9 @@ for name, x in (("k", k), ("v", v)) + ((("q", q),) if attention else ()):
     assert np.all(ok), (name, float((err - bound).max()))
 print("files ok")
 )PY";
-    auto arg = [](const nlohmann::json& x) { return x.is_string() || x.is_null() ? std::string("amax") : "'" + x.dump() + "'"; };
+    auto arg = [](const nlohmann::json& x) {  // appends: GCC 12's false -Wrestrict on "'" + std::string&&
+      return x.is_string() || x.is_null() ? std::string("amax") : std::string("'").append(x.dump()).append("'");
+    };
     const Out r = sh(py + " " + (d / "check.py") + " " + (d / "s") + " " + f.granularity + " " + (e4m3 ? "1" : "0") + " " +
                      (f.q_scale.is_null() ? "0" : "1") + " " + arg(f.k) + " " + arg(f.v) + " " + arg(f.q_scale));
     EXPECT_EQ(r.code, 0) << r.out;
