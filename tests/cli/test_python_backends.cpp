@@ -390,7 +390,7 @@ TEST_F(PythonBackends, AnOAloneResultIsCompared) {
 // floats and no data, which NumPy refuses), meta.json says why, and every .npy written loads. The id's
 // path is escaped in the file name (a '/' in it made the whole dump fail: "cannot write DIR/o_python:/...").
 TEST_F(PythonBackends, DumpWritesOnlyLoadableNpysForAnOAloneResult) {
-  for (const std::string backend : {std::string("python:k.py:zeros"), id("zeros")}) {
+  for (const std::string& backend : {std::string("python:k.py:zeros"), id("zeros")}) {
     SCOPED_TRACE(backend);
     const fs::path case_path = dir_ / "dump_case.json", out = dir_ / "dump";
     CaseFile f;
@@ -517,8 +517,9 @@ TEST(PythonFlex, ExpressionsAsTheExportScriptWritesThem) {
     EXPECT_EQ(run_as.attention.soft_cap, scripted.attention.soft_cap);
     EXPECT_EQ(run_as.attention.alibi, scripted.attention.alibi);
     const nlohmann::json m = python::expression_meta(run_as);
-    if (run_as.attention.soft_cap)
+    if (run_as.attention.soft_cap) {
       EXPECT_NE(script.find("SOFT_CAP = " + py_float(*run_as.attention.soft_cap)), std::string::npos);
+    }
     if (run_as.attention.alibi) {
       ASSERT_TRUE(m.contains("alibi_slopes"));
       std::vector<std::string> slopes;
