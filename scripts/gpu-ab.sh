@@ -13,8 +13,8 @@
 # Knobs: CASES (names under bench/), ROUNDS (2), REPS (30), BASE_DIMS (head dims the base builds,
 # "64;128"), NEW_DIMS (empty: all, as the tests need), TESTS / MEMCHECK / RACE (gtest filters for
 # gpu_tests, plain / under memcheck / under racecheck, ATTNSCOPE_GPU_QUICK=1), ENV_A / ENV_B
-# (environment for each side instead of two trees, e.g. ENV_A=ATTNSCOPE_FLASH_WS=0
-# ENV_B=ATTNSCOPE_FLASH_WS=1 with BASE=new). Results in $OUT (or ./gpu-logs): ab.txt, tests.log.
+# (environment for each side instead of two trees, e.g. ENV_A=ATTNSCOPE_FLASH_PAIR=1
+# ENV_B=ATTNSCOPE_FLASH_PAIR=0 with BASE=new). Results in $OUT (or ./gpu-logs): ab.txt, tests.log.
 set -u
 cd "$(dirname "$0")/.."
 out="$(realpath -m "${OUT:-gpu-logs}")"; mkdir -p "$out"

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-#include "../core/consistency.h"
+#include "consistency.h"
 
 namespace attnscope::cli {
 

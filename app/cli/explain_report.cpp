@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "../core/explain.h"
 #include "attnscope/registry.h"
+#include "explain.h"
 
 namespace attnscope::cli {
 

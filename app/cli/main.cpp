@@ -1,33 +1,33 @@
-// attnscope-cli: validate | plan | run | invariance | consistency | bench | sweep | explain | devices.
+// attnscope-cli: validate | plan | run | invariance | consistency | mla-forms | bench | sweep | explain |
+// devices | backends (the usage below says what each does).
 // Exit codes: 0 ok, 1 a comparison, replay or backend failed, 2 bad case or bad arguments, 3 something
 // could not be checked here.
 #include <unistd.h>
 
 #include <climits>
-#include <cmath>
-#include <cstdlib>
 #include <iostream>
 
-#include "../core/bench.h"
-#include "../core/case_json.h"
-#include "../core/consistency.h"
-#include "../core/dump.h"
-#include "../core/environment.h"
-#include "../core/explain.h"
-#include "../core/export_script.h"
-#include "../core/invariance.h"
-#include "../core/mla_forms.h"
-#include "../core/plan_cost.h"
-#include "../core/report_json.h"
-#include "../core/repro.h"
-#include "../core/session.h"
-#include "../core/sweep.h"
 #include "attnscope/registry.h"
+#include "bench.h"
+#include "case_json.h"
 #include "cli_args.h"
+#include "consistency.h"
 #include "consistency_report.h"
+#include "dump.h"
 #include "engine_report.h"
+#include "environment.h"
+#include "explain.h"
 #include "explain_report.h"
+#include "export_script.h"
+#include "invariance.h"
+#include "mla_forms.h"
+#include "plan_cost.h"
 #include "python_options.h"
+#include "report_json.h"
+#include "repro.h"
+#include "session.h"
+#include "sweep.h"
+#include "test_hooks.h"
 #include "text_report.h"
 
 using namespace attnscope;
@@ -271,24 +271,6 @@ int cmd_invariance(const Args& a) {
   return 0;
 }
 
-// ATTNSCOPE_TEST_CONSISTENCY_FAULT=ID@P (tests only): backend ID's decode steps P and later get O
-// moved by a few units, so that the check's detection and exit code can be tested on any backend.
-ConsistencyRunFn consistency_fault() {
-  const char* env = std::getenv("ATTNSCOPE_TEST_CONSISTENCY_FAULT");
-  if (!env) return nullptr;
-  const std::string f = env;
-  const auto at = f.rfind('@');
-  if (at == std::string::npos) return nullptr;
-  const std::string id = f.substr(0, at);
-  const int from = std::atoi(f.c_str() + at + 1);
-  return [id, from](const std::string& b, int step, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro) {
-    Result r = run_one(b, c, p, w, ro);
-    if (b == id && step >= from && r.ok())
-      for (float& x : r.o) x = round_to(c.dtype, x + 0.0625f * (1.0f + std::fabs(x)));
-    return r;
-  };
-}
-
 int cmd_consistency(const Args& a) {
   const CaseFile f = read_case_file(a.case_path());
   const auto n = a.int_value("last", INT_MIN, INT_MAX);
@@ -302,7 +284,7 @@ int cmd_consistency(const Args& a) {
           throw UsageError("--backends: \"" + id + "\" is not a backend (an entry is an id, or PREFILL>DECODE), must be one of " +
                            known_backends_text());
   }
-  opt.run = consistency_fault();
+  opt.run = consistency_run_hook();  // the tests' fault injection; none in the product
   const bool tty = isatty(2) && !a.flag("json");
   if (tty)
     opt.progress = [](const std::string& stage, double x) {

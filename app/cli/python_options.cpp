@@ -1,7 +1,7 @@
 #include "python_options.h"
 
-#include "../core/case_json.h"
 #include "attnscope/registry.h"
+#include "case_json.h"
 
 namespace attnscope::cli {
 namespace {

@@ -5,12 +5,13 @@
 #include <cstdio>
 #include <sstream>
 
-#include "../core/cuda_graph_run.h"
-#include "../core/report_json.h"
 #include "attnscope/compare.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/workload.h"
+#include "cuda_graph_run.h"
+#include "fp8_stats.h"
+#include "report_json.h"
 
 namespace attnscope::cli {
 
@@ -293,6 +294,9 @@ void print_session(std::ostream& o, const Session& s) {
   if (s.plan.library.flash_attn.asked) o << "library " << flash_attn_agreement_line(s.plan.library.flash_attn) << "\n";
   if (c.fp8_kv()) {
     o << "fp8     ";
+    // the given scales may clamp most of K and V: that explains a large quantisation error
+    if (s.quantisation)
+      if (const std::string sat = fp8_saturation_text(build_fp8_data(c, s.plan.pages)); !sat.empty()) o << sat << "; ";
     if (s.quantisation)
       o << "quantisation error (dequantised ideal vs original ideal): max abs " << sci(s.quantisation->o.max_abs) << ", rel L2 "
         << sci(s.quantisation->o.rel_l2) << "; comparisons below measure the kernel error (against the dequantised ideal)\n";

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "../core/bench.h"
-#include "../core/invariance.h"
-#include "../core/mla_forms.h"
-#include "../core/session.h"
-#include "../core/sweep.h"
 #include "attnscope/plan.h"
+#include "bench.h"
+#include "invariance.h"
+#include "mla_forms.h"
+#include "session.h"
+#include "sweep.h"
 
 namespace attnscope::cli {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "attnscope/compare.h"
 #include "attnscope/graph_replay.h"
 #include "attnscope/registry.h"
-#include "session.h"
 
 namespace attnscope {
 
@@ -54,8 +54,9 @@ int64_t bit_differences(const std::vector<float>& a, const std::vector<float>& b
   return n;
 }
 
-GraphCheck real_rows(const Session& s, const Result& eager, const GraphReplayReport& g) {
-  const CaseSpec& c = s.spec();
+}  // namespace
+
+GraphCheck real_rows_check(const CaseSpec& c, const Result& eager, const GraphReplayReport& g, const ResultLookup& result) {
   GraphCheck k;
   k.what = "real rows";
   Result replay = eager;
@@ -77,14 +78,14 @@ GraphCheck real_rows(const Session& s, const Result& eager, const GraphReplayRep
   rule.rule = CompareRule::kTwiceLowp;
   const Result *ref = nullptr, *lowp = nullptr;
   for (const auto& id : backends_with_role(Role::kReference))
-    if (!ref && s.result(id) && s.result(id)->ok()) ref = s.result(id);
+    if (!ref && result(id) && result(id)->ok()) ref = result(id);
   for (const auto& id : backends_with_role(Role::kLowp))
-    if (!lowp && s.result(id) && s.result(id)->ok()) lowp = s.result(id);
+    if (!lowp && result(id) && result(id)->ok()) lowp = result(id);
   for (const auto& m : c.comparisons)  // the case's own twice_lowp comparison of this backend, if any
-    if (m.backend == eager.backend && m.rule == CompareRule::kTwiceLowp && s.result(m.baseline) && s.result(m.lowp)) {
+    if (m.backend == eager.backend && m.rule == CompareRule::kTwiceLowp && result(m.baseline) && result(m.lowp)) {
       rule = m;
-      ref = s.result(m.baseline);
-      lowp = s.result(m.lowp);
+      ref = result(m.baseline);
+      lowp = result(m.lowp);
     }
   if (!ref || !lowp || !ref->ok() || !lowp->ok()) {
     k.skipped = true;
@@ -104,14 +105,12 @@ GraphCheck real_rows(const Session& s, const Result& eager, const GraphReplayRep
   return k;
 }
 
-}  // namespace
-
 std::string graph_pad_text(const CaseSpec& c, const Plan& p) {
   if (!c.cuda_graph) return "";
   const CudaGraphPad g = cuda_graph_pad(c, p.pages);
   auto pages = [](const std::vector<int>& v) {
     std::string s = "[";
-    for (size_t i = 0; i < v.size() && i < 6; ++i) s += (i ? " " : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size() && i < 6; ++i) s.append(i ? " " : "").append(std::to_string(v[i]));  // GCC 12: -Wrestrict
     if (v.size() > 6) s += " ... (" + std::to_string(v.size()) + ")";
     return s + "]";
   };
@@ -168,23 +167,6 @@ std::string graph_report_text(const Result& r) {
   if (g.replay_reps > 0) s += "       time: " + graph_time_text(g) + "\n";
   for (const auto& n : g.notes) s += "       note: " + n + "\n";
   return s;
-}
-
-void check_graph_replays(Session& s) {
-  if (!s.spec().cuda_graph) return;
-  ResultList out;
-  for (const auto& r : s.results) {
-    if (!r.graph || !r.graph->captured || r.graph->o.empty()) {
-      out.push_back(r);
-      continue;
-    }
-    Result n = r;
-    n.graph->checks.insert(n.graph->checks.begin(), real_rows(s, r, *r.graph));
-    n.graph->o.clear();
-    n.graph->lse.clear();
-    out.push_back(std::move(n));
-  }
-  s.results = std::move(out);
 }
 
 }  // namespace attnscope

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "report_json.h"
 
@@ -96,6 +97,11 @@ template <class T>
 void write_npy_in(const std::string& dir, const std::string& name, const std::vector<T>& data,
                   const std::vector<int64_t>& shape) {
   static_assert(sizeof(float) == 4 && sizeof(int) == 4, "float32 / int32 .npy");
+  // a header promising more (or fewer) values than follow is a file NumPy refuses to load
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (static_cast<int64_t>(data.size()) != count)
+    throw std::logic_error(name + ": " + std::to_string(data.size()) + " values for a shape of " + std::to_string(count));
   const std::string header = npy_header(std::is_same_v<T, float> ? "<f4" : "<i4", shape);
   write_file_in(dir, name, {header, {reinterpret_cast<const char*>(data.data()), data.size() * sizeof(T)}});
 }
@@ -124,18 +130,40 @@ int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, 
   return 3;
 }
 
+std::string result_npy_name(const std::string& prefix, const std::string& backend) {
+  std::string n = prefix;
+  for (char ch : backend) n += ch == '/' ? "%2F" : ch == '%' ? "%25" : std::string(1, ch);
+  return n + ".npy";
+}
+
 int write_result_npys(const Session& s, const std::string& dir) {
   const CaseSpec& c = s.spec();
   const int64_t T = c.total_q();
   int files = 0;
   for (const auto& r : s.results) {
     if (!r.ok()) continue;
-    write_npy_in(dir, "o_" + r.backend + ".npy", r.o, {T, c.num_qo_heads, c.head_dim_vo});
-    write_npy_in(dir, "lse_" + r.backend + ".npy", r.lse, {T, c.num_qo_heads});
-    files += 2;
+    write_npy_in(dir, result_npy_name("o_", r.backend), r.o, {T, c.num_qo_heads, c.head_dim_vo});
+    ++files;
+    if (r.lse.empty()) continue;  // a Python function may return O alone (meta.json says so)
+    write_npy_in(dir, result_npy_name("lse_", r.backend), r.lse, {T, c.num_qo_heads});
+    ++files;
   }
   return files;
 }
+
+namespace {
+
+// meta.json's record of a result's files: which were written and, for a missing LSE, why.
+nlohmann::ordered_json dumped_files_json(const Result& r) {
+  if (!r.ok()) return nullptr;
+  nlohmann::ordered_json f;
+  f["o"] = result_npy_name("o_", r.backend);
+  f["lse"] = r.lse.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(result_npy_name("lse_", r.backend));
+  if (r.lse.empty()) f["note"] = "no " + result_npy_name("lse_", r.backend) + ": the backend returned O without an LSE";
+  return f;
+}
+
+}  // namespace
 
 int dump_session(const Session& s, const std::string& dir) {
   prepare_output_dir(dir);
@@ -154,7 +182,11 @@ int dump_session(const Session& s, const std::string& dir) {
     meta["kv_len"].push_back(r.kv_len);
   }
   meta["results"] = nlohmann::ordered_json::array();
-  for (const auto& r : s.results) meta["results"].push_back(result_to_json(r));
+  for (const auto& r : s.results) {
+    nlohmann::ordered_json j = result_to_json(r);
+    j["files"] = dumped_files_json(r);
+    meta["results"].push_back(std::move(j));
+  }
   const std::string text = meta.dump(2) + "\n";
   write_file_in(dir, "meta.json", {text});
   return files + 1;

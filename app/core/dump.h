@@ -25,7 +25,8 @@ void prepare_output_dir(const std::string& dir);
 void write_file_in(const std::string& dir, const std::string& name, std::initializer_list<std::string_view> parts);
 
 // dir/name as a C-order .npy of float32 (T = float) or int32 (T = int: page tables and indptrs,
-// which FlashInfer takes as int32), written as write_file_in does.
+// which FlashInfer takes as int32), written as write_file_in does. Throws std::logic_error when
+// data does not hold exactly the shape's count of values.
 template <class T>
 void write_npy_in(const std::string& dir, const std::string& name, const std::vector<T>& data, const std::vector<int64_t>& shape);
 
@@ -37,11 +38,17 @@ std::vector<float> logical_kv(const CaseSpec& c, const PageTable& pt, const std:
 // Returns the file count.
 int write_input_npys(const CaseSpec& c, const PageTable& pt, const Workload& w, const std::string& dir);
 
+// "o_<backend>.npy" for prefix "o_": the file a result is dumped to, '/' and '%' in the id (a python:
+// backend's path) escaped as %2F and %25 so that the name stays in DIR.
+std::string result_npy_name(const std::string& prefix, const std::string& backend);
+
 // o_<backend>.npy [total_q, qo_heads, d_vo] and lse_<backend>.npy [total_q, qo_heads] (natural log)
-// of every backend that ran. Returns the file count.
+// of every backend that ran; no lse_ file for one that returned no LSE (a python: function may).
+// Returns the file count.
 int write_result_npys(const Session& s, const std::string& dir);
 
-// Writes q.npy, k.npy, v.npy, the o_/lse_ files above and meta.json. Returns the file count.
+// Writes q.npy, k.npy, v.npy, the o_/lse_ files above and meta.json (each result with "files": the
+// names written, "lse": null and a note where none was). Returns the file count.
 int dump_session(const Session& s, const std::string& dir);
 
 }  // namespace attnscope

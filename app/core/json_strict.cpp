@@ -4,6 +4,7 @@
 #include "json_strict.h"
 
 #include <limits>
+#include <type_traits>
 
 #include "attnscope/case_spec.h"
 #include "attnscope/mask_expr.h"
@@ -66,7 +67,11 @@ class StrictSax {
     return true;
   }
   template <class Exception>
-  bool parse_error(size_t, const std::string&, const Exception& ex) {
+  bool parse_error(size_t, const std::string& token, const Exception& ex) {
+    // A number past a double's range (1e999) is a bad value, not bad syntax: named like every other.
+    if constexpr (std::is_same_v<Exception, json::out_of_range>)
+      throw CaseError(next_item_path(),
+                      printable(token) + " is not allowed, a number must be finite (at most about 1.8e308 in magnitude)");
     throw ex;  // as json::parse throws it: the caller turns the byte offset into line and column
   }
 
@@ -89,6 +94,15 @@ class StrictSax {
     const size_t n = item ? stack_.size() : stack_.size() - 1;
     for (size_t i = 0; i < n; ++i) p += "/" + (stack_[i].array ? std::to_string(stack_[i].count - 1) : escape(stack_[i].key));
     return p.empty() ? "/" : p;
+  }
+
+  // Path of the value the parser is reading now (the next array item, or the current key's value).
+  std::string next_item_path() const {
+    if (stack_.empty()) return "/";
+    std::string p = path();
+    if (p == "/") p.clear();
+    const Frame& f = stack_.back();
+    return p + "/" + (f.array ? std::to_string(f.count) : escape(f.key));
   }
 
   // Stores v where the parser is (root, next array item, or the current key) and returns it.

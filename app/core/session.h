@@ -154,6 +154,10 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
                          const SessionOptions& opt);
 void fp8_ideals(Session& s, const Workload& w, bool host_ok, const SessionOptions& opt);
 
+// The "real rows" check of every captured CUDA-graph replay (real_rows_check, cuda_graph_run.h) added
+// to its result's checks; drops the replay's rows afterwards (session_graph.cpp).
+void check_graph_replays(Session& s);
+
 // Runs backends in order, only the ones this stage needs (shared by the CLI and the GUI runner).
 Result run_one(const std::string& id, const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& ro);
 

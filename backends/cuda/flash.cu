@@ -31,7 +31,7 @@ FlashLauncher find_flash_launcher(int head_dim, DType dt) {
   return nullptr;
 }
 
-#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, bool, dim3, cudaStream_t);
+#define FLASH_SM90_INSTANCE(D, N, T) void launch_flash_sm90_d##D##_##N(const FlashParams&, int, dim3, cudaStream_t);
 #include "flash_sm90_instances_built.def"  // instances/flash_sm90_instances.def as CMake filtered it (maybe empty)
 #undef FLASH_SM90_INSTANCE
 
@@ -324,9 +324,6 @@ class FlashBackend final : public Backend, public GraphReplayable {
     if (fp.heavy_first) std::reverse(pair_xy.begin(), pair_xy.end());
     DeviceBuffer d_pairs = paired ? DeviceBuffer::from(pair_xy) : DeviceBuffer{};
     fp.pairs = paired ? d_pairs.as<int2>() : nullptr;
-    // on request (FlashDebugOptions::ws), 128-row tiles of the bit-less variants at head dims 64 / 128
-    // run the warp-specialised form (one CTA per SM, a producer warpgroup)
-    const bool ws = hopper && flash_sm90_ws_fits(sp.cta_tile_q, D, mode) && debug_.ws;
     // The mma.sync decode layout (16-row tiles with key-split warps) launches an item's KV heads side by
     // side, grid (hk, 1, items): in the NHD layout they read the same tokens' rows (one 2 KB run at head
     // dim 128 and 8 KV heads), which then share their L2 lines. Elsewhere the items are innermost, so a
@@ -334,14 +331,11 @@ class FlashBackend final : public Backend, public GraphReplayable {
     fp.heads_inner = !hopper && warps_n > 1 && debug_.heads_inner ? 1 : 0;
     const unsigned n_x = static_cast<unsigned>(paired ? pair_xy.size() : std::max(sp.padded_items, 1));
     const dim3 grid = fp.heads_inner ? dim3(static_cast<unsigned>(Hk), 1, n_x) : dim3(n_x, 1, static_cast<unsigned>(Hk));
-    const dim3 block(ws ? 384 : hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
-    const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
-                        : hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)
-                                 : flash_smem_bytes(D, warps, warps_n, rb, mode == FlashMode::kPlainFp8);
+    const dim3 block(hopper ? (paired ? 256 : sp.cta_tile_q * 2) : warps * warps_n * 32);
+    const size_t smem = hopper ? flash_sm90_smem_bytes(D, paired ? 128 : sp.cta_tile_q)
+                               : flash_smem_bytes(D, warps, warps_n, rb, mode == FlashMode::kPlainFp8);
     const std::string kname =
-        ws ? "flash_sm90_ws_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) +
-                 ", warp-specialised: a producer and 2 consumer warpgroups> (wgmma)"
-        : hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
+        hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
                        (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
                        "> (wgmma)"
                  : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
@@ -351,7 +345,7 @@ class FlashBackend final : public Backend, public GraphReplayable {
     auto once = [&](bool sync) {
       if (sp.num_items > 0) {
         if (hopper)
-          sm90(fp, sp.cta_tile_q, ws, grid, nullptr);
+          sm90(fp, sp.cta_tile_q, grid, nullptr);
         else
           launch(fp, warps, warps_n, rb, grid, nullptr);
         check_launch(kname.c_str(), grid, block, smem, sync);

@@ -18,8 +18,6 @@ struct FlashDebugOptions {
   bool sm90 = true;
   // ATTNSCOPE_FLASH_PAIR=0: one 64-row item per Hopper CTA where two would be paired (head dim 256)
   bool pairs = true;
-  // ATTNSCOPE_FLASH_WS=1: the warp-specialised Hopper kernel where it fits (flash_sm90_ws_fits)
-  bool ws = false;
   // ATTNSCOPE_FLASH_ORDER=plan: the items in the plan's order rather than the plan's last items first
   bool heavy_first = true;
   // ATTNSCOPE_FLASH_ORDER=plan or heads-outer: the KV heads outermost in the grid also in the mma.sync
@@ -37,7 +35,6 @@ inline FlashDebugOptions flash_debug_options() {
   o.rb = rb == "1" ? 1 : rb == "2" ? 2 : 0;
   o.sm90 = env("ATTNSCOPE_FLASH_PATH") != "mma";
   o.pairs = env("ATTNSCOPE_FLASH_PAIR") != "0";
-  o.ws = env("ATTNSCOPE_FLASH_WS") == "1";
   o.heavy_first = order != "plan";
   o.heads_inner = order != "plan" && order != "heads-outer";
   return o;

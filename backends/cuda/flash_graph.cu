@@ -324,17 +324,14 @@ GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const C
   const FlashSm90Launcher sm90 =
       flash_sm90_fits(T, cap.sp.kv_warp_split, D, mode) && dbg.sm90 ? find_flash_sm90_launcher(D, c.dtype) : nullptr;
   const bool hopper = sm90 && device_is_sm90();
-  const bool ws = hopper && flash_sm90_ws_fits(T, D, mode) && dbg.ws;
   fp.heads_inner = !hopper && warps_n > 1 && dbg.heads_inner ? 1 : 0;
   const FlashLauncher launch = find_flash_launcher(D, c.dtype);
   if (!hopper && !launch) throw CudaError("cuda.flash graph: no kernel for head_dim " + std::to_string(D));
   const unsigned n_x = static_cast<unsigned>(g.capacity_items);
   const dim3 grid =
       fp.heads_inner ? dim3(static_cast<unsigned>(c.num_kv_heads), 1, n_x) : dim3(n_x, 1, static_cast<unsigned>(c.num_kv_heads));
-  const dim3 block(ws ? 384 : hopper ? T * 2 : warps * warps_n * 32);
-  const size_t smem = ws       ? flash_sm90_ws_smem_bytes(D)
-                      : hopper ? flash_sm90_smem_bytes(D, T)
-                               : flash_smem_bytes(D, warps, warps_n, rb);
+  const dim3 block(hopper ? T * 2 : warps * warps_n * 32);
+  const size_t smem = hopper ? flash_sm90_smem_bytes(D, T) : flash_smem_bytes(D, warps, warps_n, rb);
   const int64_t rows = static_cast<int64_t>(pad.bucket) * pad.tokens_per_entry;
   const MergeParams mp{g.mind.as<int>(), g.part_o.as<float>(), g.part_lse.as<float>(), g.o.as<void>(), g.lse.as<float>(), rows,
                        c.num_qo_heads,   c.head_dim_vo};
@@ -349,7 +346,7 @@ GraphReplayReport flash_capture_replay(const CaseSpec& c, const Plan& p, const C
   };
   auto record = [&](bool sync) {
     if (hopper)
-      sm90(fp, T, ws, grid, stream);
+      sm90(fp, T, grid, stream);
     else
       launch(fp, warps, warps_n, rb, grid, stream);
     check_launch(hopper ? "flash_sm90_kernel (graph)" : "flash_kernel (graph)", grid, block, smem, sync);

@@ -96,8 +96,7 @@ enum class FlashMode : int {
 
 // The variant's properties, named once: the logit is q.k (its scale still pending, FlashCta::exp_scale);
 // rows carry a mask_mod's bit rows; rows carry the ALiBi terms and the soft-cap; no bits at all (the
-// only variants compiled for FlashAttention-2's two-row-block layout, the warp-specialised and the
-// paired Hopper kernels).
+// only variants compiled for FlashAttention-2's two-row-block layout and the paired Hopper kernel).
 constexpr bool flash_mode_plain_logit(FlashMode m) {
   return m == FlashMode::kPlain || m == FlashMode::kPlainBits || m == FlashMode::kPlainFp8;
 }
@@ -165,19 +164,6 @@ constexpr size_t flash_sm90_smem_bytes(int head_dim, int rows) {
   return static_cast<size_t>(rows) * head_dim * 2 + (head_dim >= 256 && rows == 64 ? 2 : 4) * tile + 1024;
 }
 
-// The warp-specialised Hopper kernel (flash_sm90_ws_kernel.cuh): one CTA per SM, a producer
-// warpgroup and two consumer warpgroups, for 128-row tiles at head dims 64 and 128 in the plain and
-// soft-cap / ALiBi variants (no tile lists or bits: those keep the two-CTA form). Its K / V ring has
-// kFlashWsStages stages; shared memory: Q, the stages, 1 KB to align the swizzle atoms.
-constexpr int kFlashWsStages = 4;
-constexpr bool flash_sm90_ws_fits(int tile, int head_dim, FlashMode mode) {
-  return tile == 128 && (head_dim == 64 || head_dim == 128) && flash_mode_bitless(mode);
-}
-constexpr size_t flash_sm90_ws_smem_bytes(int head_dim) {
-  const size_t tile = static_cast<size_t>(kKvTile) * head_dim * 2;
-  return static_cast<size_t>(128) * head_dim * 2 + 2 * kFlashWsStages * tile + 1024;
-}
-
 // The mma.sync kernel's shared-memory row stride in elements (flash_kernel.cuh's tile_at): D where its
 // rows are swizzled (D a multiple of 64), else D + 8. One rule for the kernel and flash_smem_bytes.
 constexpr int flash_smem_stride(int head_dim) { return head_dim % 64 == 0 ? head_dim : head_dim + 8; }
@@ -198,10 +184,9 @@ constexpr bool flash_q_in_smem(int head_dim, int warps_m, int warps_n, int rb) {
 // warps_n = the plan's kv_warp_split.
 using FlashLauncher = void (*)(const FlashParams&, int warps_m, int warps_n, int row_blocks, dim3 grid, cudaStream_t);
 FlashLauncher find_flash_launcher(int head_dim, DType dt);  // nullptr when not instantiated
-// The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows, warp-specialised (ws: where
-// flash_sm90_ws_fits) or not; nullptr when not built for this head dim and dtype (a build without 90
-// in CMAKE_CUDA_ARCHITECTURES has none).
-using FlashSm90Launcher = void (*)(const FlashParams&, int rows, bool ws, dim3 grid, cudaStream_t);
+// The Hopper kernel's launcher for a plan tile of `rows` (64 or 128) rows; nullptr when not built for
+// this head dim and dtype (a build without 90 in CMAKE_CUDA_ARCHITECTURES has none).
+using FlashSm90Launcher = void (*)(const FlashParams&, int rows, dim3 grid, cudaStream_t);
 FlashSm90Launcher find_flash_sm90_launcher(int head_dim, DType dt);
 void launch_merge(const MergeParams& p, DType dt, cudaStream_t s);
 size_t flash_smem_bytes(int head_dim, int warps_m, int warps_n, int row_blocks, bool fp8 = false);

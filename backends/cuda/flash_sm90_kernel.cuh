@@ -16,7 +16,6 @@
 #include <type_traits>
 
 #include "flash_device.cuh"
-#include "flash_sm90_ws_kernel.cuh"
 #include "sm90_primitives.cuh"
 
 namespace attnscope::cuda {
@@ -24,8 +23,8 @@ namespace attnscope::cuda {
 // Every warp copies and computes, one tile at a time: two K / V stages (head dim 256 with one
 // warpgroup: one K and one V buffer, the lean schedule) and a barrier per tile, two CTAs per SM at
 // head dims <= 128 (128 registers: 16 warps per SM, one CTA's softmax and copies beside the other's
-// wgmma). The default Hopper form; the warp-specialised one (flash_sm90_ws_kernel.cuh) is opt-in
-// (FlashDebugOptions::ws) because it is slower on every shape measured so far.
+// wgmma). The Hopper form; a warp-specialised one (a producer warpgroup, mbarrier stages) was slower
+// on every shape measured and left the build (docs/perf-notes.md, v34 and v37).
 // kPair: two 64-row work items of the plan in one CTA, one per warpgroup (pair_items: the same unit
 // and KV chunk, so the same keys on the same 64-key tile grid). Every K / V tile is loaded once for
 // both, and each warpgroup computes exactly the tiles its item alone would visit, in the same order:
@@ -186,12 +185,11 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
 }
 
 // The Hopper kernel for a plan tile of `rows` (64 or 128) rows, or with p.pairs two 64-row items per
-// CTA (head dim 256, the bit-less variants: flash.cu's rule), or its warp-specialised form (ws:
-// flash.cu has checked flash_sm90_ws_fits); the caller has checked flash_sm90_fits (no key-split
-// warps, a variant it compiles).
+// CTA (head dim 256, the bit-less variants: flash.cu's rule); the caller has checked flash_sm90_fits
+// (no key-split warps, a variant it compiles).
 template <int D, class T>
-void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaStream_t stream) {
-  const size_t smem = ws ? flash_sm90_ws_smem_bytes(D) : flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
+void launch_flash_sm90(const FlashParams& p, int rows, dim3 grid, cudaStream_t stream) {
+  const size_t smem = flash_sm90_smem_bytes(D, p.pairs ? 128 : rows);
   auto go = [&](auto kernel, int threads) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "cudaFuncSetAttribute");
@@ -199,14 +197,6 @@ void launch_flash_sm90(const FlashParams& p, int rows, bool ws, dim3 grid, cudaS
     kernel<<<grid, threads, smem, stream>>>(p);
   };
   const FlashMode mode = flash_mode(p);
-  if constexpr (D == 64 || D == 128) {
-    if (ws && flash_sm90_ws_fits(rows, D, mode))
-      return mode == FlashMode::kPlain ? go(flash_sm90_ws_kernel<D, T, FlashMode::kPlain>, 384)
-                                       : go(flash_sm90_ws_kernel<D, T, FlashMode::kCapAlibi>, 384);
-  }
-  if (ws)
-    throw CudaError("cuda.flash (wgmma): no warp-specialised kernel for head_dim " + std::to_string(D) + " with " +
-                    std::to_string(rows) + "-row tiles, kernel variant " + flash_mode_name(mode));
   if (p.pairs) {
     if constexpr (D == 256) {
       if (mode == FlashMode::kPlain) return go(flash_sm90_kernel<D, T, 2, FlashMode::kPlain, true>, 256);

@@ -1,6 +1,6 @@
 // Hopper (sm_90a) primitives of cuda.flash's wgmma kernels: the wgmma wrappers by dtype, their fences
-// and waits, shared-memory matrix descriptors with the 128-byte swizzle, and the warp-specialised
-// kernel's mbarriers and register reallocation (PTX ISA 8.x names).
+// and waits, shared-memory matrix descriptors with the 128-byte swizzle, and named barriers (PTX ISA
+// 8.x names).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -112,42 +112,9 @@ __device__ inline int sw128_offset(int r, int cv, int rows) {
   return (cv >> 3) * rows * 128 + r * 128 + (((cv & 7) ^ (r & 7)) << 4);
 }
 
-// mbarriers in shared memory: the warp-specialised kernel's hand-over of K / V stages between its
-// producer and consumer warpgroups
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ inline void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-// waits until the phase of parity `parity` has completed (a fresh barrier: parity 1 passes at once)
-__device__ inline void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ inline void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// arrives on `bar` once every cp.async this thread issued before has landed (the count given at init
-// counts these arrivals: .noinc)
-__device__ inline void cp_async_mbar_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
 // a barrier of `threads` threads on hardware barrier `id` (0 is __syncthreads')
 __device__ inline void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// warpgroup register reallocation: the producer gives registers back, the consumers take them
-template <int N>
-__device__ inline void regs_dealloc() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ inline void regs_alloc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 }  // namespace attnscope::cuda

@@ -17,6 +17,19 @@
 namespace attnscope::python {
 namespace {
 
+// The worker cuts a long exception text itself (worker.py, short_traceback); this bounds what any
+// reply can put in a report, keeping both ends (the file:line is at the end).
+std::string bounded(const std::string& s) {
+  constexpr size_t kHead = 3000, kTail = 1000;
+  if (s.size() <= kHead + kTail + 64) return s;
+  auto boundary = [&](size_t i) {  // back to the start of a UTF-8 character
+    while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80) --i;
+    return i;
+  };
+  const size_t head = boundary(kHead), tail = boundary(s.size() - kTail);
+  return s.substr(0, head) + " ... [" + std::to_string(tail - head) + " bytes cut] ... " + s.substr(tail);
+}
+
 struct Arrays {
   std::vector<std::vector<int>> ints;  // owned int32 metadata, kept alive for the call
   std::vector<Buffer> list;
@@ -296,7 +309,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
     r.message = (kind == "exception"  ? "Python exception: "
                  : kind == "contract" ? "contract: "
                                       : "") +
-                rep.header.value("message", "the worker gave no reason");
+                bounded(rep.header.value("message", "the worker gave no reason"));
     return r;
   }
   const size_t want_o = static_cast<size_t>(tq) * c.num_qo_heads * c.head_dim_vo * 4;

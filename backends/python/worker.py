@@ -109,15 +109,23 @@ def load(path, function):
     return fn
 
 
+def cut_middle(s, head, tail):
+    """s with its middle cut where it is longer than head + tail characters, saying how much went."""
+    if len(s) <= head + tail + 40:
+        return s
+    return "%s ... [%d characters cut] ... %s" % (s[:head], len(s) - head - tail, s[-tail:])
+
+
 def short_traceback(e):
-    # the exception line and the innermost frames of the user's code, for one status line
+    # the exception line and the innermost frames of the user's code, for one status line; a 50 KB
+    # message is cut in the middle, so the status stays a line and the file:line survives
     frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != "<string>"]  # not the worker's
-    where = ["%s:%d in %s: %s" % (os.path.basename(f.filename), f.lineno, f.name, (f.line or "").strip())
-             for f in frames[-2:]]
+    where = ["%s:%d in %s: %s" % (cut_middle(os.path.basename(f.filename), 60, 20), f.lineno, cut_middle(f.name, 60, 20),
+                                  cut_middle((f.line or "").strip(), 100, 40)) for f in frames[-2:]]
     lines = [x for x in "".join(traceback.format_exception_only(type(e), e)).strip().splitlines() if x.strip()]
     # the first line names the exception; PyTorch's compile errors end in advice, not the cause
     what = lines[0] if lines and ("torch" in type(e).__module__ or len(lines) > 3) else (lines or ["?"])[-1]
-    return what + ("" if not where else " (at " + " <- ".join(reversed(where)) + ")")
+    return cut_middle(what, 1500, 500) + ("" if not where else " (at " + " <- ".join(reversed(where)) + ")")
 
 
 class ContractError(Exception):

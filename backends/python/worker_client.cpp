@@ -111,6 +111,8 @@ void Worker::kill_worker() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   if (pid_ > 0) {
+    // the whole group: a child the user's module forked holds our stderr and would outlive the run
+    ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     int st;
     while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
@@ -228,8 +230,14 @@ void Worker::start(double deadline_ms, const std::atomic<bool>* cancel) {
   const std::string py = interpreter();
   std::string script = kWorkerScript;
   char* argv[] = {const_cast<char*>(py.c_str()), const_cast<char*>("-u"), const_cast<char*>("-c"), script.data(), nullptr};
+  // its own process group (pgid = its pid), so that kill_worker ends whatever the module forked
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, py.c_str(), &fa, nullptr, argv, environ);
+  const int rc = ::posix_spawnp(&pid, py.c_str(), &fa, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   ::close(sv[1]);
   if (rc != 0) {

@@ -1,6 +1,7 @@
 // The persistent Python worker the python: backends call (docs/python-backends.md, "Protocol"): one
 // process for the whole run, started on first use, killed and started again after it dies, hangs past
-// the timeout or breaks the protocol. Inputs go over a Unix socket pair as JSON headers and raw
+// the timeout or breaks the protocol. It runs in a process group of its own, killed whole with it (at
+// exit too), so a child that user code forks does not outlive the run. Inputs go over a Unix socket pair as JSON headers and raw
 // little-endian buffers (worker.py), or, on the GPU path, CUDA IPC handles of attnscope's device
 // buffers in the header (gpu_handoff.h).
 #pragma once

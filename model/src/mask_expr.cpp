@@ -454,6 +454,9 @@ bool match_alibi(const Node& n) {
 namespace {
 
 std::string torch_num(double v) {
+  // 1e999 reads as inf: Python has no `inf` name, so the worker's exec of a bare one was a NameError
+  if (std::isnan(v)) return "float(\"nan\")";
+  if (std::isinf(v)) return v > 0 ? "float(\"inf\")" : "(-float(\"inf\"))";
   char buf[40];
   if (v == std::floor(v) && std::fabs(v) < 1e15)
     std::snprintf(buf, sizeof buf, "%.0f", v);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "mla_workload.h"
+
 namespace attnscope {
 
 MlaGen mla_gen(const CaseSpec& c) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnscope/fp8.h"
-#include "attnscope/mla.h"
+#include "mla_workload.h"
 
 namespace attnscope {
 

@@ -20,11 +20,11 @@ struct CliOut {
   std::string err;  // stderr
 };
 
-// `args` is a shell word list (quote what the shell must not split).
-inline CliOut cli(const std::string& args) {
+// `args` is a shell word list (quote what the shell must not split); `binary` the CLI to run.
+inline CliOut cli_at(const std::string& binary, const std::string& args) {
   namespace fs = std::filesystem;
   const std::string errf = fs::temp_directory_path() / ("attnscope_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(ATTNSCOPE_CLI) + " " + args + " 2>" + errf;
+  const std::string cmd = binary + " " + args + " 2>" + errf;
   CliOut o;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf{};
@@ -37,5 +37,13 @@ inline CliOut cli(const std::string& args) {
   fs::remove(errf);
   return o;
 }
+
+// attnscope-cli as a user has it.
+inline CliOut cli(const std::string& args) { return cli_at(ATTNSCOPE_CLI, args); }
+
+#ifdef ATTNSCOPE_CLI_FAULTS
+// The tests' copy of the CLI, with the fault hooks of tests/cli/cli_test_hooks.cpp.
+inline CliOut cli_faults(const std::string& args) { return cli_at(ATTNSCOPE_CLI_FAULTS, args); }
+#endif
 
 }  // namespace attnscope::testing

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_run.h"
+#include "npy_check.h"
 #include "sweep.h"
 
 namespace fs = std::filesystem;
@@ -363,6 +364,12 @@ TEST(Cli, DumpWritesNpyFilesOtherToolsCanRead) {
   EXPECT_EQ(size, 128u + 126u * 4 * 64 * 4);  // header padded to 128 bytes, then the floats
   const auto meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
   EXPECT_EQ(meta["q_len"][0], 96);
+  EXPECT_EQ(meta["results"][0]["files"]["lse"], "lse_cpu.reference.npy");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".npy") {
+      EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+    }
+  }
   fs::remove_all(dir);
 }
 

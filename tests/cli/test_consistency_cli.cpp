@@ -14,6 +14,7 @@
 namespace {
 
 using attnscope::testing::cli;
+using attnscope::testing::cli_faults;
 
 std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
 const std::string kFp8 = src("examples/fp8-decode-vs-prefill.json");
@@ -59,7 +60,7 @@ TEST(ConsistencyCli, ExitCodes) {
   }
   {  // a reference that differs from position 3: FAILED, 1
     Env e("ATTNSCOPE_TEST_CONSISTENCY_FAULT", "cpu.reference@3");
-    const auto o = cli("consistency " + kFp8 + " --last 6 --backends cpu.reference,cpu.lowp");
+    const auto o = cli_faults("consistency " + kFp8 + " --last 6 --backends cpu.reference,cpu.lowp");
     EXPECT_EQ(o.code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("\ncpu.reference  FAILED: differs from position 3 (request 0, key 127), max |diff| "), std::string::npos)
         << o.out;
@@ -68,7 +69,7 @@ TEST(ConsistencyCli, ExitCodes) {
   }
   {  // the same difference in a backend that promises nothing: reported, 0
     Env e("ATTNSCOPE_TEST_CONSISTENCY_FAULT", "cpu.tiled@4");
-    const auto o = cli("consistency " + src("examples/prefix-lm.json") + " --last 12");
+    const auto o = cli_faults("consistency " + src("examples/prefix-lm.json") + " --last 12");
     EXPECT_EQ(o.code, 0) << o.out << o.err;
     EXPECT_NE(o.out.find("\ncpu.tiled      differs from position 4 (request 0, key 88)"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("first differing key per request: 88, 112; "), std::string::npos) << o.out;
@@ -87,9 +88,18 @@ TEST(ConsistencyCli, ExitCodes) {
   EXPECT_NE(o.err.find("131 is more than request 0's kv_len 130"), std::string::npos) << o.err;
 }
 
+// The fault switch is the tests' copy's (attnscope-cli-faults): the product CLI reads no test switch.
+TEST(ConsistencyCli, TheProductIgnoresTheTestFaultSwitch) {
+  Env e("ATTNSCOPE_TEST_CONSISTENCY_FAULT", "cpu.reference@3");
+  const auto o = cli("consistency " + kFp8 + " --last 6 --backends cpu.reference,cpu.lowp");
+  EXPECT_EQ(o.code, 0) << o.out << o.err;
+  EXPECT_EQ(lines(o.out).back(), "ok: 2 bit-identical, 0 differ") << o.out;
+  EXPECT_EQ(cli_faults("consistency " + kFp8 + " --last 6 --backends cpu.reference,cpu.lowp").code, 1);
+}
+
 TEST(ConsistencyCli, JsonCarriesTheSeries) {
   Env e("ATTNSCOPE_TEST_CONSISTENCY_FAULT", "cpu.lowp@2");
-  const auto o = cli("consistency " + kFp8 + " --last 5 --backends cpu.reference,cpu.lowp,flashinfer.decode --json");
+  const auto o = cli_faults("consistency " + kFp8 + " --last 5 --backends cpu.reference,cpu.lowp,flashinfer.decode --json");
   const auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j.at("exit_code").get<int>(), o.code);
   EXPECT_EQ(o.code, 1);

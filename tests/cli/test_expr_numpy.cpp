@@ -297,7 +297,6 @@ torch = types.SimpleNamespace(as_tensor=np.asarray, minimum=np.minimum, maximum=
 _b = lambda x: np.asarray(x) != 0
 _doc = lambda x: np.floor(np.asarray(x, dtype=np.float64)) // 4
 _alibi = lambda x: np.asarray(x, dtype=np.float64) * 0.5
-inf, nan = float("inf"), float("nan")  # what expr_to_torch's text needs and does not define
 b, h, q_len, kv_len, prefix_len = 1, 2, 8, 20, 3
 q_idx, kv_idx, score = np.arange(-3, 25)[:, None], np.arange(-3, 25)[None, :], np.linspace(-5, 5, 28)[None, :]
 
@@ -329,4 +328,36 @@ sys.exit(1 if bad else 0)
   EXPECT_NE(r.out.find(std::to_string(n) + " pairs, 0 differ"), std::string::npos) << r.out.substr(0, 4000);
   EXPECT_GT(n, 400);
   fs::remove_all(dir);
+}
+
+// A literal past double (1e999) is inf: both PyTorch texts (plan --json's and the one the Python
+// worker execs for python.flex_attention) spell it float("inf"); a bare `inf` was a NameError there.
+TEST(ExprNumpy, TorchTextsSpellAnInfiniteLiteralForPython) {
+  const char* const texts[] = {"kv_idx < 1e999", "q_idx - kv_idx > -1e400 && kv_idx < 2e308", "min(kv_idx, 1e999) == kv_idx"};
+  std::string evals;
+  for (const char* t : texts) {
+    const Expr e = Expr::parse(t, Expr::Kind::kMask);
+    for (std::string s : {attnscope::expr_to_torch(e), attnscope::expr_torch_text(e)}) {
+      evals += "    " + attnscope::py_str(s) + ",\n";
+      for (size_t i; (i = s.find("float(\"inf\")")) != std::string::npos;) s.erase(i, 12);
+      EXPECT_EQ(s.find("inf"), std::string::npos) << t << ": " << s;
+    }
+  }
+  const std::string py = python_with_numpy();
+  if (py.empty()) GTEST_SKIP() << "no python3 with numpy (Debian: python3-numpy, installed by scripts/setup-deps.sh)";
+  const fs::path f = fs::temp_directory_path() / ("attnscope_torch_inf_" + std::to_string(::getpid()) + ".py");
+  std::ofstream(f) << R"(import types
+import numpy as np
+torch = types.SimpleNamespace(as_tensor=np.asarray, minimum=np.minimum, maximum=np.maximum)
+_b = lambda x: np.asarray(x) != 0
+q_idx, kv_idx = np.arange(4)[:, None], np.arange(4)[None, :]
+for text in [
+)" << evals << R"(]:
+    assert np.all(eval(text)), text
+print("all true")
+)";
+  const auto r = sh(py + " " + f.string());
+  fs::remove(f);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("all true"), std::string::npos) << r.out;
 }

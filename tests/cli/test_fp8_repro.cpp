@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/registry.h"
+#include "case_json.h"
+#include "fp8_stats.h"
 #include "shell.h"
 
 namespace fs = std::filesystem;
@@ -241,7 +244,9 @@ for name, x in (("k", k), ("v", v)) + ((("q", q),) if attention else ()):
     assert np.all(ok), (name, float((err - bound).max()))
 print("files ok")
 )PY";
-    auto arg = [](const nlohmann::json& x) { return x.is_string() || x.is_null() ? std::string("amax") : "'" + x.dump() + "'"; };
+    auto arg = [](const nlohmann::json& x) {  // appends: GCC 12's false -Wrestrict on "'" + std::string&&
+      return x.is_string() || x.is_null() ? std::string("amax") : std::string("'").append(x.dump()).append("'");
+    };
     const Out r = sh(py + " " + (d / "check.py") + " " + (d / "s") + " " + f.granularity + " " + (e4m3 ? "1" : "0") + " " +
                      (f.q_scale.is_null() ? "0" : "1") + " " + arg(f.k) + " " + arg(f.v) + " " + arg(f.q_scale));
     EXPECT_EQ(r.code, 0) << r.out;
@@ -318,4 +323,29 @@ TEST(Fp8Repro, ARefusedScriptStillChecksTheIdealsAndExitsTwo) {
   const Out run = sh(py + " " + (d / "s/repro.py"));
   EXPECT_EQ(run.code, 2) << run.out;
   EXPECT_NE(run.out.find("not head scales"), std::string::npos) << run.out;
+}
+
+// Scales given far too small clamp nearly every K and V value: the CLI's fp8 line says how many (the
+// GUI's counts, fp8_stats.h), not only the quantisation error they cause; amax scales clamp none.
+TEST(Fp8Cli, TheFp8LineCountsSaturatedElements) {
+  TempDir d("saturate");
+  const std::string text = R"({"schema": "attnscope/case@1", "name": "saturating-scales",
+    "requests": [{"q_len": 3, "kv_len": 40}, {"q_len": 1, "kv_len": 17}], "heads": {"qo": 4, "kv": 2},
+    "head_dim": 32, "dtype": "bf16", "data": {"seed": 5},
+    "kv_cache": {"page_size": 8, "dtype": "fp8_e4m3", "scales": {"granularity": "tensor", "k": 0.00005, "v": 0.00002}},
+    "backends": ["cpu.reference", "cpu.lowp"]})";
+  std::ofstream(d.path / "case.json") << text;
+  const attnscope::CaseFile f = attnscope::parse_case_text(text);
+  const attnscope::Fp8Data data = attnscope::build_fp8_data(f.spec, attnscope::plan_case(f.spec).pages);
+  ASSERT_TRUE(data.available) << data.why;
+  EXPECT_GT(data.k.saturated, data.k.elements * 9 / 10);
+  EXPECT_GT(data.v.saturated, data.v.elements * 9 / 10);
+  const Out o = cli("run " + (d.path / "case.json").string());
+  const std::string want = "fp8     K: " + std::to_string(data.k.saturated) + " of " + std::to_string(data.k.elements) +
+                           " elements saturated, V: " + std::to_string(data.v.saturated) + " of " +
+                           std::to_string(data.v.elements) + " (clamped to +-448); quantisation error";
+  EXPECT_NE(o.out.find(want), std::string::npos) << want << "\n" << o.out;
+  const Out amax =
+      cli("run " + attnscope::testing::src("examples/fp8-kv-per-token-fragmented.json") + " --backends cpu.reference");
+  EXPECT_NE(amax.out.find("fp8     quantisation error"), std::string::npos) << amax.out;
 }

@@ -2,11 +2,13 @@
 // containment case, the permission and the repro's source hash. In-process tests share one worker
 // (the process's), so only the cases that kill it pay for a new one.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "../../backends/python/python_family.h"
 #include "attnscope/compare.h"
@@ -17,8 +19,11 @@
 #include "case_gen.h"
 #include "case_json.h"
 #include "cli_run.h"
+#include "dump.h"
 #include "export_script.h"
+#include "npy_check.h"
 #include "session.h"
+#include "shell.h"
 
 using namespace attnscope;
 namespace fs = std::filesystem;
@@ -77,6 +82,16 @@ def metadata(b):
     assert b.cu_seqlens_q[-1] == b.total_q == b.q.shape[0]
     assert b.k_cache.shape == (b.num_pages, b.page_size, b.num_kv_heads, b.head_dim_qk), b.k_cache.shape
     assert not b.q.flags.writeable
+    return zeros(b)
+def long_error(b):
+    raise ValueError("head " + "x" * 50000 + " tail")
+def fork_sleeper(b):
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(20)
+        os._exit(0)
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sleeper.pid"), "w") as f:
+        f.write(str(pid))
     return zeros(b)
 )";
 
@@ -181,6 +196,17 @@ TEST_F(PythonBackends, AnExceptionIsTheStatusWithItsTracebackLine) {
   EXPECT_NE(r.message.find("ZeroDivisionError: division by zero"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("k.py:11 in boom: return x / 0"), std::string::npos) << r.message;
   EXPECT_EQ(worker_pid(), before) << "an exception leaves the worker running";
+}
+
+// A 50 KB exception text is cut in the middle, saying how much, and keeps both ends and the file:line.
+TEST_F(PythonBackends, ALongExceptionIsCutAndKeepsItsTracebackLine) {
+  const Result r = run(id("long_error"));
+  EXPECT_EQ(r.status, Status::kError);
+  EXPECT_LT(r.message.size(), 4096u) << r.message.substr(0, 200);
+  EXPECT_EQ(r.message.rfind("Python exception: ValueError: head xxx", 0), 0u) << r.message.substr(0, 200);
+  EXPECT_NE(r.message.find("... [48022 characters cut] ..."), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("xxx tail (at k.py:"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find(" in long_error: raise ValueError("), std::string::npos) << r.message;
 }
 
 TEST_F(PythonBackends, ASegfaultIsTheStatusAndTheWorkerRestarts) {
@@ -360,6 +386,75 @@ TEST_F(PythonBackends, AnOAloneResultIsCompared) {
   }
 }
 
+// --dump of a function that returns O alone: no lse_ file (it was a header promising [total_q, heads]
+// floats and no data, which NumPy refuses), meta.json says why, and every .npy written loads. The id's
+// path is escaped in the file name (a '/' in it made the whole dump fail: "cannot write DIR/o_python:/...").
+TEST_F(PythonBackends, DumpWritesOnlyLoadableNpysForAnOAloneResult) {
+  for (const std::string& backend : {std::string("python:k.py:zeros"), id("zeros")}) {
+    SCOPED_TRACE(backend);
+    const fs::path case_path = dir_ / "dump_case.json", out = dir_ / "dump";
+    CaseFile f;
+    f.spec = small_case();
+    f.spec.backends = {"cpu.reference", backend};
+    std::ofstream(case_path) << case_file_to_json(f).dump(2);
+    // run in dir_: the relative id names dir_/k.py
+    const auto r = attnscope::testing::cli_at("cd " + dir_.string() + " && " + ATTNSCOPE_CLI,
+                                              "run " + case_path.string() + " --allow-python --dump " + out.string());
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    const auto meta = nlohmann::json::parse(std::ifstream(out / "meta.json"));
+    const std::string o_name = result_npy_name("o_", backend);
+    EXPECT_EQ(o_name.find('/'), std::string::npos) << o_name;
+    EXPECT_TRUE(fs::exists(out / o_name)) << o_name;
+    EXPECT_FALSE(fs::exists(out / result_npy_name("lse_", backend)));
+    ASSERT_EQ(meta["results"].size(), 2u);
+    EXPECT_EQ(meta["results"][1]["files"]["o"], o_name);
+    EXPECT_TRUE(meta["results"][1]["files"]["lse"].is_null()) << meta["results"][1].dump();
+    EXPECT_NE(meta["results"][1]["files"]["note"].get<std::string>().find("returned O without an LSE"), std::string::npos);
+    std::string load;
+    for (const auto& e : fs::directory_iterator(out)) {
+      if (e.path().extension() != ".npy") continue;
+      EXPECT_EQ(attnscope::testing::npy_problem(e.path()), "") << e.path();
+      load += "np.load(" + py_str(e.path().string()) + "); ";
+    }
+    EXPECT_EQ(std::system((py_ + " -c 'import numpy as np; " + load + "' ").c_str()), 0) << "NumPy loads every file";
+    fs::remove_all(out);
+  }
+}
+
+// A module that forks a sleeper: the run ends at once (the sleeper held the CLI's stderr, so a caller
+// reading it waited the sleeper's 20 s) and the sleeper with it; the worker's process group is killed.
+TEST_F(PythonBackends, AForkedChildEndsWithTheRun) {
+  const fs::path case_path = dir_ / "fork_case.json", pid_file = dir_ / "sleeper.pid";
+  CaseFile f;
+  f.spec = small_case();
+  f.spec.backends = {"cpu.reference", id("fork_sleeper")};
+  std::ofstream(case_path) << case_file_to_json(f).dump(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  // stdout and stderr into one pipe, as a caller capturing both reads them: EOF only when every holder ends
+  const auto r = attnscope::testing::sh(std::string(ATTNSCOPE_CLI) + " run " + case_path.string() + " --allow-python");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.code, 0) << r.out;
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 1) << "the module wrote its child's pid";
+  auto alive = [pid] {  // a zombie (ended, not yet reaped by init) counts as ended
+    std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(st, line)) return ::kill(pid, 0) == 0;
+    const size_t paren = line.rfind(')');
+    return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+  };
+  bool still = alive();
+  for (int i = 0; i < 50 && still; ++i) {  // SIGKILL is delivered at once, the exit may take a moment
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    still = alive();
+  }
+  if (still) ::kill(pid, SIGKILL);  // clean up what this test started
+  EXPECT_FALSE(still) << "the forked sleeper outlived the run";
+  EXPECT_LT(s, 10) << "the run's output stayed open until the sleeper ended";
+  fs::remove(pid_file);
+}
+
 namespace {
 
 // Small cases with a mask_mod or a score_mod for python.flex_attention (dim 16, fp32 / bf16).
@@ -422,8 +517,9 @@ TEST(PythonFlex, ExpressionsAsTheExportScriptWritesThem) {
     EXPECT_EQ(run_as.attention.soft_cap, scripted.attention.soft_cap);
     EXPECT_EQ(run_as.attention.alibi, scripted.attention.alibi);
     const nlohmann::json m = python::expression_meta(run_as);
-    if (run_as.attention.soft_cap)
+    if (run_as.attention.soft_cap) {
       EXPECT_NE(script.find("SOFT_CAP = " + py_float(*run_as.attention.soft_cap)), std::string::npos);
+    }
     if (run_as.attention.alibi) {
       ASSERT_TRUE(m.contains("alibi_slopes"));
       std::vector<std::string> slopes;

@@ -147,6 +147,24 @@ TEST(CaseJson, ArrayLimitsMatchWildcardPaths) {
   }
 }
 
+// A number past a double's range is named at its path with the rule, like every other bad number
+// (nlohmann's own text was "[json.exception.out_of_range.406] number overflow").
+TEST(CaseJson, NumberOverflowNamesThePathAndTheRule) {
+  const std::string rule = " is not allowed, a number must be finite (at most about 1.8e308 in magnitude)";
+  const std::vector<std::pair<std::string, std::string>> cases = {{R"({"a": [{"b": [1, 2, -1e999]}]})", "/a/0/b/2: -1e999"},
+                                                                  {R"({"a": {"x~y": 1E+400}})", "/a/x~0y: 1E+400"},
+                                                                  {"1e999", "/: 1e999"}};
+  for (const auto& [text, want] : cases) {
+    try {
+      parse_json_strict(text);
+      ADD_FAILURE() << text;
+    } catch (const CaseError& e) {
+      EXPECT_EQ(std::string(e.what()), want + rule);
+    }
+  }
+  EXPECT_EQ(parse_json_strict("[1e308]")[0].get<double>(), 1e308);
+}
+
 // Nesting deeper than any case needs is refused while reading, at its path (a deep value used to
 // reach recursive dumps and copies of the parsed value).
 TEST(CaseJson, DeepNestingIsRefusedAtItsPath) {

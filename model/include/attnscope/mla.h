@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnscope/case_spec.h"
-#include "attnscope/workload.h"
+#include "attnscope/gen.h"
 
 namespace attnscope {
 
@@ -79,8 +79,5 @@ std::vector<double> mla_project_output(const CaseSpec& absorbed, const std::vect
 // head h ([head_dim_qk]); key k's K row for head h (the latent when absorbed). Same bits as make_workload.
 std::vector<float> mla_query_row(const CaseSpec& c, int r, int t, int h);
 std::vector<float> mla_key_row(const CaseSpec& c, int r, int k, int h);
-
-// Fills w.q / w.k_pool / w.v_pool of an MLA case (make_workload calls it).
-void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w);
 
 }  // namespace attnscope
