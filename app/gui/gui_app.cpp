@@ -395,7 +395,7 @@ void App::draw_panel(Tab t) {
       ImGui::BeginChild("half-drawn");  // left open, as a real failure would leave it
       ImGui::BeginTable("half-drawn table", 2);
       ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0, 0, 1));
-      throw std::runtime_error("test fault (ATTNSCOPE_TEST_THROW_IN_VIEW)");
+      throw std::runtime_error("test fault (the tests' throw_in_view_hook)");
     }
     switch (t) {
       case Tab::kMask:

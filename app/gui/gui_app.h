@@ -30,6 +30,7 @@
 #include "panels/timing_panel.h"
 #include "python_consent.h"
 #include "runner.h"
+#include "test_hooks.h"
 
 struct GLFWwindow;
 
@@ -110,12 +111,10 @@ class App {
   std::optional<Tab> failed_tab_;
   const Session* failed_for_ = nullptr;
   std::string failed_what_;
-  int exit_code_ = 0;  // screenshot mode: 1 when a view failed
-  // tests of the recovery: ATTNSCOPE_TEST_THROW_IN_VIEW=<tab id> makes that view throw while drawing
-  std::optional<Tab> throw_in_ =
-      std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW") ? parse_tab(std::getenv("ATTNSCOPE_TEST_THROW_IN_VIEW")) : std::nullopt;
-  EditScript script_{opt_.edit_latency, opt_.drag};  // --edit-latency [--drag]
-  std::string script_error_;                         // its edit was refused: the run ends, exit 2
+  int exit_code_ = 0;                                   // screenshot mode: 1 when a view failed
+  std::optional<Tab> throw_in_ = throw_in_view_hook();  // the tests' fault seam (test_hooks.h); none in the product
+  EditScript script_{opt_.edit_latency, opt_.drag};     // --edit-latency [--drag]
+  std::string script_error_;                            // its edit was refused: the run ends, exit 2
 
   PythonConsent python_consent_;  // asks before a case's python: backends run
   EditorPanel editor_;

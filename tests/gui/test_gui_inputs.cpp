@@ -396,10 +396,10 @@ namespace {
 
 bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
 
-int run_gui(const std::string& args, std::string* out, const std::string& env = "") {
+int run_gui(const std::string& args, std::string* out, const std::string& env = "", const char* gui = ATTNSCOPE_GUI) {
   const fs::path log = scratch("gui.log");
   const std::string cmd =
-      env + " xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + args + " > " + log.string() + " 2>&1";
+      env + " xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(gui) + " " + args + " > " + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(log);
   out->assign(std::istreambuf_iterator<char>(in), {});
@@ -540,12 +540,17 @@ TEST(GuiRuns, AViewThatThrowsIsTurnedOffNotTheProgram) {
   const fs::path png = scratch("throw.png");
   fs::remove(png);
   std::string out;
-  EXPECT_EQ(
-      run_gui(example("prefix-lm.json") + " --tab mask --screenshot " + png.string(), &out, "ATTNSCOPE_TEST_THROW_IN_VIEW=mask"),
-      1)
+  EXPECT_EQ(run_gui(example("prefix-lm.json") + " --tab mask --screenshot " + png.string(), &out,
+                    "ATTNSCOPE_TEST_THROW_IN_VIEW=mask", ATTNSCOPE_GUI_FAULTS),
+            1)
       << out;
   EXPECT_NE(out.find("Internal error in the Mask view: test fault"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(png)) << out;
   EXPECT_EQ(out.find("terminate"), std::string::npos) << out;
   EXPECT_EQ(out.find("Assertion"), std::string::npos) << out;
+  // the product GUI reads no test switch
+  EXPECT_EQ(
+      run_gui(example("prefix-lm.json") + " --tab mask --screenshot " + png.string(), &out, "ATTNSCOPE_TEST_THROW_IN_VIEW=mask"),
+      0)
+      << out;
 }
