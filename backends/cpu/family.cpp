@@ -12,24 +12,44 @@ BackendFamily cpu_family() {
       "speculative-decoding trees; FP8 caches at every scale granularity and FP8 attention";
   BackendFamily f;
   f.name = "cpu";
+  // Every backend takes sinks and trees (tests/cpu/test_sinks_trees.cpp) and both MLA forms, ordinary
+  // attention over the derived tensors (tests/cpu/test_mla.cpp).
   f.backends = {
-      {"cpu.reference", "fp64 naive softmax on the CPU (ground truth)", any, E::kFull, E::kFull, false, false, false,
-       Role::kReference, kFp8AnyScales, true},
-      {"cpu.lowp", "naive attention rounded like an eager low-precision implementation", any, E::kFull, E::kFull, false, false,
-       false, Role::kLowp, kFp8AnyScales, true},
-      {"cpu.tiled", "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
-       "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
-       "speculative-decoding "
-       "trees; FP8 caches with per-tensor or per-head "
-       "scales (the K scale folded into the logit scale, the V scale applied to O at the end, as cuda.flash), not per-token "
-       "scales nor FP8 attention",
-       E::kFull, E::kFull, false, false, false, Role::kPlanTwin,
-       fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead), false},
+      {.id = "cpu.reference",
+       .summary = "fp64 naive softmax on the CPU (ground truth)",
+       .takes = any,
+       .mask_mod = E::kFull,
+       .score_mod = E::kFull,
+       .role = Role::kReference,
+       .fp8_kv_scales = kFp8AnyScales,
+       .fp8_attention = true,
+       .sinks = true,
+       .trees = true,
+       .mla = kMlaBoth},
+      {.id = "cpu.lowp",
+       .summary = "naive attention rounded like an eager low-precision implementation",
+       .takes = any,
+       .mask_mod = E::kFull,
+       .score_mod = E::kFull,
+       .role = Role::kLowp,
+       .fp8_kv_scales = kFp8AnyScales,
+       .fp8_attention = true,
+       .sinks = true,
+       .trees = true,
+       .mla = kMlaBoth},
+      {.id = "cpu.tiled",
+       .summary = "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
+       .takes = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
+                "speculative-decoding trees; FP8 caches with per-tensor or per-head scales (the K scale folded into the "
+                "logit scale, the V scale applied to O at the end, as cuda.flash), not per-token scales nor FP8 attention",
+       .mask_mod = E::kFull,
+       .score_mod = E::kFull,
+       .role = Role::kPlanTwin,
+       .fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
+       .sinks = true,
+       .trees = true,
+       .mla = kMlaBoth},
   };
-  for (auto& b : f.backends) {
-    b.sinks = b.trees = true;  // tests/cpu/test_sinks_trees.cpp
-    b.mla = kMlaBoth;          // both forms are ordinary attention over the derived tensors (tests/cpu/test_mla.cpp)
-  }
   f.compiled = true;
   f.note = "attnscope's CPU backends";
   f.make = [](const std::string& id) -> std::unique_ptr<Backend> {
