@@ -197,7 +197,7 @@ class LiveRun {
   // The results in the case's order: this edit's where made, else the previous edit's (stale).
   const std::string& key_of(const std::string& id) {
     auto it = keys_.find(id);
-    if (it == keys_.end()) it = keys_.emplace(id, backend_key(s_.spec(), id, s_.sample_rows)).first;
+    if (it == keys_.end()) it = keys_.emplace(id, backend_key(s_.spec(), id, s_.sample_rows, &s_.plan)).first;
     return it->second;
   }
 

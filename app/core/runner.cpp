@@ -49,8 +49,18 @@ std::string Runner::activity() const {
 }
 
 void Runner::publish(std::shared_ptr<const Snapshot> s) {
+  std::function<void()> wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    latest_ = std::move(s);
+    wake = wake_;
+  }
+  if (wake) wake();  // the GUI draws the new snapshot now, not at its next timeout
+}
+
+void Runner::set_wake(std::function<void()> f) {
   std::lock_guard<std::mutex> l(mu_);
-  latest_ = std::move(s);
+  wake_ = std::move(f);
 }
 
 void Runner::loop() {

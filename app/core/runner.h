@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,6 +49,8 @@ class Runner {
   // Hands an old snapshot to the worker to destroy: a session's results are tens of MB, and freeing
   // them on the GUI thread costs a frame.
   void retire(std::shared_ptr<const void> old);
+  // Called on the worker after each snapshot is published (the GUI's: wake its event loop).
+  void set_wake(std::function<void()> f);
   StageCounts counts() const { return cache_.counts(); }
   int64_t cache_bytes() const { return cache_.bytes(); }
 
@@ -70,6 +73,7 @@ class Runner {
   uint64_t pending_gen_ = 0;
   std::shared_ptr<const Snapshot> latest_;
   std::string activity_;
+  std::function<void()> wake_;
   std::atomic<bool> cancel_{false}, superseded_{false};
   std::atomic<bool> busy_{false};
   bool stop_ = false;

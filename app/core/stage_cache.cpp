@@ -1,5 +1,6 @@
 #include "stage_cache.h"
 
+#include "attnscope/plan.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
 #include "case_json.h"
@@ -30,10 +31,35 @@ bool plan_independent(const std::string& id) {
   return b && (b->role == Role::kReference || b->role == Role::kLowp);
 }
 
-std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<int> sample_rows) {
+namespace {
+
+// What the plan's CPU twin executes of a split plan: its tiles, chunks, items and merge layout. A
+// /split edit that leaves these as they were (another SM count giving the same chunks) is no new run.
+std::string executed_split(const SplitPlan& sp, PartialPrecision partials) {
+  std::string t = std::to_string(sp.cta_tile_q) + ' ' + std::to_string(sp.chunk_pages) + ' ' + std::to_string(sp.split_kv) + ' ' +
+                  std::to_string(sp.window_chunks) + ' ' + std::to_string(sp.kv_warp_split) + ' ' + partials_name(partials) +
+                  '\n';
+  for (const WorkItem& it : sp.items)
+    for (int v : {it.unit, it.q_tile, it.kv_chunk, it.row_begin, it.row_end, it.kv_begin, it.kv_end})
+      t += std::to_string(v) + ' ';
+  t += '\n';
+  for (const auto* v : {&sp.unit_chunks, &sp.o_indptr, &sp.item_tile_indptr, &sp.item_tiles})
+    for (int x : *v) t += std::to_string(x) + ' ';
+  return sha256_hex(t);
+}
+
+}  // namespace
+
+std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<int> sample_rows, const Plan* plan) {
   nlohmann::ordered_json j = stage_json(c);
   j.erase("reference");  // the rows actually sampled are below (the runner may override the case's)
-  if (plan_independent(id)) j.erase("split");
+  const BackendInfo* b = backend_info(id);
+  if (plan_independent(id)) {
+    j.erase("split");
+  } else if (plan && b && b->role == Role::kPlanTwin) {  // it reads the plan's decisions, not /split
+    j.erase("split");
+    j["executed_split"] = executed_split(plan->split, c.split.partials);
+  }
   j["stage"] = {{"backend", id}, {"sample_rows", sample_rows ? nlohmann::ordered_json(*sample_rows) : nullptr}};
   const std::string file = user_code_file(id);
   if (!file.empty()) {  // an edited code file is another result

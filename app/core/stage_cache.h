@@ -19,14 +19,17 @@
 
 namespace attnscope {
 
+struct Plan;  // attnscope/plan.h
+
 // The content keys (sha256 of the case fields each stage reads, as canonical JSON).
 // inputs: the generator's fields (shapes, dtype, cache layout and allocation, data, FP8 scales, MLA);
 // not the mask, the planner, the backends, the comparisons or the names.
 std::string inputs_key(const CaseSpec& c);
 // A backend's result: every field but the names, the backend list and the comparisons; the planner
-// (/split) only for a backend that runs a plan (plan_independent() false); the sampled rows; the
-// sha256 of the code file a user-code backend runs.
-std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<int> sample_rows);
+// (/split) only for a backend that runs a plan (plan_independent() false), and for the plan's CPU twin
+// (Role::kPlanTwin, given `plan`) what it executes of the split plan rather than /split itself; the
+// sampled rows; the sha256 of the code file a user-code backend runs.
+std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<int> sample_rows, const Plan* plan = nullptr);
 // True for the backends whose result does not depend on /split: the references and the low-precision
 // baseline (their roles), which compute every row from the inputs and the mask alone.
 bool plan_independent(const std::string& id);

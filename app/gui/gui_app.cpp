@@ -577,6 +577,7 @@ int App::run() {
     return 2;
   }
   glfwMakeContextCurrent(win_);
+  runner_.set_wake([] { glfwPostEmptyEvent(); });  // thread-safe: a snapshot ends the event wait at once
   glfwSwapInterval(opt_.screenshot.empty() ? 1 : 0);
   glfwSetWindowUserPointer(win_, this);
   glfwSetDropCallback(win_, [](GLFWwindow* w, int n, const char** paths) {
@@ -686,6 +687,7 @@ int App::run() {
     settings_.palette = static_cast<int>(palette());
     save_settings(settings_path(), settings_);
   }
+  runner_.set_wake(nullptr);  // GLFW ends before the runner's last snapshot
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "attnscope/plan.h"
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "live_session.h"
@@ -80,11 +81,22 @@ TEST(Live, EachEditRunsExactlyTheStagesItInvalidates) {
   EXPECT_EQ(d.compares_made, 1);
 
   CaseFile split = f;  // a planner edit: the plan's twin only, never the references
-  split.spec.split.num_sms = f.spec.split.num_sms / 2;
+  split.spec.split.partials =
+      f.spec.split.partials == PartialPrecision::kFp32 ? PartialPrecision::kDtype : PartialPrecision::kFp32;
   d = run_counted(split, cache);
   EXPECT_EQ(d.runs, (std::map<std::string, int>{{"cpu.tiled", 1}}));
   EXPECT_EQ(d.reused, (std::map<std::string, int>{{"cpu.lowp", 1}, {"cpu.reference", 1}}));
   EXPECT_EQ(d.inputs_made, 0);
+
+  // another SM budget: the twin runs again exactly when the plan it executes changed
+  CaseFile sms = f;
+  sms.spec.split.num_sms = 7;
+  const Plan pf = plan_case(f.spec), psms = plan_case(sms.spec);
+  const bool same_plan =
+      backend_key(f.spec, "cpu.tiled", std::nullopt, &pf) == backend_key(sms.spec, "cpu.tiled", std::nullopt, &psms);
+  d = run_counted(sms, cache);
+  EXPECT_EQ(d.runs, same_plan ? kNone : std::map<std::string, int>{{"cpu.tiled", 1}});
+  EXPECT_EQ(d.reused.count("cpu.reference"), 1u);
 
   CaseFile fewer = f;  // a backend toggled off and on again: nothing runs
   fewer.spec.backends = {"cpu.reference", "cpu.tiled"};
@@ -211,6 +223,16 @@ TEST(Live, KeysFollowTheFieldsEachStageReads) {
   split.split.num_sms += 1;
   EXPECT_EQ(backend_key(c, "cpu.reference", std::nullopt), backend_key(split, "cpu.reference", std::nullopt));
   EXPECT_NE(backend_key(c, "cpu.tiled", std::nullopt), backend_key(split, "cpu.tiled", std::nullopt));
+  // given the plan, the twin's key is what it executes: a planner with no split ignores the SM budget
+  CaseSpec off = c, off_sms = c;
+  off.split = SplitSpec{.planner = Planner::kOff};
+  off_sms.split = SplitSpec{.planner = Planner::kOff, .num_sms = 11};
+  const Plan po = plan_case(off), ps = plan_case(off_sms);
+  EXPECT_EQ(backend_key(off, "cpu.tiled", std::nullopt, &po), backend_key(off_sms, "cpu.tiled", std::nullopt, &ps));
+  CaseSpec dtype_partials = off;
+  dtype_partials.split.partials = PartialPrecision::kDtype;
+  const Plan pd = plan_case(dtype_partials);
+  EXPECT_NE(backend_key(off, "cpu.tiled", std::nullopt, &po), backend_key(dtype_partials, "cpu.tiled", std::nullopt, &pd));
   EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(c, "cpu.reference", 4)) << "sampled rows";
   EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(c, "cpu.lowp", std::nullopt));
 }
