@@ -1,4 +1,4 @@
-// Factories of the CUDA backends, and the device check they share.
+// Factories of the cuda family's backends (their device check is the GPU runtime's, device_check.h).
 #pragma once
 
 #include <memory>
@@ -7,9 +7,6 @@
 #include "attnscope/backend.h"
 
 namespace attnscope::cuda {
-
-// Empty when a CUDA device is usable, else why not ("no CUDA device: ...").
-std::string device_check();
 
 std::unique_ptr<Backend> make_naive_backend(const std::string& id);  // cuda.reference, cuda.naive
 std::unique_ptr<Backend> make_flash_backend(bool padded);            // cuda.flash, cuda.flash_padded

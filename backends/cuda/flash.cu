@@ -10,6 +10,7 @@
 #include "attnscope/mask.h"
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
+#include "device_check.h"
 #include "flash_debug.h"
 #include "flash_graph.h"
 #include "flash_mla.h"

@@ -9,7 +9,7 @@
 #include "attnscope/device.h"
 #include "attnscope/plan.h"
 #include "attnscope/workload.h"
-#include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fp8_case_gen.h"
 
