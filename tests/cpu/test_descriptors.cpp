@@ -14,30 +14,15 @@ using namespace attnscope;
 
 namespace {
 
+// in the enums' order (backend.h)
 const char* expr_name(Expressions e) {
-  switch (e) {
-    case Expressions::kNone:
-      return "none";
-    case Expressions::kLowered:
-      return "lowered";
-    case Expressions::kFull:
-      return "full";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"none", "lowered", "full"};
+  return kNames[static_cast<int>(e)];
 }
 
 const char* role_name(Role r) {
-  switch (r) {
-    case Role::kNone:
-      return "none";
-    case Role::kReference:
-      return "reference";
-    case Role::kLowp:
-      return "lowp";
-    case Role::kPlanTwin:
-      return "plan_twin";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"none", "reference", "lowp", "plan_twin"};
+  return kNames[static_cast<int>(r)];
 }
 
 void describe(std::ostream& s, const BackendInfo& b) {
