@@ -18,31 +18,46 @@ ordered_json num(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
 }
-}  // namespace
 
-ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
+// The fields every library plan's report opens with, in this order: whether its planner ran, was
+// available or refused, why, the pin, and the device its planner was asked about. `compiled` and
+// `note` where the plan has them (FlashInfer's two).
+template <class P>
+ordered_json plan_status_json(const P& f) {
   ordered_json j;
-  j["compiled"] = f.compiled;
+  if constexpr (requires { f.compiled; }) j["compiled"] = f.compiled;
   j["ran"] = f.ran;
   j["available"] = f.available;
   j["refused"] = f.refused;
   j["why"] = f.why;
-  j["note"] = f.note;
+  if constexpr (requires { f.note; }) j["note"] = f.note;
   j["pin"] = f.pin;
-  const DeviceProfile& d = f.device;
-  j["device"] = {{"source", d.source},
-                 {"from_device", d.from_device},
-                 {"sm_count", d.sm_count},
-                 {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
-                 {"max_smem_per_block_optin", d.max_smem_per_block_optin}};
-  ordered_json agreement;
-  const auto diffs = compare_flashinfer_plan(model, f);
+  return j;
+}
+
+ordered_json device_json(const DeviceProfile& d) {
+  return {{"source", d.source}, {"from_device", d.from_device}, {"sm_count", d.sm_count}};
+}
+
+// Each plan's agreement with the model: null `agrees` when there was nothing to compare, the line the
+// CLI prints, and the differing fields (`library`: the key of the library's value).
+ordered_json agreement_json(bool compared, const std::vector<PlanFieldDiff>& diffs, const std::string& line,
+                            const char* library) {
   ordered_json dj = ordered_json::array();
-  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flashinfer", x.library}});
+  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {library, x.library}});
+  return {{"agrees", compared ? ordered_json(diffs.empty()) : ordered_json(nullptr)}, {"line", line}, {"differences", dj}};
+}
+}  // namespace
+
+ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPlan& f) {
+  ordered_json j = plan_status_json(f);
+  const DeviceProfile& d = f.device;
+  j["device"] = device_json(d);
+  j["device"]["compute_capability"] = std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor);
+  j["device"]["max_smem_per_block_optin"] = d.max_smem_per_block_optin;
   // agrees: null when there is nothing to compare (not compiled, planner flash_attn)
-  agreement["agrees"] = f.ran ? ordered_json(diffs.empty()) : ordered_json(nullptr);
-  agreement["line"] = flashinfer_agreement_line(model, f);
-  agreement["differences"] = dj;
+  const ordered_json agreement =
+      agreement_json(f.ran, compare_flashinfer_plan(model, f), flashinfer_agreement_line(model, f), "flashinfer");
   if (!f.ran) {
     j["agreement"] = agreement;
     return j;
@@ -87,14 +102,8 @@ ordered_json flashinfer_plan_to_json(const SplitPlan& model, const FlashInferPla
 }
 
 ordered_json flashinfer_mla_plan_to_json(const FlashInferMlaPlan& f) {
-  ordered_json j;
-  j["compiled"] = f.compiled;
-  j["ran"] = f.ran;
-  j["available"] = f.available;
-  j["refused"] = f.refused;
-  j["why"] = f.why;
-  j["pin"] = f.pin;
-  j["device"] = {{"source", f.device.source}, {"from_device", f.device.from_device}, {"sm_count", f.device.sm_count}};
+  ordered_json j = plan_status_json(f);
+  j["device"] = device_json(f.device);
   const MlaPlanInputs& in = f.inputs;
   j["inputs"] = {{"qo_indptr", in.qo_indptr},   {"kv_indptr", in.kv_indptr}, {"kv_len", in.kv_len}, {"num_heads", in.num_heads},
                  {"head_dim_o", in.head_dim_o}, {"causal", in.causal},       {"num_sm", in.num_sm}};
@@ -136,25 +145,15 @@ ordered_json flashinfer_mla_plan_to_json(const FlashInferMlaPlan& f) {
     j["int_workspace_bytes"] = f.int_workspace_bytes;
     j["float_workspace_bytes"] = f.float_workspace_bytes;
   }
-  const auto diffs = compare_flashinfer_mla_plan(m, f);
-  ordered_json dj = ordered_json::array();
-  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flashinfer", x.library}});
-  j["agreement"] = {{"agrees", f.ran || f.refused ? ordered_json(diffs.empty()) : ordered_json(nullptr)},
-                    {"line", flashinfer_mla_agreement_line(m, f)},
-                    {"differences", dj}};
+  j["agreement"] =
+      agreement_json(f.ran || f.refused, compare_flashinfer_mla_plan(m, f), flashinfer_mla_agreement_line(m, f), "flashinfer");
   return j;
 }
 
 ordered_json flash_attn_plan_to_json(const FlashAttnPlan& f) {
-  ordered_json j;
-  j["ran"] = f.ran;
-  j["available"] = f.available;
-  j["refused"] = f.refused;
-  j["why"] = f.why;
-  j["pin"] = f.pin;
+  ordered_json j = plan_status_json(f);
   j["source"] = "attnscope's reproduction of flash_api.cpp (mha_fwd_kvcache, set_params_splitkv, num_splits_heuristic)";
-  const DeviceProfile& d = f.device;
-  j["device"] = {{"source", d.source}, {"from_device", d.from_device}, {"sm_count", d.sm_count}};
+  j["device"] = device_json(f.device);
   if (f.available) {
     j["inputs"] = {{"num_splits_arg", f.num_splits_arg},
                    {"num_splits_from", f.num_splits_from},
@@ -181,12 +180,7 @@ ordered_json flash_attn_plan_to_json(const FlashAttnPlan& f) {
   const SplitPlan& m = f.model;
   j["model"] = {
       {"num_splits", m.num_splits}, {"seqlen_k", m.seqlen_k}, {"chunk_tokens", m.chunk_tokens}, {"split_kv", m.split_kv}};
-  const auto diffs = compare_flash_attn_plan(f);
-  ordered_json dj = ordered_json::array();
-  for (const auto& x : diffs) dj.push_back({{"field", x.field}, {"model", x.model}, {"flash_attn", x.library}});
-  j["agreement"] = {{"agrees", f.ran ? ordered_json(diffs.empty()) : ordered_json(nullptr)},
-                    {"line", flash_attn_agreement_line(f)},
-                    {"differences", dj}};
+  j["agreement"] = agreement_json(f.ran, compare_flash_attn_plan(f), flash_attn_agreement_line(f), "flash_attn");
   return j;
 }
 

@@ -10,11 +10,14 @@
 #include "attnscope/mask.h"
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
+#include "device_check.h"
 #include "flash_debug.h"
 #include "flash_graph.h"
 #include "flash_mla.h"
 #include "flash_params.h"
+#include "flash_run.h"
 #include "gpu_timer.h"
+#include "sm80_primitives.cuh"
 
 namespace attnscope::cuda {
 
@@ -117,6 +120,52 @@ void launch_merge(const MergeParams& p, DType dt, cudaStream_t s) {
   const int64_t rows = p.total_q * p.hq;
   const dim3 grid(static_cast<unsigned>((rows * 32 + 127) / 128));
   merge_kernel<<<grid, 128, 0, s>>>(p, dt == DType::kFp16 ? 1 : 0);
+}
+
+FlashOutputs::FlashOutputs(int64_t total_q_, int hq_, int d_, int64_t part_rows, DType dt)
+    : o(total_q_ * hq_ * d_ * dtype_bytes(dt)),
+      lse(total_q_ * hq_ * 4),
+      part_o(std::max<int64_t>(part_rows, 1) * hq_ * d_ * 4),
+      part_lse(std::max<int64_t>(part_rows, 1) * hq_ * 4),
+      total_q(total_q_),
+      hq(hq_),
+      d(d_) {
+  for (DeviceBuffer* b : {&o, &lse, &part_o, &part_lse}) check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset");
+}
+
+void FlashOutputs::bind(FlashParams& fp) const {
+  fp.o = o.as<void>();
+  fp.lse = lse.as<float>();
+  fp.part_o = part_o.as<float>();
+  fp.part_lse = part_lse.as<float>();
+}
+
+MergeParams FlashOutputs::merge(const DeviceBuffer& merge_indptr) const {
+  return MergeParams{
+      merge_indptr.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, hq, d};
+}
+
+void run_flash_tail(const FlashTail& t, const FlashOutputs& out, const MergeParams& mp, DType dt, int dv, const RunOptions& opt,
+                    Result* res) {
+  const int64_t rows = out.total_q * out.hq;
+  auto once = [&](bool sync) {
+    if (t.has_items) t.kernel(sync);
+    if (t.split_kv) {
+      launch_merge(mp, dt, nullptr);
+      check_launch("merge_kernel", dim3(static_cast<unsigned>((rows * 32 + 127) / 128)), dim3(128), 0, sync);
+    }
+  };
+  once(true);
+  res->o = download_as_float(out.o, rows * out.d, dt);
+  if (dv != out.d) {  // slice the padded output back to the true head dim
+    std::vector<float> sliced(static_cast<size_t>(rows) * dv);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int d = 0; d < dv; ++d) sliced[r * dv + d] = res->o[r * out.d + d];
+    res->o = std::move(sliced);
+  }
+  res->lse = out.lse.to_host<float>(rows);
+  time_launches(
+      opt, [&] { once(false); }, [&] { check_launch("benchmark loop", t.grid, t.block, 0, true); }, &res->timing);
 }
 
 namespace {
@@ -247,10 +296,7 @@ class FlashBackend final : public Backend, public GraphReplayable {
       d_tiles = DeviceBuffer::from(sp.item_tiles.empty() ? std::vector<int>{0} : sp.item_tiles);
       d_tile_full = DeviceBuffer::from(sp.item_tile_full.empty() ? std::vector<unsigned char>{0} : sp.item_tile_full);
     }
-    DeviceBuffer o(total_q * Hq * D * eb), lse(total_q * Hq * 4);
-    DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * D * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
-    // poison every output: an element the kernels forget stays NaN (0xffff is NaN in fp16 and bf16)
-    for (DeviceBuffer* b : {&o, &lse, &part_o, &part_lse}) cuda::check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset");
+    const FlashOutputs out(total_q, Hq, D, part_rows, c.dtype);
 
     FlashParams fp{};
     fp.view = w.view;
@@ -300,11 +346,7 @@ class FlashBackend final : public Backend, public GraphReplayable {
     fp.sink2 = sink2.empty() ? nullptr : d_sink2.as<float>();
     fp.split = sp.split_kv ? 1 : 0;
     fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
-    fp.o = o.as<void>();
-    fp.lse = lse.as<float>();
-    fp.part_o = part_o.as<float>();
-    fp.part_lse = part_lse.as<float>();
-    MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, D};
+    out.bind(fp);
 
     const FlashLauncher launch = find_flash_launcher(D, c.dtype);
     const FlashMode mode = flash_mode(fp);
@@ -342,31 +384,19 @@ class FlashBackend final : public Backend, public GraphReplayable {
                        std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks" +
                        (c.fp8_kv() ? std::string(", ") + fp8_name(*c.kv_cache.fp8) + " K / V" : "") + "> (mma.sync)";
     res.message = "kernel " + kname;
-    auto once = [&](bool sync) {
-      if (sp.num_items > 0) {
-        if (hopper)
-          sm90(fp, sp.cta_tile_q, grid, nullptr);
-        else
-          launch(fp, warps, warps_n, rb, grid, nullptr);
-        check_launch(kname.c_str(), grid, block, smem, sync);
-      }
-      if (sp.split_kv) {
-        launch_merge(mp, c.dtype, nullptr);
-        check_launch("merge_kernel", dim3(static_cast<unsigned>((total_q * Hq * 32 + 127) / 128)), dim3(128), 0, sync);
-      }
+    FlashTail tail;
+    tail.kernel = [&](bool sync) {
+      if (hopper)
+        sm90(fp, sp.cta_tile_q, grid, nullptr);
+      else
+        launch(fp, warps, warps_n, rb, grid, nullptr);
+      check_launch(kname.c_str(), grid, block, smem, sync);
     };
-    once(true);
-    res.o = download_as_float(o, total_q * Hq * D, c.dtype);
-    if (D != c.head_dim_vo) {  // slice the padded output back to the true head dim
-      std::vector<float> sliced(static_cast<size_t>(total_q) * Hq * c.head_dim_vo);
-      for (int64_t r = 0; r < total_q * Hq; ++r)
-        for (int d = 0; d < c.head_dim_vo; ++d) sliced[r * c.head_dim_vo + d] = res.o[r * D + d];
-      res.o = std::move(sliced);
-    }
-    res.lse = lse.to_host<float>(total_q * Hq);
-
-    time_launches(
-        opt, [&] { once(false); }, [&] { check_launch("benchmark loop", grid, block, 0, true); }, &res.timing);
+    tail.has_items = sp.num_items > 0;
+    tail.split_kv = sp.split_kv;
+    tail.grid = grid;
+    tail.block = block;
+    run_flash_tail(tail, out, out.merge(d_mind), c.dtype, c.head_dim_vo, opt, &res);
     return res;
   }
 
@@ -378,5 +408,33 @@ class FlashBackend final : public Backend, public GraphReplayable {
 }  // namespace
 
 std::unique_ptr<Backend> make_flash_backend(bool padded) { return std::make_unique<FlashBackend>(padded); }
+
+namespace {
+// 64 threads, thread t converts codes 4 t .. 4 t + 3 as one register: lo = (4 t, 4 t + 2), hi = (4 t + 1, 4 t + 3)
+template <class T, bool kE5m2>
+__global__ void fp8_split_every_code(uint16_t* out) {
+  const uint32_t t = threadIdx.x, c = 4 * t;
+  const uint32_t r = c | (c + 1) << 8 | (c + 2) << 16 | (c + 3) << 24;
+  uint32_t lo = 0, hi = 0;
+  fp8x4_split<T, kE5m2>(r, lo, hi);
+  out[c] = static_cast<uint16_t>(lo), out[c + 2] = static_cast<uint16_t>(lo >> 16);
+  out[c + 1] = static_cast<uint16_t>(hi), out[c + 3] = static_cast<uint16_t>(hi >> 16);
+}
+}  // namespace
+
+std::vector<uint16_t> fp8_register_conversion_of_every_code(Fp8Format f, DType dt) {
+  if (dt != DType::kFp16 && dt != DType::kBf16) throw CudaError("fp8 register conversion: fp16 or bf16 only");
+  DeviceBuffer d(256 * sizeof(uint16_t));
+  auto* out = d.as<uint16_t>();
+  const bool e5m2 = f == Fp8Format::kE5M2;
+  if (dt == DType::kBf16)
+    e5m2 ? fp8_split_every_code<__nv_bfloat16, true><<<1, 64>>>(out) : fp8_split_every_code<__nv_bfloat16, false><<<1, 64>>>(out);
+  else
+    e5m2 ? fp8_split_every_code<__half, true><<<1, 64>>>(out) : fp8_split_every_code<__half, false><<<1, 64>>>(out);
+  check(cudaGetLastError(), "fp8_split_every_code");
+  std::vector<uint16_t> h(256);
+  check(cudaMemcpy(h.data(), out, 256 * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return h;
+}
 
 }  // namespace attnscope::cuda

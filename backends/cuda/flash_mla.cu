@@ -12,7 +12,7 @@
 #include "cuda_util.h"
 #include "device_workload.h"
 #include "flash_mla.h"
-#include "gpu_timer.h"
+#include "flash_run.h"
 
 namespace attnscope::cuda {
 
@@ -125,10 +125,7 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   DeviceBuffer d_items = DeviceBuffer::from(sp.items), d_units = DeviceBuffer::from(p.units),
                d_tok = DeviceBuffer::from(unit_tok), d_chunks = DeviceBuffer::from(sp.unit_chunks),
                d_oind = DeviceBuffer::from(sp.o_indptr), d_mind = DeviceBuffer::from(sp.merge_indptr);
-  DeviceBuffer o(total_q * Hq * DV * eb), lse(total_q * Hq * 4);
-  DeviceBuffer part_o(std::max<int64_t>(part_rows, 1) * Hq * DV * 4), part_lse(std::max<int64_t>(part_rows, 1) * Hq * 4);
-  // poison every output: an element the kernels forget stays NaN (0xffff is NaN in fp16 and bf16)
-  for (DeviceBuffer* b : {&o, &lse, &part_o, &part_lse}) check(cudaMemset(b->as<void>(), 0xff, b->bytes()), "cudaMemset");
+  const FlashOutputs out(total_q, Hq, DV, part_rows, c.dtype);
 
   FlashParams fp{};
   fp.view = w.view;
@@ -166,11 +163,7 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   fp.scale_log2 = fp.sm_scale * static_cast<float>(kLog2e);
   fp.split = sp.split_kv ? 1 : 0;
   fp.round_partials = c.split.partials == PartialPrecision::kDtype ? 1 : 0;
-  fp.o = o.as<void>();
-  fp.lse = lse.as<float>();
-  fp.part_o = part_o.as<float>();
-  fp.part_lse = part_lse.as<float>();
-  MergeParams mp{d_mind.as<int>(), part_o.as<float>(), part_lse.as<float>(), o.as<void>(), lse.as<float>(), total_q, Hq, DV};
+  out.bind(fp);
 
   const FlashMlaLauncher launch = find_flash_mla_launcher(c.dtype);
   if (!launch) throw CudaError("cuda.flash: no MLA kernel built for " + std::string(dtype_name(c.dtype)));
@@ -186,24 +179,19 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
                  " row groups, qk 576 / vo 512, V read from K's tile, P V on " +
                  (rg >= 2 ? "32 rows x 128 dims" : "16 rows x 256 dims") + " per warp> (mma.sync), " + per_cta;
   res.message = "kernel " + kname;
-  auto once = [&](bool sync) {
-    if (n_ctas > 0) {
-      if (sm90)
-        sm90(fp, grid, nullptr);
-      else
-        launch(fp, rg * 16, grid, nullptr);
-      check_launch(kname.c_str(), grid, block, smem, sync);
-    }
-    if (sp.split_kv) {
-      launch_merge(mp, c.dtype, nullptr);
-      check_launch("merge_kernel", dim3(static_cast<unsigned>((total_q * Hq * 32 + 127) / 128)), dim3(128), 0, sync);
-    }
+  FlashTail tail;
+  tail.kernel = [&](bool sync) {
+    if (sm90)
+      sm90(fp, grid, nullptr);
+    else
+      launch(fp, rg * 16, grid, nullptr);
+    check_launch(kname.c_str(), grid, block, smem, sync);
   };
-  once(true);
-  res.o = download_as_float(o, total_q * Hq * DV, c.dtype);
-  res.lse = lse.to_host<float>(total_q * Hq);
-  time_launches(
-      opt, [&] { once(false); }, [&] { check_launch("benchmark loop", grid, block, 0, true); }, &res.timing);
+  tail.has_items = n_ctas > 0;
+  tail.split_kv = sp.split_kv;
+  tail.grid = grid;
+  tail.block = block;
+  run_flash_tail(tail, out, out.merge(d_mind), c.dtype, DV, opt, &res);
   return res;
 }
 

@@ -8,6 +8,7 @@
 
 #include "attnscope/mask.h"
 #include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 
 namespace attnscope::cuda {

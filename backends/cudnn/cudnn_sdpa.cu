@@ -9,11 +9,11 @@
 
 #include "attnscope/plan.h"
 #include "attnscope/workload.h"
-#include "cuda_backends.h"
 #include "cudnn_conventions.h"
 #include "cudnn_graph.h"
 #include "cudnn_indices.h"
 #include "cudnn_sdpa.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "gpu_timer.h"
 

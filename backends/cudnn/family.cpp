@@ -12,32 +12,35 @@ BackendFamily cudnn_family() {
   BackendFamily f;
   f.name = "cudnn";
   f.backends = {
-      {"cudnn.sdpa",
-       "cuDNN's fused scaled-dot-product attention (frontend graph API): ragged Q/O/LSE, paged K/V through page tables",
-       "bf16 / fp16, head dims up to 256 (d_qk != d_v too: MLA's non-absorbed qk 192 / vo 128; over pages from cuDNN "
-       "9.10.2), paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods, attention sinks "
-       "(cuDNN 9.13.1+)",
-       Expressions::kNone, Expressions::kLowered, true, true},
-      {"cudnn.sdpa_fp8",
-       "cuDNN's FP8 scaled-dot-product attention (frontend sdpa_fp8): Q, K, V as FP8 bytes with per-tensor descale factors, "
-       "P in FP8 inside the kernel",
-       "FP8 attention only (/fp8_attention; e4m3 or e5m2) with tensor scales, bf16 / fp16 case dtype, head dims multiples "
-       "of 16 up to 256, paged or contiguous KV read in place, padding; on Hopper O is written in FP8 and dequantised, and "
-       "causal bands only where q_len == kv_len (top-left) or in decode batches",
-       Expressions::kNone, Expressions::kNone, true, true},
+      // MLA's non-absorbed form is plain MHA with d_qk != d_v; the absorbed form (one 576 / 512 latent
+      // head) is the registry's refusal. Sinks are SDPA's sink_token (refusal_reason: its cuDNN versions).
+      // A repro script runs it as PyTorch's SDPA with the cuDNN backend.
+      {.id = "cudnn.sdpa",
+       .summary = "cuDNN's fused scaled-dot-product attention (frontend graph API): ragged Q/O/LSE, paged K/V through page "
+                  "tables",
+       .takes = "bf16 / fp16, head dims up to 256 (d_qk != d_v too: MLA's non-absorbed qk 192 / vo 128; over pages from "
+                "cuDNN 9.10.2), paged or contiguous KV, causal / window / padding masks, soft-cap / ALiBi score_mods, "
+                "attention sinks (cuDNN 9.13.1+)",
+       .score_mod = Expressions::kLowered,
+       .gpu = true,
+       .bench_default = true,
+       .script_sdpa_backend = "CUDNN_ATTENTION",
+       .script_sdpa_note = "attnscope's cudnn.sdpa is cuDNN's SDPA: PyTorch is asked for its cuDNN backend (it raises when\n"
+                           "cuDNN cannot take the case)",
+       .sinks = true,
+       .mla = kMlaNonAbsorbed},
+      // cuDNN's descale factors are one value per tensor
+      {.id = "cudnn.sdpa_fp8",
+       .summary = "cuDNN's FP8 scaled-dot-product attention (frontend sdpa_fp8): Q, K, V as FP8 bytes with per-tensor "
+                  "descale factors, P in FP8 inside the kernel",
+       .takes = "FP8 attention only (/fp8_attention; e4m3 or e5m2) with tensor scales, bf16 / fp16 case dtype, head dims "
+                "multiples of 16 up to 256, paged or contiguous KV read in place, padding; on Hopper O is written in FP8 "
+                "and dequantised, and causal bands only where q_len == kv_len (top-left) or in decode batches",
+       .gpu = true,
+       .bench_default = true,
+       .fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor),
+       .fp8_attention = true},
   };
-  // cuDNN's descale factors are one value per tensor
-  f.backends[1].fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor);
-  f.backends[1].fp8_attention = true;
-  // MLA's non-absorbed form is plain MHA with d_qk != d_v; the absorbed form (one 576 / 512 latent
-  // head) is the registry's refusal. Sinks are SDPA's sink_token (refusal_reason: its cuDNN versions).
-  f.backends[0].mla = kMlaNonAbsorbed;
-  f.backends[0].sinks = true;
-  // a repro script runs it as PyTorch's SDPA with the cuDNN backend
-  f.backends[0].script_sdpa_backend = "CUDNN_ATTENTION";
-  f.backends[0].script_sdpa_note =
-      "attnscope's cudnn.sdpa is cuDNN's SDPA: PyTorch is asked for its cuDNN backend (it raises when\n"
-      "cuDNN cannot take the case)";
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = peers::cudnn::cudnn_version_note();

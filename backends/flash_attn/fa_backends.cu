@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "attnscope/device.h"
-#include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fa_backends.h"
 #include "fa_kernels.h"

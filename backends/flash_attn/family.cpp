@@ -15,19 +15,24 @@ BackendFamily flash_attn_family() {
   BackendFamily f;
   f.name = "flash_attn";
   f.backends = {
-      {"flash_attn.varlen", "FlashAttention-2 varlen forward (flash_attn_varlen_func: cu_seqlens_q / cu_seqlens_k)",
-       "bf16 / fp16, the compiled head dims (ATTNSCOPE_FLASH_ATTN_HEAD_DIMS; Q, K, V alike, up to 256), ragged K/V "
-       "(/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal, padding (pad_start: "
-       "segments with seqused_k, the padding queries a segment with no key); no documents, prefix-LM, chunked "
-       "local, mask_mod, sinks, trees, FP8 or MLA; the non-split prefill kernel",
-       E::kNone, E::kLowered, true, true, false, Role::kNone, 0},
-      {"flash_attn.kvcache",
-       "FlashAttention-2 with a KV cache (flash_attn_with_kvcache: cache_seqlens, block table, split-KV + combine)",
-       "bf16 / fp16, the compiled head dims, one q_len for every request, a contiguous cache (/kv_cache/storage ragged, "
-       "copied to [batch, seqlen_k, heads, dim]) or a paged one whose page size is a multiple of 256, causal / window / "
-       "none, GQA (decode swapped as FA2 does), soft-cap, ALiBi with causal; num_splits by FA2's heuristic, "
-       "1 with /split/planner off, fixed chunks with /split/planner fixed",
-       E::kNone, E::kLowered, true, true, false, Role::kNone, 0},
+      {.id = "flash_attn.varlen",
+       .summary = "FlashAttention-2 varlen forward (flash_attn_varlen_func: cu_seqlens_q / cu_seqlens_k)",
+       .takes = "bf16 / fp16, the compiled head dims (ATTNSCOPE_FLASH_ATTN_HEAD_DIMS; Q, K, V alike, up to 256), ragged "
+                "K/V (/kv_cache/storage ragged), causal / window / none, GQA, soft-cap, ALiBi with causal, padding "
+                "(pad_start: segments with seqused_k, the padding queries a segment with no key); no documents, "
+                "prefix-LM, chunked local, mask_mod, sinks, trees, FP8 or MLA; the non-split prefill kernel",
+       .score_mod = E::kLowered,
+       .gpu = true,
+       .bench_default = true},
+      {.id = "flash_attn.kvcache",
+       .summary = "FlashAttention-2 with a KV cache (flash_attn_with_kvcache: cache_seqlens, block table, split-KV + combine)",
+       .takes = "bf16 / fp16, the compiled head dims, one q_len for every request, a contiguous cache (/kv_cache/storage "
+                "ragged, copied to [batch, seqlen_k, heads, dim]) or a paged one whose page size is a multiple of 256, "
+                "causal / window / none, GQA (decode swapped as FA2 does), soft-cap, ALiBi with causal; num_splits by "
+                "FA2's heuristic, 1 with /split/planner off, fixed chunks with /split/planner fixed",
+       .score_mod = E::kLowered,
+       .gpu = true,
+       .bench_default = true},
   };
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flash_attn = peers::flash_attn::library_plan(c, units, peers::flash_attn::planner_device(c.split.num_sms));

@@ -10,6 +10,7 @@
 #include "fi_backends.h"
 #include "fi_engine_feed.h"
 #include "fi_graph.h"
+#include "fi_launch.cuh"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
 
@@ -32,71 +33,29 @@ std::string decode_kernel_name(const CaseSpec& c, const fi::DecodePlanInfo& info
   return s;
 }
 
-// KV = T: the dtype pools; an FP8 KV: the FP8 byte pools (k8 / v8) with FlashInfer's FP8 KV
-// convention (fi_runtime.h Fp8KvScales: k_scale in sm_scale, v_scale on the output after the kernel).
+// flashinfer.decode's launch: FiLaunch's fields (fi_launch.cuh) and the decode kernel's own.
 template <class T, class KV>
-class Launch {
+class Launch : public FiLaunch<T, KV, DecodeParams<T, KV>> {
+  using Base = FiLaunch<T, KV, DecodeParams<T, KV>>;
+
  public:
   Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
          const fi::DecodePlanInfo& info, FiVariant v, uint32_t batch, const float* slopes, Fp8KvScales sc)
-      : v_(v), o_elems_(static_cast<int64_t>(out.o.bytes() / dtype_bytes(c.dtype))), dtype_(c.dtype) {
-    const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
-    KV* k = std::is_same_v<T, KV> ? w.k.as<KV>() : w.k8.as<KV>();
-    KV* vp = std::is_same_v<T, KV> ? w.v.as<KV>() : w.v8.as<KV>();
-    p_.paged_kv = fi::paged_kv_t<KV, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_qk, batch, layout, k, vp,
-                                           du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
-    p_.q = w.q.as<T>();  // [batch, hq, d]: one query per unit, units in token order
-    p_.o = out.o.as<T>();
-    p_.lse = out.lse.as<float>();
-    p_.maybe_alibi_slopes = const_cast<float*>(slopes);
-    p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
-    p_.sm_scale = c.sm_scale_or_default() * sc.k;  // decode.py: sm_scale *= k_scale (1 without FP8)
-    v_scale_ = sc.v;
-    p_.num_qo_heads = c.num_qo_heads;
-    p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;
-    p_.q_stride_h = c.head_dim_qk;
-    p_.window_left = v == FiVariant::kPlain ? -1 : window_left(c);
-    char* iw = ws.int_ws.as<char>();
-    p_.request_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.request_indices_offset);
-    p_.kv_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_tile_indices_offset);
-    p_.o_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.o_indptr_offset);
-    p_.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_chunk_size_ptr_offset);
-    if (info.split_kv) {
-      tmp_v_ = fi::GetPtrFromBaseOffset<T>(ws.float_ws.as<void>(), info.v_offset);  // partials in the dtype
-      tmp_s_ = fi::GetPtrFromBaseOffset<float>(ws.float_ws.as<void>(), info.s_offset);
-      // as batch_decode.cu: the mask exists (and padded CTAs read it) only for split-KV CUDA-graph plans
-      if (info.enable_cuda_graph) p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
-    }
-    p_.padded_batch_size = static_cast<uint32_t>(info.padded_batch_size);
-    kernels_ = kernels_for<T, KV>(c.head_dim_qk);
-    name_ = decode_kernel_name(c, info, v);
+      : Base(c, w, du, out, ws, info, v, batch, slopes, sc), v_(v) {
+    // as batch_decode.cu: the mask exists (and padded CTAs read it) only for split-KV CUDA-graph plans
+    if (info.split_kv && info.enable_cuda_graph)
+      this->p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(ws.int_ws.as<char>(), info.block_valid_mask_offset);
+    this->name_ = decode_kernel_name(c, info, v);
   }
 
-  // The kernel (and its merge), then, with an FP8 cache whose v_scale is not 1, the wrapper's
-  // `out *= v_scale` (decode.py skips it for a float 1.0).
+  // The kernel (and its merge), then FiLaunch::finish (`out *= v_scale` with an FP8 cache).
   void operator()(bool sync) {
-    if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->decode(p_, tmp_v_, tmp_s_, v_, stream_), name_, false);
-    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), stream_);
-    check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
-  }
-  // CUDA-graph capture (fi_graph.h): Q from the graph's bucket-sized buffer, launches on its stream.
-  void graph_io(void* q, cudaStream_t s) {
-    p_.q = static_cast<T*>(q);
-    stream_ = s;
+    const auto& k = this->kernels();
+    this->finish(k.decode(this->p_, this->tmp_v_, this->tmp_s_, v_, this->stream_), sync);
   }
 
  private:
-  cudaStream_t stream_ = nullptr;
   FiVariant v_;
-  int64_t o_elems_;
-  DType dtype_;
-  double v_scale_ = 1.0;
-  DecodeParams<T, KV> p_;
-  T* tmp_v_ = nullptr;
-  float* tmp_s_ = nullptr;
-  const FiKernels<T, KV>* kernels_ = nullptr;
-  std::string name_;
 };
 
 // DecodePlan (or its workspace size) through the instance of the case's dtype.

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fi_backends.h"
 #include "fi_graph.h"

@@ -14,6 +14,7 @@
 #include "fi_backends.h"
 #include "fi_engine_feed.h"
 #include "fi_graph.h"
+#include "fi_launch.cuh"
 #include "fi_params.cuh"
 #include "fi_runtime.h"
 
@@ -35,96 +36,49 @@ std::string prefill_kernel_name(const CaseSpec& c, const fi::PrefillPlanInfo& in
   return s;
 }
 
-// KV = T: the dtype pools; an FP8 KV: the FP8 byte pools (k8 / v8) with FlashInfer's FP8 KV
-// convention (fi_runtime.h Fp8KvScales: k_scale in sm_scale, v_scale on the output after the kernel).
+// flashinfer.prefill's launch: FiLaunch's fields (fi_launch.cuh) and the prefill kernel's own (the mask,
+// the query tiles, the merge). Every field the kernel reads is set by the two constructors.
 template <class T, class KV>
-class Launch {
+class Launch : public FiLaunch<T, KV, PrefillParams<T, KV>> {
+  using Base = FiLaunch<T, KV, PrefillParams<T, KV>>;
+
  public:
-  // Fills FlashInfer's params from the plan (PrefillPlanInfo offsets into the workspaces) and the
-  // device inputs; every field the kernel reads is set here.
   Launch(const CaseSpec& c, const cuda::DeviceWorkload& w, const DeviceUnits& du, const DeviceOutputs& out, Workspaces& ws,
          const fi::PrefillPlanInfo& info, FiVariant v, FiMask m, const uint8_t* mask, const int* mask_indptr, const float* slopes,
          const float* sinks, Fp8KvScales sc)
-      : info_(info),
+      : Base(c, w, du, out, ws, info, v, static_cast<uint32_t>(du.qo_indptr.bytes() / sizeof(int) - 1), slopes, sc),
+        info_(info),
         v_(v),
-        m_(m),
-        dtype_(c.dtype),
-        v_scale_(sc.v),
-        o_elems_(static_cast<int64_t>(out.o.bytes() / dtype_bytes(c.dtype))) {
-    const int B = static_cast<int>(du.qo_indptr.bytes() / sizeof(int)) - 1;
-    const fi::QKVLayout layout = c.kv_cache.layout == KvLayout::kNHD ? fi::QKVLayout::kNHD : fi::QKVLayout::kHND;
-    // K and V pools share one shape (equal head dims): the contiguous-pool constructor's strides,
-    // NHD [pages, page_size, heads, dim] / HND [pages, heads, page_size, dim], are attnscope's
-    // kv_offset() layouts
-    KV* k = std::is_same_v<T, KV> ? w.k.as<KV>() : w.k8.as<KV>();
-    KV* vp = std::is_same_v<T, KV> ? w.v.as<KV>() : w.v8.as<KV>();
-    p_.paged_kv = fi::paged_kv_t<KV, FiId>(c.num_kv_heads, w.view.page_size, c.head_dim_vo, B, layout, k, vp,
-                                           du.kv_indices.as<FiId>(), du.kv_indptr.as<FiId>(), du.kv_last_page_len.as<FiId>());
-    p_.q = w.q.as<T>();
-    p_.q_indptr = du.qo_indptr.as<FiId>();
-    p_.o = out.o.as<T>();
-    p_.lse = out.lse.as<float>();
-    p_.group_size = fi::uint_fastdiv(static_cast<uint32_t>(c.group_size()));
-    p_.maybe_custom_mask = const_cast<uint8_t*>(mask);
-    p_.maybe_mask_indptr = const_cast<FiId*>(mask_indptr);
-    p_.maybe_alibi_slopes = const_cast<float*>(slopes);
-    p_.maybe_sinks = const_cast<float*>(sinks);  // [units, hq] (fi_sink_rows); the sinks variant only
-    p_.logits_soft_cap = c.attention.soft_cap.value_or(0.0);
-    p_.sm_scale = c.sm_scale_or_default() * sc.k;  // double, as prefill.py: sm_scale *= k_scale (1 without FP8)
-    p_.num_qo_heads = c.num_qo_heads;
-    p_.q_stride_n = c.num_qo_heads * c.head_dim_qk;  // Q is [total_q, hq, dqk], contiguous
-    p_.q_stride_h = c.head_dim_qk;
-    // the plain variant has no window predicate, but the kernel still skips KV tiles left of
-    // params.window_left: it must be -1 there
-    p_.window_left = v == FiVariant::kPlain ? -1 : window_left(c);
+        m_(m) {
+    auto& p = this->p_;
+    p.q_indptr = du.qo_indptr.as<FiId>();
+    p.group_size = fi::uint_fastdiv(static_cast<uint32_t>(c.group_size()));
+    p.maybe_custom_mask = const_cast<uint8_t*>(mask);
+    p.maybe_mask_indptr = const_cast<FiId*>(mask_indptr);
+    p.maybe_sinks = const_cast<float*>(sinks);  // [units, hq] (fi_sink_rows); the sinks variant only
     char* iw = ws.int_ws.as<char>();
-    p_.request_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.request_indices_offset);
-    p_.qo_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.qo_tile_indices_offset);
-    p_.kv_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_tile_indices_offset);
-    p_.o_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.o_indptr_offset);
-    p_.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.kv_chunk_size_ptr_offset);
-    if (info.split_kv) {
-      p_.merge_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.merge_indptr_offset);
-      tmp_v_ = fi::GetPtrFromBaseOffset<T>(ws.float_ws.as<void>(), info.v_offset);  // partials in the dtype
-      tmp_s_ = fi::GetPtrFromBaseOffset<float>(ws.float_ws.as<void>(), info.s_offset);
-    }
-    p_.padded_batch_size = static_cast<uint32_t>(info.padded_batch_size);
-    p_.max_total_num_rows = static_cast<uint32_t>(info.total_num_rows);
+    p.qo_tile_indices = fi::GetPtrFromBaseOffset<FiId>(iw, info.qo_tile_indices_offset);
+    if (info.split_kv) p.merge_indptr = fi::GetPtrFromBaseOffset<FiId>(iw, info.merge_indptr_offset);
+    p.max_total_num_rows = static_cast<uint32_t>(info.total_num_rows);
     if (info.enable_cuda_graph) {  // padded CTAs read block_valid_mask; the merge reads total_num_rows
-      p_.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
-      p_.total_num_rows = fi::GetPtrFromBaseOffset<uint32_t>(iw, info.total_num_rows_offset);
+      p.block_valid_mask = fi::GetPtrFromBaseOffset<bool>(iw, info.block_valid_mask_offset);
+      p.total_num_rows = fi::GetPtrFromBaseOffset<uint32_t>(iw, info.total_num_rows_offset);
     }
-    kernels_ = kernels_for<T, KV>(c.head_dim_qk);
-    name_ = prefill_kernel_name(c, info, v, m);
+    this->name_ = prefill_kernel_name(c, info, v, m);
   }
 
-  // One run: the kernel and, with split-KV, the merge; then, with an FP8 cache whose v_scale is not
-  // 1, the wrapper's `out *= v_scale`. FlashInfer takes params by value, so they stay as filled.
+  // One run: the kernel and, with split-KV, the merge; then FiLaunch::finish (`out *= v_scale` with an
+  // FP8 cache). FlashInfer takes params by value, so they stay as filled.
   void operator()(bool sync) {
-    if (!kernels_) throw cuda::CudaError("no instance for " + name_);
-    check_fi_launch(kernels_->prefill(p_, tmp_v_, tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, stream_), name_, false);
-    if (v_scale_ != 1.0) scale_output(p_.o, o_elems_, dtype_, static_cast<float>(v_scale_), stream_);
-    check_fi_launch(cudaSuccess, name_ + (v_scale_ != 1.0 ? " and out *= v_scale" : ""), sync);
-  }
-  // CUDA-graph capture (fi_graph.h): Q from the graph's bucket-sized buffer, launches on its stream.
-  void graph_io(void* q, cudaStream_t s) {
-    p_.q = static_cast<T*>(q);
-    stream_ = s;
+    const auto& k = this->kernels();
+    this->finish(k.prefill(this->p_, this->tmp_v_, this->tmp_s_, static_cast<int>(info_.cta_tile_q), v_, m_, this->stream_),
+                 sync);
   }
 
  private:
-  cudaStream_t stream_ = nullptr;
   fi::PrefillPlanInfo info_;
   FiVariant v_;
   FiMask m_;
-  DType dtype_;
-  double v_scale_ = 1.0;
-  int64_t o_elems_ = 0;
-  PrefillParams<T, KV> p_;
-  T* tmp_v_ = nullptr;
-  float* tmp_s_ = nullptr;
-  const FiKernels<T, KV>* kernels_ = nullptr;
-  std::string name_;
 };
 
 class PrefillBackend final : public Backend, public GraphReplayable {

@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "attnscope/mask.h"
-#include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fi_conventions.h"
 #include "fi_graph.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnscope/mask.h"
-#include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fi_params.cuh"
 #include "fi_runtime.h"

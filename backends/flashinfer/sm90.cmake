@@ -137,7 +137,7 @@ target_include_directories(attnscope_flashinfer_sm90 PRIVATE
   ${ATTNSCOPE_FLASHINFER_ROOT}/cutlass/tools/util/include
   ${PROJECT_SOURCE_DIR}/model/include
   ${PROJECT_SOURCE_DIR}/backends/include
-  ${PROJECT_SOURCE_DIR}/backends/cuda
+  ${PROJECT_SOURCE_DIR}/backends/gpu
   ${_sm90_dir}
   ${_sm90_gen_dir})
 target_compile_definitions(attnscope_flashinfer_sm90 PRIVATE ATTNSCOPE_FLASHINFER_PIN="${ATTNSCOPE_FLASHINFER_PIN}")
@@ -151,7 +151,7 @@ set_target_properties(attnscope_flashinfer_sm90 PROPERTIES
 target_compile_options(attnscope_flashinfer_sm90 PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -use_fast_math
   -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -w>)
-target_link_libraries(attnscope_flashinfer_sm90 PUBLIC attnscope_family_cuda CUDA::cudart)
+target_link_libraries(attnscope_flashinfer_sm90 PUBLIC attnscope_gpu_runtime CUDA::cudart)
 target_link_libraries(attnscope_family_flashinfer PRIVATE attnscope_flashinfer_sm90)
 string(REPLACE ";" ", " _sm90_names_text "${_sm90_names}")
 message(STATUS "attnscope: flashinfer.prefill_sm90: sm_90a, kernels: ${_sm90_names_text}")

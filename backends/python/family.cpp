@@ -50,14 +50,14 @@ BackendFamily python_family() {
   f.id_prefix = kPrefix;
   f.parse_id = parse_python_id;
   f.user_code_file = python_file;
-  f.pattern.id = "python:PATH.py:FUNCTION";
-  f.pattern.summary =
-      "FUNCTION of your PATH.py on the case's inputs, in attnscope's Python worker: PyTorch tensors on the GPU (CUDA IPC) "
-      "where PyTorch has CUDA, else NumPy arrays";
-  f.pattern.takes =
-      "every dtype (values in float32 arrays), head dim, built-in mask (as each query row's key range, beside causal, "
-      "window_left and soft_cap), paged or ragged storage; not ALiBi, a mask_mod or score_mod, sinks, trees, MLA nor FP8; "
-      "runs only with --allow-python";
+  f.pattern = {.id = "python:PATH.py:FUNCTION",
+               .summary =
+                   "FUNCTION of your PATH.py on the case's inputs, in attnscope's Python worker: PyTorch tensors on "
+                   "the GPU (CUDA IPC) where PyTorch has CUDA, else NumPy arrays",
+               .takes =
+                   "every dtype (values in float32 arrays), head dim, built-in mask (as each query row's key range, "
+                   "beside causal, window_left and soft_cap), paged or ragged storage; not ALiBi, a mask_mod or "
+                   "score_mod, sinks, trees, MLA nor FP8; runs only with --allow-python"};
   // the named adapters: attnscope's own Python in the worker. With PyTorch on a CUDA device they run on
   // the device inputs (CUDA IPC); elsewhere python.sdpa / python.flex_attention run on CPU tensors in fp64.
   const std::string masks =
@@ -65,36 +65,38 @@ BackendFamily python_family() {
       "or score_mod, sinks, trees, MLA nor FP8; needs PyTorch (\"PyTorch not importable\" otherwise)";
   const std::string sdpa_gpu = "; on the GPU the batch's requests one SDPA call each, K / V gathered from the pages";
   f.backends = {
-      {"python.sdpa",
-       "PyTorch's scaled_dot_product_attention, PyTorch choosing its backend: on the GPU inputs (CUDA IPC) where PyTorch "
-       "has CUDA, else CPU tensors in fp64",
-       masks + "; no soft-cap" + sdpa_gpu},
+      {.id = "python.sdpa",
+       .summary = "PyTorch's scaled_dot_product_attention, PyTorch choosing its backend: on the GPU inputs (CUDA IPC) where "
+                  "PyTorch has CUDA, else CPU tensors in fp64",
+       .takes = masks + "; no soft-cap" + sdpa_gpu},
   };
   for (const char* b : {"flash", "cudnn", "efficient", "math"})
-    f.backends.push_back({std::string("python.sdpa_") + b,
-                          std::string("PyTorch's scaled_dot_product_attention pinned to its ") + b +
-                              " backend (sdpa_kernel), on the GPU inputs; needs PyTorch with CUDA",
-                          masks + "; no soft-cap" + sdpa_gpu + "; a backend that cannot take the case's mask says so"});
-  f.backends.push_back({"python.flex_attention",
-                        "PyTorch's flex_attention: compiled (torch.compile) on the GPU inputs with the case's mask as its "
-                        "mask_mod (a case's mask_mod translated to PyTorch) and its BlockMask, soft-cap and ALiBi as its "
-                        "score_mod; eager on CPU tensors in fp64 without CUDA",
-                        "every dtype, head dim, built-in mask, mask_mod (as PyTorch code), soft-cap, ALiBi and a score_mod of "
-                        "those forms, paged or ragged storage; not sinks, trees, MLA nor FP8; needs PyTorch (\"PyTorch not "
-                        "importable\" otherwise)"});
-  f.backends.back().mask_mod = Expressions::kFull;
-  f.backends.back().score_mod = Expressions::kLowered;
+    f.backends.push_back({.id = std::string("python.sdpa_") + b,
+                          .summary = std::string("PyTorch's scaled_dot_product_attention pinned to its ") + b +
+                                     " backend (sdpa_kernel), on the GPU inputs; needs PyTorch with CUDA",
+                          .takes = masks + "; no soft-cap" + sdpa_gpu + "; a backend that cannot take the case's mask says so"});
+  f.backends.push_back(
+      {.id = "python.flex_attention",
+       .summary = "PyTorch's flex_attention: compiled (torch.compile) on the GPU inputs with the case's mask as its mask_mod "
+                  "(a case's mask_mod translated to PyTorch) and its BlockMask, soft-cap and ALiBi as its score_mod; eager "
+                  "on CPU tensors in fp64 without CUDA",
+       .takes = "every dtype, head dim, built-in mask, mask_mod (as PyTorch code), soft-cap, ALiBi and a score_mod of those "
+                "forms, paged or ragged storage; not sinks, trees, MLA nor FP8; needs PyTorch (\"PyTorch not importable\" "
+                "otherwise)",
+       .mask_mod = Expressions::kFull,
+       .score_mod = Expressions::kLowered});
   const std::string engine_takes =
       "bf16 / fp16, paged NHD storage, causal or sliding-window masks (bottom-right) or none, soft-cap; needs its package "
       "(\"not installed: <module>\" otherwise) and PyTorch with CUDA";
-  f.backends.push_back({"python.sgl_fa3",
-                        "SGLang's FlashAttention-3 build (sgl_kernel.flash_attn.flash_attn_with_kvcache) fed as SGLang's "
-                        "FlashAttentionBackend feeds it (page_table, cache_seqlens, cu_seqlens_q), on the GPU inputs",
-                        engine_takes});
-  f.backends.push_back({"python.vllm_fa",
-                        "vLLM's FlashAttention build (vllm.vllm_flash_attn.flash_attn_varlen_func) fed as vLLM's "
-                        "FlashAttentionImpl feeds it (block_table, seqused_k, cu_seqlens_q), on the GPU inputs",
-                        engine_takes});
+  f.backends.push_back({.id = "python.sgl_fa3",
+                        .summary = "SGLang's FlashAttention-3 build (sgl_kernel.flash_attn.flash_attn_with_kvcache) fed as "
+                                   "SGLang's FlashAttentionBackend feeds it (page_table, cache_seqlens, cu_seqlens_q), on "
+                                   "the GPU inputs",
+                        .takes = engine_takes});
+  f.backends.push_back({.id = "python.vllm_fa",
+                        .summary = "vLLM's FlashAttention build (vllm.vllm_flash_attn.flash_attn_varlen_func) fed as vLLM's "
+                                   "FlashAttentionImpl feeds it (block_table, seqused_k, cu_seqlens_q), on the GPU inputs",
+                        .takes = engine_takes});
   f.compiled = ATTNSCOPE_FAMILY_COMPILED;
 #if ATTNSCOPE_FAMILY_COMPILED
   f.note = "Python backends through attnscope's worker (PyTorch tensors over CUDA IPC where PyTorch has CUDA, else NumPy)";

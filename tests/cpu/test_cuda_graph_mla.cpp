@@ -7,9 +7,12 @@
 #include "attnscope/cuda_graph_pad.h"
 #include "attnscope/paging.h"
 #include "attnscope/registry.h"
+#include "case_builders.h"
 
 using namespace attnscope;
 using I = std::vector<int>;
+using attnscope::testing::graph_case;
+using attnscope::testing::rule_of;
 
 namespace {
 
@@ -17,33 +20,14 @@ namespace {
 // start at page 1.
 CaseSpec mla(const std::vector<std::pair<int, int>>& q_kv, int page_size, int bucket, bool absorbed = true,
              GraphEngine e = GraphEngine::kSglang) {
-  CaseSpec c;
+  CaseSpec c = graph_case(q_kv, page_size, bucket, e);
   c.mla = MlaSpec{};
   c.mla->absorbed = absorbed;
   c.num_qo_heads = 16;
   c.num_kv_heads = absorbed ? 1 : 16;
   c.head_dim_qk = c.mla->qk_dim();
   c.head_dim_vo = c.mla->vo_dim();
-  c.backends = {"cpu.reference"};
-  c.kv_cache.page_size = page_size;
-  c.split.cuda_graph = true;
-  c.cuda_graph = CudaGraphSpec{bucket, e};
-  for (auto [q, kv] : q_kv) {
-    RequestSpec r;
-    r.q_len = q;
-    r.kv_len = kv;
-    c.requests.push_back(r);
-  }
   return c;
-}
-
-std::string rule_of(const CaseSpec& c) {
-  try {
-    validate_case(c);
-  } catch (const CaseError& e) {
-    return e.path() + ": " + e.rule();
-  }
-  return "";
 }
 
 }  // namespace

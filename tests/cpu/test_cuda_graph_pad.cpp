@@ -6,6 +6,7 @@
 #include "attnscope/cuda_graph_pad.h"
 #include "attnscope/paging.h"
 #include "attnscope/registry.h"
+#include "case_builders.h"
 #include "case_json.h"
 #include "cuda_graph_run.h"
 #include "report_json.h"
@@ -13,33 +14,16 @@
 
 using namespace attnscope;
 using I = std::vector<int>;
+using attnscope::testing::graph_case;
+using attnscope::testing::rule_of;
 
 namespace {
 
 // A contiguous pool with the null page: request 0's pages start at page 1.
 CaseSpec mk(const std::vector<std::pair<int, int>>& q_kv, int page_size, int bucket, GraphEngine e = GraphEngine::kSglang) {
-  CaseSpec c;
+  CaseSpec c = graph_case(q_kv, page_size, bucket, e);
   c.head_dim_qk = c.head_dim_vo = 64;
-  c.backends = {"cpu.reference"};
-  c.kv_cache.page_size = page_size;
-  c.split.cuda_graph = true;
-  c.cuda_graph = CudaGraphSpec{bucket, e};
-  for (auto [q, kv] : q_kv) {
-    RequestSpec r;
-    r.q_len = q;
-    r.kv_len = kv;
-    c.requests.push_back(r);
-  }
   return c;
-}
-
-std::string rule_of(const CaseSpec& c) {
-  try {
-    validate_case(c);
-  } catch (const CaseError& e) {
-    return e.path() + ": " + e.rule();
-  }
-  return "";
 }
 
 }  // namespace

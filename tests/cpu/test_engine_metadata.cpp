@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "attnscope/engine_metadata.h"
+#include "case_builders.h"
 
 using namespace attnscope;
 using V = std::vector<int64_t>;
@@ -18,12 +19,7 @@ CaseSpec mk(const std::vector<std::pair<int, int>>& q_kv, int page_size, bool nu
   c.backends = {"cpu.reference"};
   c.kv_cache.page_size = page_size;
   c.kv_cache.null_page = null_page;
-  for (auto [q, kv] : q_kv) {
-    RequestSpec r;
-    r.q_len = q;
-    r.kv_len = kv;
-    c.requests.push_back(r);
-  }
+  attnscope::testing::add_requests(c, q_kv);
   return c;
 }
 

@@ -10,14 +10,7 @@
 
 #include "attnscope/device.h"
 #include "attnscope/registry.h"
-
-// Skips the test, with the reason, where this build has no CUDA backends or there is no device.
-#define REQUIRE_GPU()                                                                   \
-  do {                                                                                  \
-    if (!attnscope::cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                                   \
-    if (attnscope::query_devices(&why_).empty()) GTEST_SKIP() << why_;                  \
-  } while (0)
+#include "require.h"
 
 namespace attnscope::testing {
 

@@ -7,13 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <random>
 
 #include "attnscope/registry.h"
 #include "case_json.h"
 #include "cuda_graph_run.h"
 #include "gpu_test_util.h"
 #include "graph_test_util.h"
+#include "require.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -28,38 +28,17 @@ constexpr const char* kPrefill = "flashinfer.prefill";
 constexpr const char* kFlash = "cuda.flash";
 constexpr const char* kSm90 = "flashinfer.prefill_sm90";
 
-#define REQUIRE_FLASHINFER()                                                              \
-  do {                                                                                    \
-    REQUIRE_GPU();                                                                        \
-    const BackendFamily* f_ = family_of(kPrefill);                                        \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the flashinfer family is not compiled";    \
-    const std::string why_ = refusal(kDecode, small_case(1, 1, 2, GraphEngine::kSglang)); \
-    if (!why_.empty()) GTEST_SKIP() << why_;                                              \
+#define REQUIRE_FLASHINFER()                                                        \
+  do {                                                                              \
+    REQUIRE_GPU();                                                                  \
+    REQUIRE_COMPILED(kPrefill);                                                     \
+    REQUIRE_WHY_EMPTY(refusal(kDecode, small_case(1, 1, 2, GraphEngine::kSglang))); \
   } while (0)
 
-// head_dim 128 bf16 (every FlashInfer build has it), GQA 4, a shuffled pool with poisoned unused
-// pages and slots; n requests of q_len tokens, kv lengths in [q_len, max_kv], the bucket n + extra.
+// graph_batch (graph_test_util.h) with the GPU references, FlashInfer and cuda.flash.
 CaseSpec small_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed = 1, int max_kv = 700) {
-  std::mt19937_64 g(seed);
-  CaseSpec c;
+  CaseSpec c = attnscope::testing::graph_batch(n, q_len, bucket, e, seed, max_kv);
   c.name = "graph";
-  c.num_qo_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim_qk = c.head_dim_vo = 128;
-  c.dtype = DType::kBf16;
-  c.kv_cache.page_size = 16;
-  c.kv_cache.allocation = PageAlloc::kShuffled;
-  c.kv_cache.allocation_seed = seed;
-  c.kv_cache.poison_unused = true;
-  c.split.cuda_graph = true;
-  c.cuda_graph = CudaGraphSpec{bucket, e};
-  c.data.seed = seed;
-  for (int r = 0; r < n; ++r) {
-    RequestSpec q;
-    q.q_len = q_len;
-    q.kv_len = q_len + static_cast<int>(g() % static_cast<uint64_t>(max_kv - q_len + 1));
-    c.requests.push_back(q);
-  }
   c.backends = {"cuda.reference", "cpu.lowp", kPrefill, "cuda.flash"};
   if (q_len == 1) c.backends.push_back(kDecode);
   validate_case(c, &registry_ids());
@@ -119,11 +98,10 @@ void expect_flash_replayed(const Session& s, const std::string& label) {
   EXPECT_TRUE(g.captured_grid.split_kv && g.replay_grid.split_kv) << label;
 }
 
-#define REQUIRE_FLASH()                                                                     \
-  do {                                                                                      \
-    REQUIRE_GPU();                                                                          \
-    const std::string why_ = refusal(kFlash, flash_case(1, 1, 2, GraphEngine::kSglang, 1)); \
-    if (!why_.empty()) GTEST_SKIP() << why_;                                                \
+#define REQUIRE_FLASH()                                                               \
+  do {                                                                                \
+    REQUIRE_GPU();                                                                    \
+    REQUIRE_WHY_EMPTY(refusal(kFlash, flash_case(1, 1, 2, GraphEngine::kSglang, 1))); \
   } while (0)
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <random>
 
 #include "attnscope/paging.h"
 #include "attnscope/registry.h"
@@ -17,6 +16,7 @@
 #include "cuda_graph_run.h"
 #include "gpu_test_util.h"
 #include "graph_test_util.h"
+#include "require.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -29,30 +29,11 @@ namespace {
 constexpr const char* kDecode = "flashinfer.decode";
 constexpr const char* kPrefill = "flashinfer.prefill";
 
-// head_dim 128 bf16, GQA 4, a shuffled pool with poisoned unused pages and slots; n requests of q_len
-// tokens, kv lengths in [q_len, max_kv]; the reference and low-precision baseline on the CPU (they
-// take FP8 caches and sinks). Backends the case cannot run are left out by the caller.
+// graph_batch (graph_test_util.h) with the reference and low-precision baseline on the CPU (they take
+// FP8 caches and sinks). Backends the case cannot run are left out by the caller.
 CaseSpec data_case(int n, int q_len, int bucket, GraphEngine e, uint64_t seed, int max_kv = 600) {
-  std::mt19937_64 g(seed);
-  CaseSpec c;
+  CaseSpec c = attnscope::testing::graph_batch(n, q_len, bucket, e, seed, max_kv);
   c.name = "graph-data-" + std::to_string(seed);
-  c.num_qo_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim_qk = c.head_dim_vo = 128;
-  c.dtype = DType::kBf16;
-  c.kv_cache.page_size = 16;
-  c.kv_cache.allocation = PageAlloc::kShuffled;
-  c.kv_cache.allocation_seed = seed;
-  c.kv_cache.poison_unused = true;
-  c.split.cuda_graph = true;
-  c.cuda_graph = CudaGraphSpec{bucket, e};
-  c.data.seed = seed;
-  for (int r = 0; r < n; ++r) {
-    RequestSpec q;
-    q.q_len = q_len;
-    q.kv_len = q_len + static_cast<int>(g() % static_cast<uint64_t>(max_kv - q_len + 1));
-    c.requests.push_back(q);
-  }
   c.backends = {"cpu.reference", "cpu.lowp", kPrefill};
   if (q_len == 1) c.backends.push_back(kDecode);
   return c;
@@ -89,15 +70,13 @@ std::string expect_replayed(const Session& s, const std::string& id, const std::
   return k ? k->detail : "";
 }
 
-#define REQUIRE_FLASHINFER_GRAPHS()                                                    \
-  do {                                                                                 \
-    REQUIRE_GPU();                                                                     \
-    const BackendFamily* f_ = family_of(kPrefill);                                     \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the flashinfer family is not compiled"; \
-    CaseSpec c_ = data_case(1, 1, 2, GraphEngine::kSglang, 1);                         \
-    validate_case(c_, &registry_ids());                                                \
-    const std::string why_ = make_backend(kDecode)->check(c_);                         \
-    if (!why_.empty()) GTEST_SKIP() << why_;                                           \
+#define REQUIRE_FLASHINFER_GRAPHS()                            \
+  do {                                                         \
+    REQUIRE_GPU();                                             \
+    REQUIRE_COMPILED(kPrefill);                                \
+    CaseSpec c_ = data_case(1, 1, 2, GraphEngine::kSglang, 1); \
+    validate_case(c_, &registry_ids());                        \
+    REQUIRE_WHY_EMPTY(make_backend(kDecode)->check(c_));       \
   } while (0)
 
 // A backend's own refusal of the case (not instantiated in this build): the test says so and skips it.

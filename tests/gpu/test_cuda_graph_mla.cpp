@@ -19,6 +19,7 @@
 #include "case_json.h"
 #include "gpu_test_util.h"
 #include "graph_test_util.h"
+#include "require.h"
 #include "session.h"
 
 using namespace attnscope;
@@ -67,11 +68,10 @@ CaseSpec mla_graph_case(uint64_t seed, int live, int bucket) {
   return c;
 }
 
-#define REQUIRE_FLASHINFER_MLA()                                                 \
-  do {                                                                           \
-    REQUIRE_GPU();                                                               \
-    const std::string why_ = make_backend(kMla)->check(mla_graph_case(1, 1, 2)); \
-    if (!why_.empty()) GTEST_SKIP() << kMla << ": " << why_;                     \
+#define REQUIRE_FLASHINFER_MLA()                  \
+  do {                                            \
+    REQUIRE_GPU();                                \
+    REQUIRE_TAKES(kMla, mla_graph_case(1, 1, 2)); \
   } while (0)
 
 // Elements whose bits differ (NaN equal to NaN); a size mismatch counts every element.

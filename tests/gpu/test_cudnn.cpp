@@ -19,6 +19,7 @@
 #include "case_gen.h"
 #include "case_json.h"
 #include "cudnn_case.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::cudnn_ok;
@@ -29,19 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kId = "cudnn.sdpa";
-
-#define REQUIRE_CUDNN()                                                                                           \
-  do {                                                                                                            \
-    const BackendFamily* f_ = family_of(kId);                                                                     \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the cudnn family is not compiled: " << (f_ ? f_->note : "absent"); \
-  } while (0)
-
-#define REQUIRE_CUDNN_GPU()                                 \
-  do {                                                      \
-    REQUIRE_CUDNN();                                        \
-    std::string why_;                                       \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_; \
-  } while (0)
 
 // Under compute-sanitizer (ATTNSCOPE_GPU_QUICK=1) the randomised loops run a sixth of their cases.
 int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }
@@ -114,7 +102,7 @@ TEST(CudnnSdpa, FamilyIsRegistered) {
 }
 
 TEST(CudnnSdpa, RefusesWhatCudnnCannotExpressWithTheReason) {
-  REQUIRE_CUDNN();
+  REQUIRE_COMPILED(kId);
   auto b = make_backend(kId);
   const CaseSpec ok = base_case("ok");
   const std::string base_why = b->check(ok);
@@ -180,7 +168,7 @@ TEST(CudnnSdpa, RefusesWhatCudnnCannotExpressWithTheReason) {
 }
 
 TEST(CudnnSdpa, EveryExampleItSupportsPassesTheTwiceLowpRule) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   auto b = make_backend(kId);
   int supported = 0;
   for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples")) {
@@ -206,7 +194,7 @@ TEST(CudnnSdpa, EveryExampleItSupportsPassesTheTwiceLowpRule) {
 }
 
 TEST(CudnnSdpa, RandomCasesPassTheTwiceLowpRule) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   auto b = make_backend(kId);
   int ran = 0;
   for (uint64_t seed = 0; seed < static_cast<uint64_t>(cases(48)); ++seed) {
@@ -220,7 +208,7 @@ TEST(CudnnSdpa, RandomCasesPassTheTwiceLowpRule) {
 }
 
 TEST(CudnnSdpa, BottomRightCausalAndWindowSpellings) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   // q_len < kv_len everywhere but request 2: a top-left diagonal or a window off by one would
   // move whole columns of probability mass, far beyond the 2x rule.
   for (bool causal : {true, false})
@@ -238,7 +226,7 @@ TEST(CudnnSdpa, BottomRightCausalAndWindowSpellings) {
 }
 
 TEST(CudnnSdpa, AlibiWhereCudnnSupportsIt) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   for (int heads : {8, 6}) {  // 6: the interpolated slopes of a non-power-of-two head count
     for (int window : {0, 33}) {
       CaseSpec c = base_case("alibi-" + std::to_string(heads) + "-window-" + std::to_string(window));
@@ -254,7 +242,7 @@ TEST(CudnnSdpa, AlibiWhereCudnnSupportsIt) {
 }
 
 TEST(CudnnSdpa, PaddingQueriesGiveZeroAndMinusInf) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec c = base_case("padding");
   // some padding queries; requests whose queries are all padding (left out of cuDNN's batch), one
   // of them with no key left at all (pad_start 0)
@@ -298,7 +286,7 @@ TEST(CudnnSdpa, PaddingQueriesGiveZeroAndMinusInf) {
 }
 
 TEST(CudnnSdpa, PoisonedPagesDoNotChangeTheOutput) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   std::vector<CaseSpec> cs = {read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/poisoned-pages.json").spec};
   for (uint64_t seed = 200; seed < 200 + static_cast<uint64_t>(cases(12)); ++seed) {
     CaseSpec c = cudnn_ok(random_case(seed), seed);
@@ -322,7 +310,7 @@ TEST(CudnnSdpa, PoisonedPagesDoNotChangeTheOutput) {
 }
 
 TEST(CudnnSdpa, StoragesAgree) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   const CaseSpec base = base_case("storages");
   CaseSpec nhd = base, hnd = base, ragged = base;
   nhd.kv_cache.allocation = PageAlloc::kFragmented;
@@ -350,7 +338,7 @@ TEST(CudnnSdpa, StoragesAgree) {
 // left unpacked (its band would differ per row). Every one passes the 2x rule with its LSE, and the
 // packed and plain forms of one batch agree.
 TEST(CudnnSdpa, GqaDecodeRunsPackedAndAgrees) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec base = base_case("gqa-decode-packed");
   base.requests = {RequestSpec{1, 150}, RequestSpec{1, 77}, RequestSpec{1, 1}, RequestSpec{1, 3000}};
   base.requests[1].pad_start = 40;  // its one query is padding: left out of the batch (O = 0, LSE = -inf)
@@ -398,7 +386,7 @@ TEST(CudnnSdpa, GqaDecodeRunsPackedAndAgrees) {
 // window, GQA, head dim 256, a packed GQA decode batch. Each passes the 2x rule with its LSE; a
 // batch that is not uniform, or paged, or has padding, keeps the ragged form.
 TEST(CudnnSdpa, UniformContiguousBatchesRunDense) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec base = base_case("dense");
   base.requests = {RequestSpec{96, 96}, RequestSpec{96, 96}, RequestSpec{96, 96}};
   base.kv_cache = KvCacheSpec{};
@@ -457,7 +445,7 @@ TEST(CudnnSdpa, UniformContiguousBatchesRunDense) {
 }
 
 TEST(CudnnSdpa, GraphIsBuiltOncePerShapeClass) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   // a shape class no other test uses, so the first run builds
   CaseSpec c = base_case("graph-cache");
   c.requests = {RequestSpec{20, 100}, RequestSpec{1, 60}, RequestSpec{7, 7}};
@@ -496,7 +484,7 @@ TEST(CudnnSdpa, GraphIsBuiltOncePerShapeClass) {
 }
 
 TEST(CudnnSdpa, BenchTimesTheGraphExecution) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   const CaseSpec c = base_case("bench");
   const Plan p = make_plan(c);
   const Result r = run(kId, c, p, Workload{}, 7);

@@ -24,6 +24,7 @@
 #include "attnscope/fp8.h"
 #include "attnscope/registry.h"
 #include "case_gen.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::random_case;
@@ -32,19 +33,6 @@ using attnscope::testing::set_head_dim;
 namespace {
 
 constexpr const char* kId = "cudnn.sdpa_fp8";
-
-#define REQUIRE_CUDNN()                                                                                           \
-  do {                                                                                                            \
-    const BackendFamily* f_ = family_of(kId);                                                                     \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the cudnn family is not compiled: " << (f_ ? f_->note : "absent"); \
-  } while (0)
-
-#define REQUIRE_CUDNN_GPU()                                 \
-  do {                                                      \
-    REQUIRE_CUDNN();                                        \
-    std::string why_;                                       \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_; \
-  } while (0)
 
 int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }
 
@@ -161,7 +149,7 @@ TEST(CudnnSdpaFp8, IsRegisteredWithTensorScalesAndFp8Attention) {
 // Every refusal names the rule: the registry's for the granularity (the descriptor), the backend's
 // for a case that is not FP8 attention. No device needed: check() decides before the device check.
 TEST(CudnnSdpaFp8, RefusesWhatItCannotTakeNamingWhatItTakes) {
-  REQUIRE_CUDNN();
+  REQUIRE_COMPILED(kId);
   CaseSpec c = fp8_case(3, Fp8Format::kE4M3, 64);
   const Plan p = make_plan(c);
   const Workload none{};
@@ -194,7 +182,7 @@ TEST(CudnnSdpaFp8, RefusesWhatItCannotTakeNamingWhatItTakes) {
 
 // Seeded random FP8 attention cases against the dequantised ideal under the FP8 rounding bound.
 TEST(CudnnSdpaFp8, RandomCasesWithinTheFp8RoundingBound) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   const int n = cases(24);
   for (int i = 0; i < n; ++i) {
     const Fp8Format f = i % 2 ? Fp8Format::kE5M2 : Fp8Format::kE4M3;
@@ -216,7 +204,7 @@ TEST(CudnnSdpaFp8, RandomCasesWithinTheFp8RoundingBound) {
 // Hopper's FP8 engines have no bottom-right band: a causal request with q_len < kv_len is cuDNN's
 // refusal there, reported with its own message; on Blackwell and newer the same case runs.
 TEST(CudnnSdpaFp8, BottomRightCausalIsCudnnsRefusalOnHopper) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec c = fp8_case(7, Fp8Format::kE4M3, 128);
   c.attention.causal = true;
   c.requests = {RequestSpec{40, 100}, RequestSpec{64, 64}};
@@ -239,7 +227,7 @@ TEST(CudnnSdpaFp8, BottomRightCausalIsCudnnsRefusalOnHopper) {
 
 // Head dim 256 (Hopper's FP8 limit) and a paged, shuffled pool with HND layout, page 16.
 TEST(CudnnSdpaFp8, HeadDim256OnAPagedHndPool) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec c = fp8_case(11, Fp8Format::kE4M3, 256);
   c.kv_cache.storage = KvStorage::kPaged;
   c.kv_cache.page_size = 16;
@@ -262,7 +250,7 @@ TEST(CudnnSdpaFp8, HeadDim256OnAPagedHndPool) {
 // NaN-poisoned unused pages on a fragmented pool whose requests fill their last page exactly:
 // cuDNN reads the requests' own pages through the page table and nothing else.
 TEST(CudnnSdpaFp8, PoisonedUnusedPagesAreNotRead) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   CaseSpec c = fp8_case(13, Fp8Format::kE5M2, 128);
   c.kv_cache.storage = KvStorage::kPaged;
   c.kv_cache.page_size = 16;

@@ -19,6 +19,7 @@
 #include "case_gen.h"
 #include "cudnn_case.h"
 #include "gpu_test_util.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::gpu_cases;
@@ -29,14 +30,6 @@ using attnscope::testing::set_head_dim;
 namespace {
 
 constexpr const char* kId = "cudnn.sdpa";
-
-#define REQUIRE_CUDNN_GPU()                                                                                       \
-  do {                                                                                                            \
-    const BackendFamily* f_ = family_of(kId);                                                                     \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the cudnn family is not compiled: " << (f_ ? f_->note : "absent"); \
-    std::string why_;                                                                                             \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                                                       \
-  } while (0)
 
 bool quick() { return std::getenv("ATTNSCOPE_GPU_QUICK") != nullptr; }
 
@@ -259,7 +252,7 @@ TEST(CudnnMla, SinksKeepGqaDecodeUnpackedAndGivePaddingRowsTheSink) {
 }
 
 TEST(CudnnMla, RandomNonAbsorbedCasesPassTheTwiceLowpRule) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   // cuda.naive (the dtype's inputs, O rounded to the dtype) as the baseline: the host workload of
   // 128 heads x 2048 up-projected keys would take cpu.lowp minutes to generate
   for (uint64_t seed = 0; seed < static_cast<uint64_t>(gpu_cases(8, 2)); ++seed) {
@@ -271,7 +264,7 @@ TEST(CudnnMla, RandomNonAbsorbedCasesPassTheTwiceLowpRule) {
 }
 
 TEST(CudnnMla, SmallNonAbsorbedCasesAgainstCpuLowp) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   // The same rule with cpu.lowp (P and the sums in the dtype, PyTorch's eager path) as the baseline,
   // on each storage: ragged, paged NHD page 64, paged HND page 16 (fragmented).
   for (int storage = 0; storage < 3; ++storage) {
@@ -296,7 +289,7 @@ TEST(CudnnMla, SmallNonAbsorbedCasesAgainstCpuLowp) {
 }
 
 TEST(CudnnMla, RandomSinkCasesWithAndWithoutWindowsPassTheTwiceLowpRule) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   int windows = 0, plain = 0;
   for (uint64_t seed = 300; seed < 300 + static_cast<uint64_t>(gpu_cases(20, 4)); ++seed) {
     const CaseSpec c = sink_case(seed);
@@ -311,7 +304,7 @@ TEST(CudnnMla, RandomSinkCasesWithAndWithoutWindowsPassTheTwiceLowpRule) {
 }
 
 TEST(CudnnMla, SinksChangeTheResultAndPaddingRowsCarryTheSink) {
-  REQUIRE_CUDNN_GPU();
+  REQUIRE_COMPILED_GPU(kId);
   // A sink that holds most of the mass: the output must move (a backend that drops the sink, vLLM
   // #52148, fails here), and padding rows report LSE = the sink, as cuda.reference does.
   CaseSpec c;

@@ -17,6 +17,7 @@
 #include "attnscope/registry.h"
 #include "attnscope/rng.h"
 #include "gpu_test_util.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::gpu_cases;
@@ -26,14 +27,6 @@ namespace {
 
 constexpr const char* kVarlen = "flash_attn.varlen";
 constexpr const char* kKvcache = "flash_attn.kvcache";
-
-#define REQUIRE_FA_GPU()                                                                                          \
-  do {                                                                                                            \
-    const BackendFamily* f_ = family_of(kVarlen);                                                                 \
-    if (!f_ || !f_->compiled) GTEST_SKIP() << "the flash_attn family is not compiled: " << (f_ ? f_->note : "?"); \
-    std::string why_;                                                                                             \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                                                       \
-  } while (0)
 
 // The 2x rule against cuda.reference (1e-5 floor, as for cuda.flash), the LSE within 1e-3, no NaN.
 // Returns the backend's result; an unexpected refusal fails.
@@ -155,7 +148,7 @@ TEST(FlashAttn, FamilyIsRegistered) {
 }
 
 TEST(FlashAttn, RandomCasesPassTheTwiceLowpRule) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   const auto& built = built_instances();
   ASSERT_FALSE(built.empty()) << "the family is compiled but no instantiation is";
   std::set<std::pair<int, int>> seen;
@@ -181,7 +174,7 @@ TEST(FlashAttn, RandomCasesPassTheTwiceLowpRule) {
 // writes O = 0 and LSE +inf; the backend reports -inf. Causal, non-causal and a window, a request
 // padded from its first query, one padded from key 0, and each head dim this build compiled.
 TEST(FlashAttn, FullyMaskedRowsGiveZeroAndMinusInf) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   for (const Instance& in : built_instances())
     for (int mask = 0; mask < 3; ++mask) {
       CaseSpec c;
@@ -226,7 +219,7 @@ TEST(FlashAttn, FullyMaskedRowsGiveZeroAndMinusInf) {
 
 // Unused pages and slots hold NaN: a kernel that reads them shows NaN.
 TEST(FlashAttn, PoisonedPagesAreNeverRead) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   for (int storage = 0; storage < 2; ++storage) {
     CaseSpec c = random_case(kKvcache, 7);
     c.dtype = DType::kBf16;
@@ -247,7 +240,7 @@ TEST(FlashAttn, PoisonedPagesAreNeverRead) {
 // num_splits 1 (/split/planner off), FA2's heuristic, and a fixed count: each passes, and the
 // fixed and heuristic ones run the split kernel and its combine.
 TEST(FlashAttn, SplitPathForcedOnAndOff) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   CaseSpec c = random_case(kKvcache, 11);
   c.dtype = DType::kBf16;
   c.num_qo_heads = 16;
@@ -279,7 +272,7 @@ TEST(FlashAttn, SplitPathForcedOnAndOff) {
 // With a fixed num_splits (and a fixed cache width) a request's output is the same bits alone and
 // batched: FA2's split depends on the batch only through its heuristic.
 TEST(FlashAttn, BatchInvariantWithAFixedNumSplits) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   CaseSpec c = random_case(kKvcache, 13);
   c.dtype = DType::kBf16;
   c.num_qo_heads = 8;
@@ -318,7 +311,7 @@ TEST(FlashAttn, BatchInvariantWithAFixedNumSplits) {
 // Speculative target verify as flash_attn_with_kvcache runs it: 2..8 draft tokens per request,
 // causal, over a long paged cache.
 TEST(FlashAttn, SpeculativeVerifyOverALongCache) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   for (int draft = 2; draft <= 8; draft += std::getenv("ATTNSCOPE_GPU_QUICK") ? 6 : 2) {
     CaseSpec c = random_case(kKvcache, 17 + draft);
     c.name = "verify " + std::to_string(draft);
@@ -341,7 +334,7 @@ TEST(FlashAttn, SpeculativeVerifyOverALongCache) {
 // chain verify) gives the reference's result; Llama-4 chunked local, whose local_block_table SGLang
 // cuts from the token-slot table, is refused naming that tensor, with no launch (no crash).
 TEST(FlashAttn, FedFromSglangsTensors) {
-  REQUIRE_FA_GPU();
+  REQUIRE_COMPILED_GPU(kVarlen);
   for (int q : {1, 4}) {
     CaseSpec c = random_case(kKvcache, 31 + q);
     c.name = "sglang-fa q_len " + std::to_string(q);

@@ -15,6 +15,7 @@
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "case_json.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::random_case;
@@ -65,12 +66,6 @@ std::string hopper_missing() {
     return "this build has no Hopper kernel (CMAKE_CUDA_ARCHITECTURES without 90): cuda.flash reports " + r.message;
   return "";
 }
-
-#define REQUIRE_HOPPER()                       \
-  do {                                         \
-    const std::string why_ = hopper_missing(); \
-    if (!why_.empty()) GTEST_SKIP() << why_;   \
-  } while (0)
 
 // cuda.flash against cpu.tiled, element by element: the same plan, tiles and merge order, but exp2's
 // last bits can flip the dtype rounding of a P; P <= 1 and the row sum is >= 1, so one flip moves O by
@@ -131,7 +126,7 @@ void expect_form_gives_base_bits(const char* var, const char* form, const char* 
 }  // namespace
 
 TEST(FlashSm90, RandomCasesMatchTheMmaSyncKernelBitForBit) {
-  REQUIRE_HOPPER();
+  REQUIRE_WHY_EMPTY(hopper_missing());
   int ran = 0;
   const int dims[] = {64, 128, 256};
   for (uint64_t seed = 500; seed < 500 + static_cast<uint64_t>(cases(36)); ++seed) {
@@ -150,7 +145,7 @@ TEST(FlashSm90, RandomCasesMatchTheMmaSyncKernelBitForBit) {
 }
 
 TEST(FlashSm90, ZooCasesMatchTheMmaSyncKernelBitForBit) {
-  REQUIRE_HOPPER();
+  REQUIRE_WHY_EMPTY(hopper_missing());
   int ran = 0;
   for (const auto& e : fs::directory_iterator(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/zoo")) {
     if (e.path().extension() != ".json") continue;
@@ -170,7 +165,7 @@ TEST(FlashSm90, ZooCasesMatchTheMmaSyncKernelBitForBit) {
 // key-split warps), head dims that are not whole 64-column panels (32, 96), and an interpreted
 // score_mod; each within cpu.tiled's tolerance as in FlashAgreesWithTheCpuTwin.
 TEST(FlashSm90, WhatItDoesNotTakeRunsOnTheMmaSyncKernel) {
-  REQUIRE_HOPPER();
+  REQUIRE_WHY_EMPTY(hopper_missing());
   for (int variant = 0; variant < 4; ++variant) {
     // variant 3: the zoo's soft-cap case with a score_mod of no lowered form (as in
     // GpuMaskZoo.AScoreModNoLibraryTakesRunsInterpretedOnCudaFlash)
@@ -199,7 +194,7 @@ TEST(FlashSm90, WhatItDoesNotTakeRunsOnTheMmaSyncKernel) {
 // cpu.tiled and the 2x rule (check_case), over random cases: causal or not, windows, local chunks,
 // soft-cap, ALiBi, split-KV chunks, GQA, paged and ragged.
 TEST(FlashSm90, PairedItemsGiveTheBitsOfOneItemPerCta) {
-  REQUIRE_HOPPER();
+  REQUIRE_WHY_EMPTY(hopper_missing());
   const char* kPaired = "two 64-row items per CTA";
   int paired = 0, ran = 0;
   for (uint64_t seed = 800; seed < 800 + static_cast<uint64_t>(cases(18)); ++seed) {

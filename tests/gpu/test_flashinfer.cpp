@@ -26,6 +26,7 @@
 #include "case_json.h"
 #include "fi_conventions.h"
 #include "fi_lse_bound.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::fi_lse_excess;
@@ -39,13 +40,6 @@ namespace {
 constexpr const char* kPrefill = "flashinfer.prefill";
 constexpr const char* kDecode = "flashinfer.decode";
 
-bool family_compiled(std::string* why) {
-  const BackendFamily* f = family_of(kPrefill);
-  if (f && f->compiled) return true;
-  *why = "the flashinfer family is not compiled: " + (f ? f->note : std::string("absent"));
-  return false;
-}
-
 // A small supported case, to ask the backend whether it can run here at all (device, architecture).
 CaseSpec probe_case() {
   CaseSpec c;
@@ -56,18 +50,10 @@ CaseSpec probe_case() {
   return c;
 }
 
-#define REQUIRE_FI()                                   \
-  do {                                                 \
-    std::string why_;                                  \
-    if (!family_compiled(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 // The family is compiled and device 0 runs its kernels (else skip with check()'s reason).
 #define REQUIRE_FI_GPU()                                                                                \
   do {                                                                                                  \
-    REQUIRE_FI();                                                                                       \
-    std::string why_;                                                                                   \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_;                                             \
+    REQUIRE_COMPILED_GPU(kPrefill);                                                                     \
     const std::string r_ = make_backend(kPrefill)->check(probe_case());                                 \
     if (r_.find("no CUDA device") == 0 || r_.find("ATTNSCOPE_FLASHINFER_ARCHS") != std::string::npos || \
         r_.find("sm_80 or newer") != std::string::npos)                                                 \
@@ -285,7 +271,7 @@ TEST(FlashInferConventions, AlibiOriginShiftIsTheScoreDifference) {
 // ---- refusals: check() decides them from the case, with or without a device ----------------------
 
 TEST(FlashInferRefusals, CarryFlashInfersReasons) {
-  REQUIRE_FI();
+  REQUIRE_COMPILED(kPrefill);
   auto pre = make_backend(kPrefill), dec = make_backend(kDecode);
   CaseSpec c = probe_case();
   c.dtype = DType::kFp32;
@@ -595,7 +581,7 @@ TEST(FlashInferConventions, SinkRowsAreTheSinkInFlashInfersFrame) {
 // decode and the Hopper prefill keep refusing sinks, naming who takes them; flashinfer.prefill
 // refuses what its sinks lines do not cover, with the reason.
 TEST(FlashInferRefusals, SinksNameWhoTakesThem) {
-  REQUIRE_FI();
+  REQUIRE_COMPILED(kPrefill);
   CaseSpec c = example("gpt-oss-sinks-sliding");
   CaseSpec d = c;
   for (auto& r : d.requests) r.q_len = 1;

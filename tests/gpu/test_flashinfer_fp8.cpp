@@ -23,6 +23,7 @@
 #include "attnscope/registry.h"
 #include "case_gen.h"
 #include "fi_lse_bound.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::fi_lse_excess;
@@ -77,11 +78,6 @@ std::string not_runnable(const std::string& id) {
     return r;
   return "";
 }
-
-#define REQUIRE_RUNNABLE(id)                                         \
-  do {                                                               \
-    if (auto w_ = not_runnable(id); !w_.empty()) GTEST_SKIP() << w_; \
-  } while (0)
 
 // A random FP8 case for `id`: bf16, head dim `dim`, format `f`, tensor scales from amax; the random
 // generator's page sizes, layouts, allocations, poison, GQA ratios and planners. decode: single
@@ -313,25 +309,25 @@ TEST(FlashInferFp8, RandomCasesAreValidFp8Cases) {
 }
 
 TEST(FlashInferFp8, DecodeRandomCasesPassTheTwiceLowpRule) {
-  REQUIRE_RUNNABLE(kDecode);
+  REQUIRE_WHY_EMPTY(not_runnable(kDecode));
   random_fp8(kDecode, cases(24),
              {{Fp8Format::kE4M3, 128}, {Fp8Format::kE4M3, 64}, {Fp8Format::kE5M2, 128}, {Fp8Format::kE4M3, 256}});
 }
 
 TEST(FlashInferFp8, PrefillRandomCasesPassTheTwiceLowpRule) {
-  REQUIRE_RUNNABLE(kPrefill);
+  REQUIRE_WHY_EMPTY(not_runnable(kPrefill));
   random_fp8(kPrefill, cases(16), {{Fp8Format::kE4M3, 128}});
 }
 
 TEST(FlashInferFp8, Sm90Fp8AttentionRandomCasesPassTheBound) {
-  REQUIRE_RUNNABLE(kSm90);
+  REQUIRE_WHY_EMPTY(not_runnable(kSm90));
   random_fp8(kSm90, cases(16), {{Fp8Format::kE4M3, 128}});
 }
 
 // A row that sees no key: O = 0 and LSE = -inf through the FP8 path too (padding queries of the
 // fully-masked-rows example, FlashInfer's custom-mask mode).
 TEST(FlashInferFp8, PrefillFullyMaskedRowsGiveZeroAndMinusInf) {
-  REQUIRE_RUNNABLE(kPrefill);
+  REQUIRE_WHY_EMPTY(not_runnable(kPrefill));
   CaseSpec c;
   c.name = "fp8-fully-masked";
   c.num_qo_heads = 4;

@@ -15,6 +15,7 @@
 #include "attnscope/rng.h"
 #include "fi_library_plan.h"
 #include "gpu_test_util.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::gpu_cases;
@@ -52,11 +53,10 @@ CaseSpec mla_gpu_case(uint64_t seed) {
   return c;
 }
 
-#define REQUIRE_FLASHINFER_MLA(id)                                     \
-  do {                                                                 \
-    REQUIRE_GPU();                                                     \
-    const std::string why_ = make_backend(id)->check(mla_gpu_case(1)); \
-    if (!why_.empty()) GTEST_SKIP() << id << ": " << why_;             \
+#define REQUIRE_FLASHINFER_MLA(id)      \
+  do {                                  \
+    REQUIRE_GPU();                      \
+    REQUIRE_TAKES(id, mla_gpu_case(1)); \
   } while (0)
 
 // One backend on `cases` random cases; returns how many schedules split a tile.

@@ -10,8 +10,10 @@
 #include "attnscope/plan.h"
 #include "attnscope/workload.h"
 #include "cuda_backends.h"
+#include "device_check.h"
 #include "device_workload.h"
 #include "fp8_case_gen.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::force_fp8;
@@ -19,11 +21,6 @@ using attnscope::testing::GenLimits;
 using attnscope::testing::random_fp8_case;
 
 namespace {
-
-#define REQUIRE_DEVICE()                                                        \
-  do {                                                                          \
-    if (std::string w_ = cuda::device_check(); !w_.empty()) GTEST_SKIP() << w_; \
-  } while (0)
 
 int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(6, full / 6) : full; }
 
@@ -52,7 +49,7 @@ void expect_bytes(const std::vector<uint8_t>& b, const std::vector<float>& host,
 }  // namespace
 
 TEST(GpuFp8, DeviceWorkloadMatchesTheHostBitForBit) {
-  REQUIRE_DEVICE();
+  REQUIRE_WHY_EMPTY(cuda::device_check());
   int given = 0, amax = 0, hnd = 0, nhd = 0, fragmented = 0, poisoned = 0, fp8_attn = 0, q_given = 0;
   const int n = cases(36);
   for (int seed = 0; seed < n; ++seed) {
@@ -96,7 +93,7 @@ TEST(GpuFp8, DeviceWorkloadMatchesTheHostBitForBit) {
 // A case without FP8 leaves the FP8 fields empty and the inputs as before (the generator's test in
 // test_gpu.cpp checks their bits).
 TEST(GpuFp8, PlainCaseHasNoFp8Buffers) {
-  REQUIRE_DEVICE();
+  REQUIRE_WHY_EMPTY(cuda::device_check());
   const CaseSpec c = attnscope::testing::random_case(3);
   const Plan p = make_plan(c);
   const cuda::DeviceWorkload d = cuda::make_device_workload(c, p);
@@ -124,7 +121,7 @@ TEST(GpuFp8, WorkloadBytesCountTheFp8Buffers) {
 // format defines it, in fp16 and in bf16, signed zeros and subnormals included. NaN / inf codes are left
 // out: the quantisation never writes them (it saturates), and the conversion does not keep them.
 TEST(GpuFp8, RegisterConversionIsExactForEveryFiniteCode) {
-  REQUIRE_DEVICE();
+  REQUIRE_WHY_EMPTY(cuda::device_check());
   int subnormals = 0;
   for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2})
     for (DType dt : {DType::kFp16, DType::kBf16}) {

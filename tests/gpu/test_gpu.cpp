@@ -13,6 +13,7 @@
 #include "case_gen.h"
 #include "case_json.h"
 #include "invariance.h"
+#include "require.h"
 
 using namespace attnscope;
 using attnscope::testing::random_case;
@@ -20,15 +21,6 @@ using attnscope::testing::set_head_dim;
 namespace fs = std::filesystem;
 
 namespace {
-
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda_compiled()) GTEST_SKIP() << "this build has no CUDA backends"; \
-    std::string why_;                                                        \
-    if (list_devices_or(&why_)) GTEST_SKIP() << why_;                        \
-  } while (0)
-
-bool list_devices_or(std::string* why) { return query_devices(why).empty(); }
 
 // Under compute-sanitizer (ATTNSCOPE_GPU_QUICK=1) the randomised loops run a sixth of their cases.
 int cases(int full) { return std::getenv("ATTNSCOPE_GPU_QUICK") ? std::max(2, full / 6) : full; }

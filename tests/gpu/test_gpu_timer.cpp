@@ -11,17 +11,12 @@
 #include "attnscope/backend.h"
 #include "attnscope/device.h"
 #include "gpu_timer.h"
+#include "require.h"
 
 using namespace attnscope;
 using cuda::GpuEventTimer;
 
 namespace {
-
-#define REQUIRE_DEVICE()                                    \
-  do {                                                      \
-    std::string why_;                                       \
-    if (query_devices(&why_).empty()) GTEST_SKIP() << why_; \
-  } while (0)
 
 // one small device operation on the default stream, the stream the timer's events are recorded on
 struct Work {

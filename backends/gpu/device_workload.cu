@@ -6,7 +6,6 @@
 #include "device_gen.cuh"
 #include "device_mla.h"
 #include "device_workload.h"
-#include "sm80_primitives.cuh"
 
 namespace attnscope::cuda {
 
@@ -376,34 +375,6 @@ std::vector<float> download_as_float(const DeviceBuffer& b, int64_t n, DType t) 
   const auto raw = b.to_host<uint16_t>(n);
   for (int64_t i = 0; i < n; ++i) out[i] = t == DType::kFp16 ? f16_bits_to_f32(raw[i]) : bf16_bits_to_f32(raw[i]);
   return out;
-}
-
-namespace {
-// 64 threads, thread t converts codes 4 t .. 4 t + 3 as one register: lo = (4 t, 4 t + 2), hi = (4 t + 1, 4 t + 3)
-template <class T, bool kE5m2>
-__global__ void fp8_split_every_code(uint16_t* out) {
-  const uint32_t t = threadIdx.x, c = 4 * t;
-  const uint32_t r = c | (c + 1) << 8 | (c + 2) << 16 | (c + 3) << 24;
-  uint32_t lo = 0, hi = 0;
-  fp8x4_split<T, kE5m2>(r, lo, hi);
-  out[c] = static_cast<uint16_t>(lo), out[c + 2] = static_cast<uint16_t>(lo >> 16);
-  out[c + 1] = static_cast<uint16_t>(hi), out[c + 3] = static_cast<uint16_t>(hi >> 16);
-}
-}  // namespace
-
-std::vector<uint16_t> fp8_register_conversion_of_every_code(Fp8Format f, DType dt) {
-  if (dt != DType::kFp16 && dt != DType::kBf16) throw CudaError("fp8 register conversion: fp16 or bf16 only");
-  DeviceBuffer d(256 * sizeof(uint16_t));
-  auto* out = d.as<uint16_t>();
-  const bool e5m2 = f == Fp8Format::kE5M2;
-  if (dt == DType::kBf16)
-    e5m2 ? fp8_split_every_code<__nv_bfloat16, true><<<1, 64>>>(out) : fp8_split_every_code<__nv_bfloat16, false><<<1, 64>>>(out);
-  else
-    e5m2 ? fp8_split_every_code<__half, true><<<1, 64>>>(out) : fp8_split_every_code<__half, false><<<1, 64>>>(out);
-  check(cudaGetLastError(), "fp8_split_every_code");
-  std::vector<uint16_t> h(256);
-  check(cudaMemcpy(h.data(), out, 256 * sizeof(uint16_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  return h;
 }
 
 }  // namespace attnscope::cuda

@@ -1,8 +1,8 @@
-// Device discovery and the device check the CUDA backends share.
+// Device discovery and the device check every GPU family shares (the GPU runtime, backends/gpu/).
 #include <cuda_runtime.h>
 
 #include "attnscope/device.h"
-#include "cuda_backends.h"
+#include "device_check.h"
 
 namespace attnscope {
 

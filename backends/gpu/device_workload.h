@@ -69,11 +69,6 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p);
 // Inputs copied back as floats (for the bit-identity test against the host generator).
 std::vector<float> download_as_float(const DeviceBuffer& b, int64_t elems, DType t);
 
-// The conversion cuda.flash's FP8 register path applies to its K / V bytes (fp8x4_split), run on the
-// device over all 256 codes of format f: element i is code i as the dtype's bits (fp16 or bf16), for the
-// GPU test that checks it against the format's definition.
-std::vector<uint16_t> fp8_register_conversion_of_every_code(Fp8Format f, DType dt);
-
 // Memory check before a run: throws CudaError naming the numbers when `need` does not fit.
 void require_device_memory(int64_t need, const std::string& what);
 
