@@ -1,5 +1,5 @@
 // The python family's GPU hand-off (docs/python-backends.md, "On the GPU"): the case's inputs as
-// attnscope's device workload (backends/cuda/device_workload.h) plus the metadata and an output buffer,
+// attnscope's device workload (backends/gpu/device_workload.h) plus the metadata and an output buffer,
 // each shared with the worker as a CUDA IPC handle, so the worker's PyTorch tensors are views of these
 // allocations (no copy). gpu_handoff.cu where CUDA is compiled, gpu_handoff_stub.cpp elsewhere.
 #pragma once
