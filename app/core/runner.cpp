@@ -86,9 +86,10 @@ void Runner::loop() {
       superseded_ = false;
       busy_ = true;
     }
-    auto snap = [gen](std::shared_ptr<const Session> s, bool done, std::string err) {
+    auto snap = [gen, this](std::shared_ptr<const Session> s, bool done, std::string err) {
       auto n = std::make_shared<Snapshot>();
       n->generation = gen;
+      n->finished_gen = done && err.empty() ? gen : last_done_gen_;
       n->session = std::move(s);
       n->done = done;
       n->error = std::move(err);
@@ -107,13 +108,17 @@ void Runner::loop() {
     };
     lo.cache = &cache_;
     lo.superseded = &superseded_;
-    lo.previous = job.planned && !job.planned->results.empty() ? job.planned : last_done_;
+    // the newest finished results stand in (stale) until this run's replace them: the worker's last
+    // finished session, else what the GUI showed when it planned
+    lo.previous = last_done_ ? last_done_ : job.planned;
     if (job.planned) lo.plan = std::make_shared<const Plan>(job.planned->plan);
     lo.publish = [&](std::shared_ptr<const Session> s) { publish(snap(std::move(s), false, "")); };
     try {
       validate_case(job.file.spec, &registry_ids());
-      if (auto done = run_live(job.file, lo)) {
+      auto done = run_live(job.file, lo);
+      if (done) {
         last_done_ = done;
+        last_done_gen_ = gen;
         publish(snap(done, true, ""));
       }
     } catch (const std::exception& e) {

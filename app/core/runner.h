@@ -29,6 +29,9 @@ struct Snapshot {
   bool done = false;                                                              // every stage finished (or failed)
   std::string error;                                                              // the case was invalid or a stage threw
   std::chrono::steady_clock::time_point made = std::chrono::steady_clock::now();  // when published
+  // The newest finished run whose results this snapshot shows (its own generation once done; while a
+  // run is under way, the run before it that finished: its results stand in, marked stale).
+  uint64_t finished_gen = 0;
 };
 
 class Runner {
@@ -68,6 +71,7 @@ class Runner {
   std::optional<Job> pending_;
   StageCache cache_;
   std::shared_ptr<const Session> last_done_;  // the worker's: the latest finished session (stale stand-ins)
+  uint64_t last_done_gen_ = 0;
   bool protected_ = false;                    // the run in flight superseded another: it finishes
   std::vector<std::shared_ptr<const void>> retired_;
   uint64_t pending_gen_ = 0;

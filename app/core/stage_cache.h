@@ -44,7 +44,7 @@ struct StageCounts {
 
 class StageCache {
  public:
-  explicit StageCache(int64_t max_bytes = int64_t{1} << 30) : max_bytes_(max_bytes) {}
+  explicit StageCache(int64_t max_bytes = int64_t{512} << 20) : max_bytes_(max_bytes) {}
 
   // The value stored under `key`, or null (and counted as a miss by the caller).
   std::shared_ptr<const void> get(const std::string& key);

@@ -52,22 +52,26 @@ double percentile(std::vector<double> v, double p) {
 bool EditScript::frame(const Snapshot* snap, uint64_t newest_gen) {
   if (finished_ || !active()) return false;
   const auto now = Clock::now();
-  const Session* shown = snap && snap->done && snap->session ? snap->session.get() : nullptr;
-  if (shown && shown != last_shown_) {  // finished results reached the screen in this frame
-    last_shown_ = shown;
-    if (next_unanswered_ < edits_.size() && snap->generation >= edits_[next_unanswered_].first) {
-      ++updates_;
-      last_update_ = now;
-      for (const auto& st : shown->stages) {
+  if (snap && snap->done && snap->session && snap->session.get() != last_shown_) {  // a finished run's stages
+    last_shown_ = snap->session.get();
+    if (!edits_.empty() && snap->generation >= edits_.front().first)
+      for (const auto& st : snap->session->stages) {
         stage_ms_[st.stage].push_back(st.ms);
         ++(st.reused ? stage_reused_ : stage_runs_)[st.stage];
       }
-      stage_ms_["hand-over to the frame"].push_back(ms_between(snap->made, now));
-      while (next_unanswered_ < edits_.size() && edits_[next_unanswered_].first <= snap->generation)
-        latency_.push_back(ms_between(edits_[next_unanswered_++].second, now));
-    }
   }
-  const bool current = shown && snap->generation == newest_gen;
+  // finished results of a newer edit reached the screen in this frame (alone, or standing in for a
+  // run under way)
+  const uint64_t finished = snap ? snap->finished_gen : 0;
+  if (finished > last_finished_ && next_unanswered_ < edits_.size() && finished >= edits_[next_unanswered_].first) {
+    ++updates_;
+    last_update_ = now;
+    stage_ms_["hand-over to the frame"].push_back(ms_between(snap->made, now));
+    while (next_unanswered_ < edits_.size() && edits_[next_unanswered_].first <= finished)
+      latency_.push_back(ms_between(edits_[next_unanswered_++].second, now));
+  }
+  last_finished_ = std::max(last_finished_, finished);
+  const bool current = snap && snap->done && snap->session && snap->generation == newest_gen;
   if (done_ == n_) {
     finished_ = next_unanswered_ == edits_.size();
     return false;

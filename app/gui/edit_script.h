@@ -55,6 +55,7 @@ class EditScript {
   std::map<std::string, int> stage_runs_, stage_reused_;
   std::vector<double> plan_ms_;
   const Session* last_shown_ = nullptr;
+  uint64_t last_finished_ = 0;  // the newest finished generation a frame has shown
   int updates_ = 0;  // distinct finished sessions shown while edits were coming
   Clock::time_point first_edit_, last_update_;
   bool finished_ = false;

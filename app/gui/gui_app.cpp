@@ -614,10 +614,9 @@ int App::run() {
   }
   auto t0 = Clock::now();
   while (code == 0 && !glfwWindowShouldClose(win_)) {
-    if (opt_.screenshot.empty())
-      glfwWaitEventsTimeout(runner_.busy() || run_pending_ ? 0.016 : 0.25);
-    else
-      glfwPollEvents();
+    // a frame at display rate at most while work is under way (a snapshot's wake ends the wait at
+    // once); headless runs too, so a benchmark's frames do not take the core the worker needs
+    glfwWaitEventsTimeout(!opt_.screenshot.empty() || runner_.busy() || run_pending_ ? 1.0 / 60 : 0.25);
     const auto f0 = Clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();

@@ -187,7 +187,7 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       }
       for (int i = 0; i < visible; ++i) {
         const int k = sc.keys[i];
-        const float x = tiled_score_of_dot(a, sc.dots[i], un.request, k, h, qa, slope);
+        const float x = a.plain ? sc.dots[i] : tiled_score_of_dot(a, sc.dots[i], un.request, k, h, qa, slope);
         sc.s[k - k0] = x;
         tile_max = std::max(tile_max, x);
       }

@@ -95,7 +95,8 @@ TEST(Live, EachEditRunsExactlyTheStagesItInvalidates) {
   const bool same_plan =
       backend_key(f.spec, "cpu.tiled", std::nullopt, &pf) == backend_key(sms.spec, "cpu.tiled", std::nullopt, &psms);
   d = run_counted(sms, cache);
-  EXPECT_EQ(d.runs, same_plan ? kNone : std::map<std::string, int>{{"cpu.tiled", 1}});
+  const std::map<std::string, int> tiled_once = {{"cpu.tiled", 1}};
+  EXPECT_EQ(d.runs, same_plan ? kNone : tiled_once);
   EXPECT_EQ(d.reused.count("cpu.reference"), 1u);
 
   CaseFile fewer = f;  // a backend toggled off and on again: nothing runs

@@ -64,6 +64,11 @@ TEST(GpuMaskZoo, EveryExampleRunsWithinTheTwiceRuleOnEveryBackendThatRunsIt) {
     if (fi_compiled) ids.push_back("flashinfer.prefill");
     for (const auto& id : ids) {
       const Result a = run_id(id, c, p, w);
+      // a lean build's FlashInfer table (ATTNSCOPE_FLASHINFER_HEAD_DIMS) lacks this head dim: said, not counted
+      if (!a.ok() && a.message.find("is not instantiated in this build") != std::string::npos) {
+        std::cout << "[ note     ] " << path.stem().string() << " " << id << " not checked: " << a.message << "\n";
+        continue;
+      }
       // every zoo expression is one these backends run (mask bits, or a lowered score_mod)
       ASSERT_TRUE(a.ok()) << id << ": " << a.message;
       EXPECT_EQ(nan_count(a), 0) << id << " wrote NaN (or left poisoned elements)";
