@@ -24,7 +24,7 @@ namespace attnscope::cuda {
 // warpgroup: one K and one V buffer, the lean schedule) and a barrier per tile, two CTAs per SM at
 // head dims <= 128 (128 registers: 16 warps per SM, one CTA's softmax and copies beside the other's
 // wgmma). The Hopper form; a warp-specialised one (a producer warpgroup, mbarrier stages) was slower
-// on every shape measured and left the build (docs/perf-notes.md, v34 and v37).
+// on every shape measured and left the build (docs/perf-history-2.md, v34 and v37).
 // kPair: two 64-row work items of the plan in one CTA, one per warpgroup (pair_items: the same unit
 // and KV chunk, so the same keys on the same 64-key tile grid). Every K / V tile is loaded once for
 // both, and each warpgroup computes exactly the tiles its item alone would visit, in the same order:
