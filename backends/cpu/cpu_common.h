@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "attnscope/backend.h"
@@ -104,6 +105,22 @@ inline std::vector<std::pair<int, int>> token_list(const CaseSpec& c) {
   for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
     for (int q = 0; q < c.requests[r].q_len; ++q) t.emplace_back(r, q);
   return t;
+}
+
+// The start every row-by-row CPU backend shares (cpu.reference, cpu.lowp): poisoned outputs, the
+// tokens, and the rows to compute; a sampled run records its rows and says so in the result.
+struct RowRun {
+  Result res;
+  std::vector<std::pair<int, int>> tokens;
+  std::vector<uint8_t> sel;
+};
+inline RowRun start_row_run(const std::string& id, const CaseSpec& c, const RunOptions& opt) {
+  RowRun r{poisoned_result(id, c), token_list(c), row_selection(c, opt.sample_rows)};
+  if (opt.sample_rows) {
+    r.res.row_valid = r.sel;
+    r.res.message = "sampled " + std::to_string(*opt.sample_rows) + " query rows per request";
+  }
+  return r;
 }
 
 }  // namespace attnscope::cpu

@@ -21,13 +21,7 @@ class Lowp final : public Backend {
   std::string check(const CaseSpec&) const override { return ""; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
-    Result res = poisoned_result(id(), c);
-    const auto tokens = token_list(c);
-    const auto sel = row_selection(c, opt.sample_rows);
-    if (opt.sample_rows) {
-      res.row_valid = sel;
-      res.message = "sampled " + std::to_string(*opt.sample_rows) + " query rows per request";
-    }
+    auto [res, tokens, sel] = start_row_run(id(), c, opt);
     const DType dt = c.dtype;
     auto rd = [dt](float x) { return round_to(dt, x); };
     const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
@@ -109,7 +103,7 @@ class Lowp final : public Backend {
       for (int d = 0; d < Dv; ++d) o[d] = rd(acc[d]);
       res.lse[t * Hq + h] = mx + std::log(den);
     });
-    return res;
+    return std::move(res);  // a structured binding: moved out, not copied
   }
 };
 

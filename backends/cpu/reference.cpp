@@ -15,13 +15,7 @@ class Reference final : public Backend {
   std::string check(const CaseSpec&) const override { return ""; }
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
-    Result res = poisoned_result(id(), c);
-    const auto tokens = token_list(c);
-    const auto sel = row_selection(c, opt.sample_rows);
-    if (opt.sample_rows) {
-      res.row_valid = sel;
-      res.message = "sampled " + std::to_string(*opt.sample_rows) + " query rows per request";
-    }
+    auto [res, tokens, sel] = start_row_run(id(), c, opt);
     const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
     const KvAccess kv{c, p.pages, w};
     const std::vector<float> sinks = sink_logits(c);
@@ -36,7 +30,7 @@ class Reference final : public Backend {
       for (int d = 0; d < Dv; ++d) out[d] = static_cast<float>(o[d]);
       res.lse[t * Hq + h] = static_cast<float>(lse);
     });
-    return res;
+    return std::move(res);  // a structured binding: moved out, not copied
   }
 };
 
