@@ -72,7 +72,7 @@ class Runner {
   StageCache cache_;
   std::shared_ptr<const Session> last_done_;  // the worker's: the latest finished session (stale stand-ins)
   uint64_t last_done_gen_ = 0;
-  bool protected_ = false;                    // the run in flight superseded another: it finishes
+  bool protected_ = false;  // the run in flight superseded another: it finishes
   std::vector<std::shared_ptr<const void>> retired_;
   uint64_t pending_gen_ = 0;
   std::shared_ptr<const Snapshot> latest_;

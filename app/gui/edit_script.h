@@ -56,7 +56,7 @@ class EditScript {
   std::vector<double> plan_ms_;
   const Session* last_shown_ = nullptr;
   uint64_t last_finished_ = 0;  // the newest finished generation a frame has shown
-  int updates_ = 0;  // distinct finished sessions shown while edits were coming
+  int updates_ = 0;             // distinct finished sessions shown while edits were coming
   Clock::time_point first_edit_, last_update_;
   bool finished_ = false;
 };

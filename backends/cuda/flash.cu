@@ -378,11 +378,11 @@ class FlashBackend final : public Backend, public GraphReplayable {
                                : flash_smem_bytes(D, warps, warps_n, rb, mode == FlashMode::kPlainFp8);
     const std::string kname =
         hopper ? "flash_sm90_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " +
-                       (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
-                       "> (wgmma)"
-                 : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
-                       std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks" +
-                       (c.fp8_kv() ? std::string(", ") + fp8_name(*c.kv_cache.fp8) + " K / V" : "") + "> (mma.sync)";
+                     (paired ? "2 warpgroups, two 64-row items per CTA" : std::to_string(sp.cta_tile_q / 64) + " warpgroups") +
+                     "> (wgmma)"
+               : "flash_kernel<" + std::to_string(D) + ", " + dtype_name(c.dtype) + ", " + std::to_string(warps) + "x" +
+                     std::to_string(warps_n) + " warps, " + std::to_string(rb) + " row blocks" +
+                     (c.fp8_kv() ? std::string(", ") + fp8_name(*c.kv_cache.fp8) + " K / V" : "") + "> (mma.sync)";
     res.message = "kernel " + kname;
     FlashTail tail;
     tail.kernel = [&](bool sync) {
