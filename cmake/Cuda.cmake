@@ -58,16 +58,16 @@ else()
   message(STATUS "attnscope: CUDA disabled (ATTNSCOPE_CUDA=OFF), GPU backends are stubs")
 endif()
 
-# A family's head-dim list option: AUTO becomes every head dim ("") on a machine with a GPU and
-# "128" without one (ATTNSCOPE_GPU_AT_CONFIGURE); any other value is taken as given.
-function(attnscope_resolve_head_dims option out)
+# A family's list option (head dims, dtypes): AUTO becomes every value ("") on a machine with a GPU and
+# `without_gpu` without one (ATTNSCOPE_GPU_AT_CONFIGURE); any other value is taken as given.
+function(attnscope_resolve_auto option without_gpu out)
   set(_v "${${option}}")
   if(_v STREQUAL "AUTO")
     if(ATTNSCOPE_GPU_AT_CONFIGURE)
       set(_v "")
     else()
-      set(_v "128")
-      message(STATUS "attnscope: ${option}=AUTO: head dim 128 only (no GPU at configure time; pass \"\" for all)")
+      set(_v "${without_gpu}")
+      message(STATUS "attnscope: ${option}=AUTO: ${without_gpu} only (no GPU at configure time; pass \"\" for all)")
     endif()
   endif()
   set(${out} "${_v}" PARENT_SCOPE)

@@ -19,7 +19,7 @@ endif()
 option(ATTNSCOPE_FLASHINFER_SM90 "Build flashinfer.prefill_sm90 (FlashInfer's Hopper prefill, sm_90a)" ${_sm90_default})
 set(ATTNSCOPE_FLASHINFER_SM90_HEAD_DIMS "AUTO" CACHE STRING
     "flashinfer.prefill_sm90 head dims to compile (empty: every line of fi_sm90_instances.def; AUTO: empty with a GPU here, else 128)")
-attnscope_resolve_head_dims(ATTNSCOPE_FLASHINFER_SM90_HEAD_DIMS _sm90_dims)
+attnscope_resolve_auto(ATTNSCOPE_FLASHINFER_SM90_HEAD_DIMS 128 _sm90_dims)
 
 set(_sm90_why "")
 if(NOT ATTNSCOPE_FLASHINFER_SM90)
