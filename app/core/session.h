@@ -124,6 +124,8 @@ struct SessionOptions {
   std::function<void(const std::string& stage, double fraction)> progress;
   int bench_reps = 0;
   int threads = 0;  // CPU backends' threads (0 = all)
+  // GPU backends share one device workload per inputs (RunOptions::inputs_key): the GUI's live run
+  bool share_device_inputs = false;
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.

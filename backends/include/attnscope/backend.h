@@ -25,6 +25,9 @@ struct RunOptions {
   std::function<void(double)> progress;       // fraction done in [0, 1], from any thread
   int bench_reps = 0;                         // GPU backends: timed repetitions (0 = one run)
   int threads = 0;                            // CPU backends: worker threads (0 = every hardware thread)
+  // The content key of the device inputs (the GUI's live run sets it): GPU backends given the same key
+  // share one device workload, generated once; empty: each generates its own (the CLI).
+  std::string inputs_key;
 };
 
 // What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
