@@ -209,6 +209,8 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   // kernel's key-split warps), each with its own online state; merged in way order below.
   const int W = sp.kv_warp_split, per = kKvTile / W;
   sc.s.resize(kKvTile);
+  sc.p.resize(kKvTile);
+  sc.pv.resize(kKvTile);
   sc.way_o.resize(W);
   for (auto& o : sc.way_o) o.assign(a.Dv, 0.f);  // keeps the capacity of the previous row
   sc.way_m.assign(W, -INFINITY);
@@ -259,19 +261,20 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
       den *= corr;
       for (float& x : o) x *= corr;
-      sc.p.clear();
-      sc.pv.clear();
       const int e0 = skip_masked ? v0 : k0, e1 = skip_masked ? v1 : k1;
+      float* pp = sc.p.data();
+      const float** pv = sc.pv.data();
+      int np = 0;
       for (int k = e0; k < e1; ++k) {
         const float sk = sc.s[k - k0];
         if (skip_masked && sk == -INFINITY) continue;          // P = 0, skipped below
         const float pk = std::exp2(std::fma(sk, es, -m_new));  // one rounding, as the kernel's FFMA
         if (pk == 0.f) continue;
-        den += pk;                           // the row sum uses fp32 P, as FA2 does
-        sc.p.push_back(round_to(a.dt, pk));  // P enters the MMA in the dtype
-        sc.pv.push_back(sc.v_rows[k - kb]);
+        den += pk;                    // the row sum uses fp32 P, as FA2 does
+        pp[np] = round_to(a.dt, pk);  // P enters the MMA in the dtype
+        pv[np++] = sc.v_rows[k - kb];
       }
-      add_pv(o.data(), sc.p.data(), sc.pv.data(), static_cast<int>(sc.p.size()), a.Dv);
+      add_pv(o.data(), pp, pv, np, a.Dv);
       mx = m_new;
       if (steps) {
         st.rescale = corr;
