@@ -101,12 +101,13 @@ SHOTS = {
                                    "the CPU build, shows the current tab")),
     "gpu-diff.png": dict(case="tests/data/device/gui-real-backends.json", args="--tab diff", size="1600x1000",
                          gpu=True, draws=[P + "diff_panel.cpp"],
-                         exempt=("faf12d5", "made on the H100 at cea836f (flashinfer.prefill against the fp64 "
+                         exempt=("8ec9249", "made on the H100 at cea836f (flashinfer.prefill against the fp64 "
                                  "reference), which no CPU machine can remake; diff_panel.cpp changed after in "
                                  "3fc1ed6 and 03e6791 (an amber NOT CHECKED verdict; clang-format), c02e7fb (tick "
                                  "values on the heatmap's axes), 65a89b8 and e8d4317 (grey not-compared cells and "
                                  "their legend: this case compares every row), 2a9d57f and 8ac6d8d (code moved into "
-                                 "helpers), e91eb06 and 5f941b3 (FP8 cases only) and faf12d5 (tooltip wording); "
+                                 "helpers), e91eb06 and 5f941b3 (FP8 cases only), faf12d5 (tooltip wording) and 8ec9249 "
+                                 "(an FP8 error split of stale results only); "
                                  "diff.png, remade on the CPU build, shows the current tab")),
     "gpu-split.png": dict(case="tests/data/device/gui-real-backends.json", args="--tab split", size="1600x1000",
                           gpu=True, draws=[P + "split_panel.cpp", P + "split_panel_graph.cpp"],

@@ -86,10 +86,12 @@ void Runner::loop() {
       superseded_ = false;
       busy_ = true;
     }
-    auto snap = [gen, this](std::shared_ptr<const Session> s, bool done, std::string err) {
+    auto snap = [gen, this](std::shared_ptr<const Session> s, bool done, std::string err, bool sampled = false) {
       auto n = std::make_shared<Snapshot>();
       n->generation = gen;
       n->finished_gen = done && err.empty() ? gen : last_done_gen_;
+      n->first_gen = (done && err.empty()) || sampled ? gen : last_first_gen_;
+      n->sampled = sampled;
       n->session = std::move(s);
       n->done = done;
       n->error = std::move(err);
@@ -107,18 +109,34 @@ void Runner::loop() {
       activity_ = buf;
     };
     lo.cache = &cache_;
+    lo.full_reference_budget = budget_;
     lo.superseded = &superseded_;
     // the newest finished results stand in (stale) until this run's replace them: the worker's last
     // finished session, else what the GUI showed when it planned
     lo.previous = last_done_ ? last_done_ : job.planned;
     if (job.planned) lo.plan = std::make_shared<const Plan>(job.planned->plan);
     lo.publish = [&](std::shared_ptr<const Session> s) { publish(snap(std::move(s), false, "")); };
+    // the sampled results stand in for the next edit, and from here a newer edit supersedes the
+    // background fill even where this run superseded another
+    lo.sampled_done = [&](std::shared_ptr<const Session> s) {
+      last_done_ = s;
+      last_first_gen_ = gen;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        protected_ = false;
+        if (pending_) {
+          superseded_ = true;
+          cancel_ = true;
+        }
+      }
+      publish(snap(std::move(s), false, "", true));
+    };
     try {
       validate_case(job.file.spec, &registry_ids());
       auto done = run_live(job.file, lo);
       if (done) {
         last_done_ = done;
-        last_done_gen_ = gen;
+        last_done_gen_ = last_first_gen_ = gen;
         publish(snap(done, true, ""));
       }
     } catch (const std::exception& e) {

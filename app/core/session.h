@@ -3,6 +3,7 @@
 // stage as an immutable snapshot.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -103,6 +104,13 @@ struct Session {
   // (backend ids), whether the comparisons are still the previous edit's, and each stage's time.
   std::vector<std::string> stale;
   bool diffs_stale = false;
+  bool ideals_stale = false;  // the FP8 ideals shown are the previous edit's too (compare never reads them)
+  // The live run's sampled pass (live_session.h, sample_first_rows): results of `sampled_rows` query
+  // rows per request although the case asks for every row, shown until the full ones replace them
+  // (backend ids), and whether the comparisons and the FP8 ideals shown are that pass's.
+  std::vector<std::string> sampled;
+  bool diffs_sampled = false, ideals_sampled = false;
+  int sampled_rows = 0;
   struct StageTime {
     std::string stage;  // "plan", "inputs", a backend id, "compare", "fp8 ideals"
     double ms = 0;
@@ -112,6 +120,8 @@ struct Session {
 
   const CaseSpec& spec() const { return file.spec; }
   bool is_stale(const std::string& id) const;
+  bool is_sampled(const std::string& id) const { return std::find(sampled.begin(), sampled.end(), id) != sampled.end(); }
+  bool shows_sampled() const { return !sampled.empty() || diffs_sampled || ideals_sampled; }
   const Result* result(const std::string& id) const;
   bool failed() const;  // a comparison failed, a backend errored, or a replay did not match
   RunSummary summary() const;

@@ -37,6 +37,8 @@ bool plan_independent(const std::string& id) {
   return b && (b->role == Role::kReference || b->role == Role::kLowp);
 }
 
+bool samples_rows(const std::string& id) { return plan_independent(id) && !is_gpu_backend(id); }
+
 namespace {
 
 // What the plan's CPU twin executes of a split plan: its tiles, chunks, items and merge layout. A
@@ -66,7 +68,8 @@ std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<
     j.erase("split");
     j["executed_split"] = executed_split(plan->split, c.split.partials);
   }
-  j["stage"] = {{"backend", id}, {"sample_rows", sample_rows ? nlohmann::ordered_json(*sample_rows) : nullptr}};
+  const bool sampled = sample_rows && samples_rows(id);
+  j["stage"] = {{"backend", id}, {"sample_rows", sampled ? nlohmann::ordered_json(*sample_rows) : nullptr}};
   const std::string file = user_code_file(id);
   if (!file.empty()) {  // an edited code file is another result
     std::string why;

@@ -31,11 +31,16 @@ std::string device_inputs_key(const CaseSpec& c);
 // A backend's result: every field but the names, the backend list and the comparisons; the planner
 // (/split) only for a backend that runs a plan (plan_independent() false), and for the plan's CPU twin
 // (Role::kPlanTwin, given `plan`) what it executes of the split plan rather than /split itself; the
-// sampled rows; the sha256 of the code file a user-code backend runs.
+// sampled rows, for a backend that samples (samples_rows); the sha256 of the code file a user-code
+// backend runs.
 std::string backend_key(const CaseSpec& c, const std::string& id, std::optional<int> sample_rows, const Plan* plan = nullptr);
 // True for the backends whose result does not depend on /split: the references and the low-precision
 // baseline (their roles), which compute every row from the inputs and the mask alone.
 bool plan_independent(const std::string& id);
+// True for the backends that compute only the sampled rows when asked (RunOptions::sample_rows): the
+// row-by-row host ones, the CPU reference and low-precision baseline. The others compute every row
+// whatever the rows sampled, so a sampled and a full run of them share one result.
+bool samples_rows(const std::string& id);
 
 // How often each stage ran (a cache miss) or was reused (a hit) since the cache was made: the tests'
 // counters, and the live report's.

@@ -3,7 +3,8 @@
 // previous edit's results are on screen. With --drag: N edits of PATH stepped from A to B at 60 Hz, as a hand dragging a
 // slider, without waiting. Either way it prints the time from each edit to the first frame that shows
 // finished results of that edit or a later one (p50 / p95), each stage's time (p50 / p95, and how
-// often the cache served it), and, for a drag, the result updates per second while it lasts.
+// often the cache served it), and, for a drag, the result updates per second while it lasts. Where a
+// run shows sampled results first (live_session.h, sample_first), the time to those too.
 #pragma once
 
 #include <chrono>
@@ -51,6 +52,10 @@ class EditScript {
   std::vector<std::pair<uint64_t, Clock::time_point>> edits_;  // generation, when applied
   std::vector<double> latency_;                                // per edit, ms
   size_t next_unanswered_ = 0;                                 // the first edit whose results no frame has shown
+  std::vector<double> first_latency_;  // per edit, ms, to its first results (sampled, where the live run sampled first)
+  size_t next_first_ = 0;              // the first edit whose first results no frame has shown
+  uint64_t last_first_ = 0;
+  bool saw_sampled_ = false;  // a run's sampled pass reached the screen
   std::map<std::string, std::vector<double>> stage_ms_;
   std::map<std::string, int> stage_runs_, stage_reused_;
   std::vector<double> plan_ms_;

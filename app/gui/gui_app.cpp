@@ -38,6 +38,7 @@ std::string recent_file() {
 }  // namespace
 
 App::App(AppOptions o) : opt_(std::move(o)) {
+  if (const auto b = full_reference_budget_hook()) runner_.set_full_reference_budget(*b);
   if (persistent()) {
     settings_ = load_settings(settings_path());
     set_palette(static_cast<Palette>(settings_.palette));
@@ -195,8 +196,11 @@ void App::draw_status() {
   } else if (run_pending_ || runner_.busy() || !snap_ || !snap_->done) {
     const std::string a = runner_.activity();
     const size_t stale = shown_ ? shown_->stale.size() : 0;
+    // a sampled pass's results are never taken for the full ones (live_session.h, sample_first)
+    const std::string sampled = shown_ && shown_->shows_sampled() ? "; " + sampled_note(*shown_) : "";
     text_elided("running " + (a.empty() ? std::string("...") : a) +
-                    (stale ? "; " + std::to_string(stale) + " of the results shown are the previous edit's (stale)" : ""),
+                    (stale ? "; " + std::to_string(stale) + " of the results shown are the previous edit's (stale)" : "") +
+                    sampled,
                 state_w);
   } else if (snap_ && !snap_->error.empty()) {
     text_elided("error: " + snap_->error, state_w, &red);
@@ -299,6 +303,8 @@ void App::frame() {
     ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "stale until this edit's results arrive: %s%s", ids.empty() ? "" : ids.c_str(),
                        shown_->diffs_stale ? (ids.empty() ? "the comparisons" : "; the comparisons") : "");
   }
+  if (shown_ && shown_->shows_sampled())  // the sampled pass of a large reference: never shown as the full one
+    ImGui::TextColored(ImVec4(0.55f, 0.85f, 1, 1), "%s", sampled_note(*shown_).c_str());
   if (ImGui::BeginTabBar("tabs")) {
     for (Tab t : kTabs) {
       // --tab: keep asking for the tab until the tab bar shows it (it takes effect a frame later)

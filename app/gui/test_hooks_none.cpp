@@ -4,5 +4,6 @@
 namespace attnscope::gui {
 
 std::optional<Tab> throw_in_view_hook() { return std::nullopt; }
+std::optional<int64_t> full_reference_budget_hook() { return std::nullopt; }
 
 }  // namespace attnscope::gui

@@ -242,5 +242,6 @@ TEST(Live, KeysFollowTheFieldsEachStageReads) {
   const Plan pd = plan_case(dtype_partials);
   EXPECT_NE(backend_key(off, "cpu.tiled", std::nullopt, &po), backend_key(dtype_partials, "cpu.tiled", std::nullopt, &pd));
   EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(c, "cpu.reference", 4)) << "sampled rows";
+  EXPECT_EQ(backend_key(c, "cpu.tiled", std::nullopt), backend_key(c, "cpu.tiled", 4)) << "it computes every row anyway";
   EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(c, "cpu.lowp", std::nullopt));
 }

@@ -84,3 +84,46 @@ TEST(Runner, AnInvalidCaseIsAnErrorSnapshot) {
   EXPECT_FALSE(s->session);
   EXPECT_NE(s->error.find("/heads/kv"), std::string::npos) << s->error;
 }
+
+// A run that superseded another finishes, but only up to its sampled pass: the full reference after it
+// (minutes here) is the background's, and a newer case supersedes it at once.
+TEST(Runner, ANewerCaseSupersedesTheBackgroundFill) {
+  Runner r;
+  CaseFile first = file_of(1, "first");  // seconds of cpu.reference: still running when the next case comes
+  first.spec.requests.assign(8, RequestSpec{256, 4096});
+  first.spec.attention = AttentionSpec{};
+  first.spec.kv_cache = KvCacheSpec{};
+  first.spec.split = SplitSpec{};
+  first.spec.sample_rows.reset();
+  CaseFile large = first;
+  large.spec.name = "large";
+  large.spec.requests.assign(2, RequestSpec{8192, 8192});
+  large.spec.num_qo_heads = large.spec.num_kv_heads = 8;
+  large.spec.head_dim_qk = large.spec.head_dim_vo = 128;
+  large.spec.backends = {"cpu.reference"};
+  large.spec.comparisons.clear();
+  ASSERT_TRUE(sample_first(large.spec, large.spec.backends, kFullReferenceBudget));
+  r.submit(first);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!r.busy() && std::chrono::steady_clock::now() - t0 < 10s) std::this_thread::sleep_for(1ms);
+  const uint64_t g_large = r.submit(large);  // supersedes "first", so it would finish
+  std::shared_ptr<const Snapshot> sampled;
+  while (!sampled && std::chrono::steady_clock::now() - t0 < 120s) {
+    auto s = r.latest();
+    if (s->generation == g_large && s->first_gen == g_large) sampled = s;
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(sampled) << "the sampled pass reached the screen";
+  EXPECT_FALSE(sampled->done);
+  ASSERT_TRUE(sampled->session);
+  EXPECT_TRUE(sampled->session->is_sampled("cpu.reference"));
+  EXPECT_NE(sampled_note(*sampled->session), "");
+  const auto t1 = std::chrono::steady_clock::now();
+  const uint64_t gen = r.submit(file_of(2, "fresh"));
+  auto s = wait_done(r, gen);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->session->spec().name, "fresh");
+  // the full reference of "large" (2 x 8192 x 8192 x 8 heads) was cut short, not waited for
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 20.0);
+  EXPECT_EQ(s->first_gen, gen);
+}

@@ -554,3 +554,26 @@ TEST(GuiRuns, AViewThatThrowsIsTurnedOffNotTheProgram) {
       0)
       << out;
 }
+
+// A case whose full reference is over the live run's budget (set low here through attnscope-faults'
+// hook): each edit's sampled results reach the screen first, then every row's; the benchmark times both.
+TEST(GuiRuns, ALargeReferenceShowsSampledResultsFirst) {
+  if (!have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  const std::string args = example("prefix-lm.json") + " --tab timing --edit-latency 3 --screenshot " + scratch("s.png").string();
+  std::string out;
+  ASSERT_EQ(run_gui(args, &out, "ATTNSCOPE_TEST_REFERENCE_BUDGET=1", ATTNSCOPE_GUI_FAULTS), 0) << out;
+  double full = 0, first = 0, p95 = 0;
+  const auto at_full = out.find("edit to results"), at_first = out.find("edit to first results");
+  ASSERT_NE(at_full, std::string::npos) << out;
+  ASSERT_NE(at_first, std::string::npos) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.find("p50 ", at_full), "p50 %lf ms, p95 %lf ms", &full, &p95), 2) << out;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.find("p50 ", at_first), "p50 %lf ms, p95 %lf ms", &first, &p95), 2) << out;
+  EXPECT_GT(first, 0);
+  EXPECT_LE(first, full) << "the sampled results come first";
+  EXPECT_NE(out.find("cpu.reference (sampled) "), std::string::npos) << out;
+  EXPECT_NE(out.find("compare (sampled) "), std::string::npos) << out;
+  // the product's budget: this case runs every row at once
+  ASSERT_EQ(run_gui(args, &out, "ATTNSCOPE_TEST_REFERENCE_BUDGET=1"), 0) << out;
+  EXPECT_EQ(out.find("edit to first results"), std::string::npos) << out;
+  EXPECT_EQ(out.find("(sampled)"), std::string::npos) << out;
+}

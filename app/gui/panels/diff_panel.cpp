@@ -202,6 +202,11 @@ ErrorSplit build_error_split(const Session& s, const std::string& backend) {
     e.why = backend + " has no result" + (a && !a->message.empty() ? ": " + a->message : "");
     return e;
   }
+  if (s.ideals_stale != s.is_stale(backend)) {  // one edit's result against another edit's ideals is no error of either
+    e.why = s.ideals_stale ? "the ideals shown are the previous edit's (stale): this edit's follow its backends"
+                           : backend + "'s result shown is the previous edit's (stale)";
+    return e;
+  }
   const DiffReport k = diff_only(c, *a, *s.dequantised_ideal), t = diff_only(c, *a, *s.original_ideal);
   if (!k.available || !t.available) {
     e.why = k.available ? t.unavailable_reason : k.unavailable_reason;
@@ -251,7 +256,7 @@ void DiffPanel::ideal_items(const Session& s, const UiState& ui) {
   if (ref == 0 || (ref == 1 && cmp->baseline == backend_for_role(Role::kReference))) return;
   const Result* ideal = (ref == 2 ? s.original_ideal : s.dequantised_ideal).get();
   const Result* a = s.result(cmp->backend);
-  if (!ideal || !ideal->ok() || !a || !a->ok()) return;  // the split says why
+  if (!ideal || !ideal->ok() || !a || !a->ok() || s.ideals_stale != s.is_stale(cmp->backend)) return;  // the split says why
   against_ideal_ = diff_only(s.spec(), *a, *ideal);
   if (!against_ideal_.available) return;
   items_ = build_diff_items(s, against_ideal_);
