@@ -25,6 +25,9 @@ struct RunOptions {
   std::function<void(double)> progress;       // fraction done in [0, 1], from any thread
   int bench_reps = 0;                         // GPU backends: timed repetitions (0 = one run)
   int threads = 0;                            // CPU backends: worker threads (0 = every hardware thread)
+  // GPU backends: keep O and LSE on the device too (Result::device), so comparisons run there
+  // (device_compare.h); bounded by set_device_copy_budget
+  bool keep_device_copy = false;
 };
 
 // What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
