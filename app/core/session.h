@@ -124,6 +124,9 @@ struct SessionOptions {
   std::function<void(const std::string& stage, double fraction)> progress;
   int bench_reps = 0;
   int threads = 0;  // CPU backends' threads (0 = all)
+  // GPU backends keep their O and LSE on the device too, so comparisons of two of them run there
+  // (device_compare.h); the live run sets it, the CLI's one pass needs no device memory held for it
+  bool device_copies = false;
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.
