@@ -101,7 +101,7 @@ std::vector<fs::path> examples() {
 TEST(CompareDevice, EveryExampleAgreesWithTheHostBitForBit) {
   REQUIRE_GPU();
   set_device_copy_budget(int64_t{8} << 30);
-  int reports = 0, device_calls = 0, where_the_data_is = 0;
+  int reports = 0, compared = 0, device_calls = 0, where_the_data_is = 0;
   for (const auto& path : examples()) {
     SCOPED_TRACE(path.filename().string());
     SessionOptions opt;
@@ -109,16 +109,21 @@ TEST(CompareDevice, EveryExampleAgreesWithTheHostBitForBit) {
     const auto s = run_session(read_case_file(path.string()), opt);
     const CaseSpec& c = s->spec();
     const DiffPassFn dev = on_device(c, &device_calls);
-    for (const auto& k : c.comparisons) {
+    ASSERT_EQ(s->diffs.size(), c.comparisons.size());
+    for (size_t i = 0; i < c.comparisons.size(); ++i) {
+      const ComparisonSpec& k = c.comparisons[i];
       SCOPED_TRACE(comparison_label(k));
       const Result *a = s->result(k.backend), *b = s->result(k.baseline);
       if (!a || !b) continue;
       const DiffReport h = compare_results(c, *a, *b, k, s->result(k.lowp));
       expect_same(h, compare_results(c, *a, *b, k, s->result(k.lowp), dev));
-      // the session's own dispatch (the device where both copies are there)
-      expect_same(h, compare_results(c, *a, *b, k, s->result(k.lowp), diff_pass_where_the_data_is(c)));
+      // the session's own report (compare_one: the device where both copies are there)
+      expect_same(h, s->diffs[i]);
+      if (s->diffs[i].vs_original)
+        expect_same_stats(diff_only(c, *a, *s->original_ideal).o, *s->diffs[i].vs_original, "vs the original ideal");
       where_the_data_is += a->device && b->device;
       ++reports;
+      compared += h.available;  // both sides ok: the statistics were computed
     }
     for (const auto& a : s->results)
       for (const auto& b : s->results) {
@@ -127,12 +132,13 @@ TEST(CompareDevice, EveryExampleAgreesWithTheHostBitForBit) {
         const ComparisonSpec k{a.backend, b.backend, CompareRule::kAllclose, 1e-2, 1e-3, ""};
         expect_same(compare_results(c, a, b, k, nullptr), compare_results(c, a, b, k, nullptr, dev));
         ++reports;
+        ++compared;
       }
   }
-  std::cout << "[ compared ] " << reports << " reports, " << device_calls << " device passes; " << where_the_data_is
-            << " of the cases' comparisons had both sides on the device\n";
-  EXPECT_GE(reports, std::getenv("ATTNSCOPE_GPU_QUICK") ? 8 : 40);
-  EXPECT_GE(device_calls, reports);
+  std::cout << "[ compared ] " << reports << " reports (" << compared << " with statistics), " << device_calls
+            << " device passes; " << where_the_data_is << " of the cases' comparisons had both sides on the device\n";
+  EXPECT_GE(compared, std::getenv("ATTNSCOPE_GPU_QUICK") ? 8 : 40);
+  EXPECT_GE(device_calls, compared);  // each, and twice_lowp's bound too, ran a device pass
 }
 
 // A GPU backend's attached copy is its host O and LSE bit for bit (O converted on the device, the
