@@ -64,9 +64,8 @@ AS_HD inline bool diff_isinf(float x) { return (f32_bits(x) & 0x7fffffffu) == 0x
 AS_HD inline float diff_fabs(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
 AS_HD inline double diff_dabs(double x) { return x < 0 ? -x : x; }
 
-// Maps float bits (in dtype t) to an integer line where adjacent values differ by 1.
-AS_HD inline int64_t diff_ordered(DType t, float x) {
-  const uint32_t b = dtype_bits(t, x);
+// Maps bits b of dtype t to an integer line where adjacent values differ by 1.
+AS_HD inline int64_t diff_ordered_bits(DType t, uint32_t b) {
   const int width = t == DType::kFp32 ? 32 : 16;
   const uint32_t sign = 1u << (width - 1);
   const int64_t mag = static_cast<int64_t>(b & (sign - 1));
@@ -76,7 +75,7 @@ AS_HD inline int64_t diff_ordered(DType t, float x) {
 // ULP distance in dtype t; the largest value where exactly one side is not finite or they differ.
 AS_HD inline uint64_t diff_ulp(DType t, float a, float b) {
   if (diff_isnan(a) || diff_isinf(a) || diff_isnan(b) || diff_isinf(b)) return a == b ? 0 : ~uint64_t{0};
-  const int64_t d = diff_ordered(t, a) - diff_ordered(t, b);
+  const int64_t d = diff_ordered_bits(t, dtype_bits(t, a)) - diff_ordered_bits(t, dtype_bits(t, b));
   return static_cast<uint64_t>(d < 0 ? -d : d);
 }
 
@@ -113,8 +112,11 @@ AS_HD inline void diff_element(DiffPartial& s, DType t, float a, float b, int64_
   s.sum_sq_ref = diff_add(s.sum_sq_ref, diff_mul(b, b));
   s.loose_fail += e > diff_add(1e-3, diff_mul(1e-2, fb));
   s.tight_fail += e > diff_add(1e-4, diff_mul(1e-3, fb));
-  s.bit_identical += dtype_bits(t, a) == dtype_bits(t, b);
-  const uint64_t u = diff_ulp(t, a, b);
+  // diff_ulp of a finite pair, each side's dtype bits made once
+  const uint32_t ta = dtype_bits(t, a), tb = dtype_bits(t, b);
+  s.bit_identical += ta == tb;
+  const int64_t d = diff_ordered_bits(t, ta) - diff_ordered_bits(t, tb);
+  const uint64_t u = static_cast<uint64_t>(d < 0 ? -d : d);
   if (u > s.max_ulp) s.max_ulp = u;
 }
 
