@@ -53,6 +53,7 @@ class LiveRun {
   LiveRun(const CaseFile& f, const LiveOptions& o) : o_(o), opt_(o.session) {
     s_.file = f;
     s_.sample_rows = opt_.sample_rows ? opt_.sample_rows : f.spec.sample_rows;
+    opt_.share_device_inputs = true;
     ids_ = session_backends(s_, opt_);
   }
 

@@ -8,6 +8,7 @@
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
 #include "cuda_graph_run.h"
+#include "stage_cache.h"
 
 namespace attnscope {
 
@@ -152,6 +153,7 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
   ro.bench_reps = opt.bench_reps;
   ro.threads = opt.threads;
   ro.keep_device_copy = opt.device_copies;
+  if (opt.share_device_inputs) ro.inputs_key = device_inputs_key(s.spec());
   ro.progress = [&opt, id](double x) {
     if (opt.progress) opt.progress(id, x);
   };

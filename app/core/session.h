@@ -127,6 +127,8 @@ struct SessionOptions {
   // GPU backends keep their O and LSE on the device too, so comparisons of two of them run there
   // (device_compare.h); the live run sets it, the CLI's one pass needs no device memory held for it
   bool device_copies = false;
+  // GPU backends share one device workload per inputs (RunOptions::inputs_key): the GUI's live run
+  bool share_device_inputs = false;
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.

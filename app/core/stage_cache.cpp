@@ -26,6 +26,12 @@ std::string inputs_key(const CaseSpec& c) {
   return sha256_hex("inputs\n" + j.dump());
 }
 
+std::string device_inputs_key(const CaseSpec& c) {
+  nlohmann::ordered_json j = stage_json(c);
+  for (const char* k : {"split", "cuda_graph", "reference", "kernels", "engine"}) j.erase(k);
+  return sha256_hex("device inputs\n" + j.dump());
+}
+
 bool plan_independent(const std::string& id) {
   const BackendInfo* b = backend_info(id);
   return b && (b->role == Role::kReference || b->role == Role::kLowp);

@@ -25,6 +25,9 @@ struct Plan;  // attnscope/plan.h
 // inputs: the generator's fields (shapes, dtype, cache layout and allocation, data, FP8 scales, MLA);
 // not the mask, the planner, the backends, the comparisons or the names.
 std::string inputs_key(const CaseSpec& c);
+// The device inputs' key (cuda::device_workload): the inputs and what the device workload also
+// uploads, the masks of /attention.
+std::string device_inputs_key(const CaseSpec& c);
 // A backend's result: every field but the names, the backend list and the comparisons; the planner
 // (/split) only for a backend that runs a plan (plan_independent() false), and for the plan's CPU twin
 // (Role::kPlanTwin, given `plan`) what it executes of the split plan rather than /split itself; the

@@ -289,7 +289,10 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
       return r;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    r = b.run(c, p, w, opt);
+    RunOptions o = opt;
+    // a backend that lowered an expression may read other inputs than the key's: its own workload
+    if (c_in.attention.mask_mod || c_in.attention.score_mod) o.inputs_key.clear();
+    r = b.run(c, p, w, o);
     r.timing.host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (opt.cancel && opt.cancel->load() && r.ok()) {
       r.status = Status::kCancelled;

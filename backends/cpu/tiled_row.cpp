@@ -5,6 +5,7 @@
 #include "tiled_row.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "attnscope/softmax_state.h"
 
@@ -78,6 +79,17 @@ float tiled_logit(const TiledArith& a, const float* qv, int request, int key, in
 
 namespace {
 
+// Eight float lanes (GCC / Clang vector extension: AVX registers where compiled for AVX2, two SSE
+// registers otherwise). Lane-wise + and * are the scalar operations, and -ffp-contract=off keeps a
+// multiply and an add two roundings, so a lane computes exactly what the scalar loop would.
+typedef float Vec8 __attribute__((vector_size(32)));
+inline Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof v); }
+
 // o[d] += p_k * v_k[d] for the keys in order, four keys per pass over d: each element sees the same
 // adds in the same order as one key at a time (the same bits), and o is loaded and stored once per pass.
 void add_pv(float* o, const float* p, const float* const* v, int n, int Dv) {
@@ -98,40 +110,75 @@ void add_pv(float* o, const float* p, const float* const* v, int n, int Dv) {
     for (int d = 0; d < Dv; ++d) o[d] += p[k] * v[k][d];
 }
 
-// q . k for every key of [k0, k1) into sc.dots[0 .. k1 - k0), from the work item's K rows transposed
-// once for all its rows (d-major): the sums run over d in order from 0, as dot_rows', one key per lane.
-void tile_dots(const TiledArith& a, const WorkItem& it, int kvh, const float* qv, int k0, int k1, RowScratch& sc) {
-  const int n_item = it.kv_end - it.kv_begin;
-  if (sc.kt_item != &it || sc.kt_kvh != kvh) {
-    sc.kt.resize(static_cast<size_t>(n_item) * a.Dq);
-    const int request = a.p.units[it.unit].request;
-    sc.kt_rows.resize(n_item);
-    for (int k = 0; k < n_item; ++k) sc.kt_rows[k] = a.kv.k(request, it.kv_begin + k, kvh);
-    for (int k0 = 0; k0 < n_item; k0 += kKvTile)  // a block of rows stays in L1 while its columns are written
+// The item's K and V row addresses, and with share_k_rows its K transposed: once per (item, KV head).
+void prepare_item(const TiledArith& a, const WorkItem& it, int kvh, RowScratch& sc) {
+  if (sc.item == &it && sc.item_kvh == kvh) return;
+  const int n = it.kv_end - it.kv_begin;
+  const int request = a.p.units[it.unit].request;
+  sc.k_rows.resize(n);
+  sc.v_rows.resize(n);
+  for (int k = 0; k < n; ++k) {
+    sc.k_rows[k] = a.kv.k(request, it.kv_begin + k, kvh);
+    sc.v_rows[k] = a.kv.v(request, it.kv_begin + k, kvh);
+  }
+  sc.dots.assign(static_cast<size_t>(n) + 8, 0.f);  // a vector block may write up to 7 lanes past the last key
+  if (sc.share_k_rows) {
+    sc.kt_stride = static_cast<size_t>(n + 7) / 8 * 8 + 8;  // a block read from any key stays inside its column
+    sc.kt.assign(sc.kt_stride * a.Dq, 0.f);
+    for (int k0 = 0; k0 < n; k0 += kKvTile)  // a block of rows stays in L1 while its columns are written
       for (int d = 0; d < a.Dq; ++d) {
-        float* col = sc.kt.data() + static_cast<size_t>(d) * n_item;
-        for (int k = k0; k < std::min(n_item, k0 + kKvTile); ++k) col[k] = sc.kt_rows[k][d];
+        float* col = sc.kt.data() + static_cast<size_t>(d) * sc.kt_stride;
+        for (int k = k0; k < std::min(n, k0 + kKvTile); ++k) col[k] = sc.k_rows[k][d];
       }
-    sc.kt_item = &it;
-    sc.kt_kvh = kvh;
   }
-  const int n = k1 - k0;
-  const float* kt = sc.kt.data() + (k0 - it.kv_begin);
-  constexpr int kBlock = 32;  // keys whose sums stay in registers over the whole d loop
-  int j0 = 0;
-  for (; j0 + kBlock <= n; j0 += kBlock) {
-    float acc[kBlock] = {};
-    for (int d = 0; d < a.Dq; ++d) {
-      const float q = qv[d];
-      const float* col = kt + static_cast<size_t>(d) * n_item + j0;
-      for (int j = 0; j < kBlock; ++j) acc[j] += q * col[j];
-    }
-    for (int j = 0; j < kBlock; ++j) sc.dots[j0 + j] = acc[j];
+  sc.item = &it;
+  sc.item_kvh = kvh;
+}
+
+// q . k for 8 V keys from the transposed K: lane j of acc[v] is key 8 v + j's sum over d in order from
+// 0, as dot_rows' (the same bits); the V sums in flight hide the adder's latency.
+template <int V>
+void kt_block(const float* qv, const float* kt, size_t stride, int Dq, float* out) {
+  Vec8 acc[V] = {};
+  for (int d = 0; d < Dq; ++d) {
+    const Vec8 q = Vec8{} + qv[d];
+    const float* col = kt + static_cast<size_t>(d) * stride;
+    for (int v = 0; v < V; ++v) acc[v] += q * load8(col + 8 * v);
   }
-  for (int j = j0; j < n; ++j) {
-    float acc = 0.f;
-    for (int d = 0; d < a.Dq; ++d) acc += qv[d] * kt[static_cast<size_t>(d) * n_item + j];
-    sc.dots[j] = acc;
+  for (int v = 0; v < V; ++v) store8(out + 8 * v, acc[v]);
+}
+
+// q . k for the item's keys [j0, j1) (offsets from kv_begin) into sc.dots[j0 .. j1) (and up to 7
+// lanes past it): from the transposed K, or eight K rows at a time (dot_rows) for a one-row item.
+void row_dots(const TiledArith& a, const float* qv, int j0, int j1, RowScratch& sc) {
+  float* out = sc.dots.data();
+  if (!sc.share_k_rows) {
+    dot_rows<float>(qv, sc.k_rows.data() + j0, j1 - j0, a.Dq, out + j0);
+    return;
+  }
+  const float* kt = sc.kt.data();
+  const size_t st = sc.kt_stride;
+  int j = j0;
+  for (; j + 64 <= j1; j += 64) kt_block<8>(qv, kt + j, st, a.Dq, out + j);
+  switch ((j1 - j + 7) / 8) {  // 57 to 63 keys left need eight vectors
+    case 8:
+      return kt_block<8>(qv, kt + j, st, a.Dq, out + j);
+    case 7:
+      return kt_block<7>(qv, kt + j, st, a.Dq, out + j);
+    case 6:
+      return kt_block<6>(qv, kt + j, st, a.Dq, out + j);
+    case 5:
+      return kt_block<5>(qv, kt + j, st, a.Dq, out + j);
+    case 4:
+      return kt_block<4>(qv, kt + j, st, a.Dq, out + j);
+    case 3:
+      return kt_block<3>(qv, kt + j, st, a.Dq, out + j);
+    case 2:
+      return kt_block<2>(qv, kt + j, st, a.Dq, out + j);
+    case 1:
+      return kt_block<1>(qv, kt + j, st, a.Dq, out + j);
+    default:
+      return;
   }
 }
 
@@ -150,10 +197,20 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   const float es = a.head_exp_scale[kvh];
   int lo, hi;
   visible_range(m, qa, &lo, &hi);
+  prepare_item(a, it, kvh, sc);
+  const int kb = it.kv_begin;
+  // every dot product the row's tiles read, before its online softmax: each is its own sum over d
+  const int vis_lo = std::max(lo, kb), vis_hi = std::min(hi, it.kv_end);
+  if (vis_lo < vis_hi) row_dots(a, qv, vis_lo - kb, vis_hi - kb, sc);
+  // A masked key's score is -inf; with es finite and > 0 its fma is -inf (m_new is finite or +inf
+  // there) and its P exactly 0, which the loop below skips: then only the visible keys need exp2.
+  const bool skip_masked = es > 0.f && es < INFINITY;
   // W ways: way w takes keys [w * kKvTile / W, (w + 1) * kKvTile / W) of every KV tile (the
   // kernel's key-split warps), each with its own online state; merged in way order below.
   const int W = sp.kv_warp_split, per = kKvTile / W;
   sc.s.resize(kKvTile);
+  sc.p.resize(kKvTile);
+  sc.pv.resize(kKvTile);
   sc.way_o.resize(W);
   for (auto& o : sc.way_o) o.assign(a.Dv, 0.f);  // keeps the capacity of the previous row
   sc.way_m.assign(W, -INFINITY);
@@ -166,28 +223,15 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
     for (int t0 = it.kv_begin; t0 < it.kv_end; t0 += kKvTile) {
       const int k0 = t0 + w * per;
       const int k1 = std::min(k0 + per, it.kv_end);
+      const int v0 = std::max(k0, lo), v1 = std::min(k1, hi);  // the tile's keys inside the row's range
       float tile_max = -INFINITY;
-      // the tile's visible keys, then their dot products together (dot_rows: the same bits)
-      sc.keys.clear();
-      sc.rows.clear();
-      for (int k = k0; k < k1; ++k) {
-        sc.s[k - k0] = -INFINITY;
-        if (k >= lo && k < hi && mask_bit(m, qa, k)) {
-          sc.keys.push_back(k);
-          sc.rows.push_back(a.kv.k(un.request, k, kvh));
-        }
-      }
-      const int visible = static_cast<int>(sc.keys.size());
-      sc.dots.resize(std::max(visible, k1 - k0));
-      if (visible > 0 && sc.share_k_rows) {  // every key of the tile from the item's transposed K
-        tile_dots(a, it, kvh, qv, k0, k1, sc);
-        for (int i = 0; i < visible; ++i) sc.dots[i] = sc.dots[sc.keys[i] - k0];  // keys ascend: i <= keys[i] - k0
-      } else {
-        dot_rows<float>(qv, sc.rows.data(), visible, a.Dq, sc.dots.data());
-      }
-      for (int i = 0; i < visible; ++i) {
-        const int k = sc.keys[i];
-        const float x = a.plain ? sc.dots[i] : tiled_score_of_dot(a, sc.dots[i], un.request, k, h, qa, slope);
+      int visible = 0;
+      for (int k = k0; k < k1; ++k) sc.s[k - k0] = -INFINITY;
+      for (int k = v0; k < v1; ++k) {
+        if (m.bits && !mask_bit(m, qa, k)) continue;
+        ++visible;
+        const float dot = sc.dots[k - kb];
+        const float x = a.plain ? dot : tiled_score_of_dot(a, dot, un.request, k, h, qa, slope);
         sc.s[k - k0] = x;
         tile_max = std::max(tile_max, x);
       }
@@ -217,16 +261,20 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
       const float corr = std::exp2(mx - m_new);  // 0 when mx was -inf
       den *= corr;
       for (float& x : o) x *= corr;
-      sc.p.clear();
-      sc.rows.clear();
-      for (int k = k0; k < k1; ++k) {
-        const float pk = std::exp2(std::fma(sc.s[k - k0], es, -m_new));  // one rounding, as the kernel's FFMA
+      const int e0 = skip_masked ? v0 : k0, e1 = skip_masked ? v1 : k1;
+      float* pp = sc.p.data();
+      const float** pv = sc.pv.data();
+      int np = 0;
+      for (int k = e0; k < e1; ++k) {
+        const float sk = sc.s[k - k0];
+        if (skip_masked && sk == -INFINITY) continue;          // P = 0, skipped below
+        const float pk = std::exp2(std::fma(sk, es, -m_new));  // one rounding, as the kernel's FFMA
         if (pk == 0.f) continue;
-        den += pk;                           // the row sum uses fp32 P, as FA2 does
-        sc.p.push_back(round_to(a.dt, pk));  // P enters the MMA in the dtype
-        sc.rows.push_back(a.kv.v(un.request, k, kvh));
+        den += pk;                    // the row sum uses fp32 P, as FA2 does
+        pp[np] = round_to(a.dt, pk);  // P enters the MMA in the dtype
+        pv[np++] = sc.v_rows[k - kb];
       }
-      add_pv(o.data(), sc.p.data(), sc.rows.data(), static_cast<int>(sc.p.size()), a.Dv);
+      add_pv(o.data(), pp, pv, np, a.Dv);
       mx = m_new;
       if (steps) {
         st.rescale = corr;

@@ -61,16 +61,17 @@ struct RowScratch {
   std::vector<float> s;
   std::vector<std::vector<float>> way_o;  // way 0 ends holding the merged row
   std::vector<float> way_m, way_d, scale;
-  std::vector<int> keys;  // a tile's visible keys, their K (or V) rows and q . k, their P
-  std::vector<const float*> rows;
-  std::vector<float> dots, p;
-  // Several rows of one work item share its keys: its K transposed once (d-major) makes each tile's
-  // dot products one vector loop over the keys (tiled_row.cpp's tile_dots).
+  std::vector<float> dots, p;    // the row's q . k over the item's keys (index key - kv_begin); a tile's P
+  std::vector<const float*> pv;  // the V rows of a tile's nonzero P
+  // Per work item and KV head, shared by its rows: its keys' K and V rows (the page lookups once per
+  // item, not per row), and with share_k_rows its K transposed (d-major, `kt_stride` keys a column,
+  // zero-padded) so that a row's dot products are one vector loop over the keys (tiled_row.cpp).
   bool share_k_rows = false;
-  const WorkItem* kt_item = nullptr;
-  int kt_kvh = -1;
+  const WorkItem* item = nullptr;
+  int item_kvh = -1;
+  std::vector<const float*> k_rows, v_rows;
   std::vector<float> kt;
-  std::vector<const float*> kt_rows;
+  size_t kt_stride = 0;
 };
 
 // Row `row` (packed: q_local * G + g) of work item `it` for KV head `kvh`: each of the plan's

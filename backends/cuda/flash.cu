@@ -274,12 +274,17 @@ class FlashBackend final : public Backend, public GraphReplayable {
     const int64_t need = device_workload_bytes(c, p) + total_q * Hq * (D * eb + 4) + part_rows * Hq * (D + 1) * 4 +
                          static_cast<int64_t>(sp.items.size()) * sizeof(WorkItem);
     require_device_memory(need, "cuda.flash (inputs, outputs, split-KV partials)");
-    DeviceWorkload w = make_device_workload(c, p);
+    std::shared_ptr<const DeviceWorkload> shared_w;
     if (padded_) {  // the FlashInfer workaround: zero-pad Q, K, V to D; sm_scale stays 1/sqrt(true head dim)
-      w.q = pad_rows(w.q, w.q_elems / c.head_dim_qk, c.head_dim_qk, D);
-      w.k = pad_rows(w.k, w.k_elems / c.head_dim_qk, c.head_dim_qk, D);
-      w.v = pad_rows(w.v, w.v_elems / c.head_dim_vo, c.head_dim_vo, D);
+      auto own = std::make_shared<DeviceWorkload>(make_device_workload(c, p));
+      own->q = pad_rows(own->q, own->q_elems / c.head_dim_qk, c.head_dim_qk, D);
+      own->k = pad_rows(own->k, own->k_elems / c.head_dim_qk, c.head_dim_qk, D);
+      own->v = pad_rows(own->v, own->v_elems / c.head_dim_vo, c.head_dim_vo, D);
+      shared_w = std::move(own);
+    } else {
+      shared_w = device_workload(c, p, opt);
     }
+    const DeviceWorkload& w = *shared_w;
 
     const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
     std::vector<float> slopes(Hq);

@@ -119,7 +119,8 @@ Result run_flash_mla(const CaseSpec& c, const Plan& p, const RunOptions& opt, bo
   const int64_t need = device_workload_bytes(c, p) + total_q * Hq * (DV * eb + 4) + part_rows * Hq * (DV + 1) * 4 +
                        static_cast<int64_t>(sp.items.size()) * sizeof(WorkItem);
   require_device_memory(need, "cuda.flash (MLA inputs, outputs, split-KV partials)");
-  DeviceWorkload w = make_device_workload(c, p);
+  const auto shared_w = device_workload(c, p, opt);
+  const DeviceWorkload& w = *shared_w;
 
   const std::vector<int64_t> unit_tok = unit_first_tokens(c, p);
   DeviceBuffer d_items = DeviceBuffer::from(sp.items), d_units = DeviceBuffer::from(p.units),

@@ -199,7 +199,8 @@ class NaiveBackend final : public Backend {
     const int64_t total_q = c.total_q();
     require_device_memory(device_workload_bytes(c, p) + total_q * c.num_qo_heads * (c.head_dim_vo + 1) * 4 + (int64_t{256} << 20),
                           id_ + " (inputs, outputs and a 256 MiB score scratch)");
-    DeviceWorkload w = make_device_workload(c, p);
+    const auto shared_w = device_workload(c, p, opt);
+    const DeviceWorkload& w = *shared_w;
     DeviceBuffer o(total_q * c.num_qo_heads * c.head_dim_vo * 4), lse(total_q * c.num_qo_heads * 4);
     // poison: unwritten rows stay NaN
     cuda::check(cudaMemset(o.as<void>(), 0xff, o.bytes()), "cudaMemset");

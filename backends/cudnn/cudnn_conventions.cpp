@@ -354,4 +354,20 @@ void apply_conventions(const CaseSpec& c, const SdpaProblem& s, std::vector<floa
   }
 }
 
+std::string unused_slot_note(const CaseSpec& c, const std::vector<float>& o, const std::vector<float>& lse,
+                             const std::string& running) {
+  if (!c.kv_cache.poison_unused || c.kv_cache.storage == KvStorage::kRagged) return "";
+  const int64_t rows = c.total_q() * c.num_qo_heads, dv = c.head_dim_vo;
+  int64_t nan_rows = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    bool nan = r < static_cast<int64_t>(lse.size()) && std::isnan(lse[r]);
+    for (int64_t d = 0; d < dv && !nan && (r + 1) * dv <= static_cast<int64_t>(o.size()); ++d) nan = std::isnan(o[r * dv + d]);
+    nan_rows += nan;
+  }
+  if (nan_rows == 0) return "";
+  return "NaN in " + std::to_string(nan_rows) + " of " + std::to_string(rows) + " (token, head) rows: every slot a request " +
+         "uses is finite, so " + running + " read K/V slots no request uses (poisoned here by /kv_cache/poison_unused; " +
+         "docs/backends.md, \"cuDNN and unused page slots\")";
+}
+
 }  // namespace attnscope::peers::cudnn

@@ -102,6 +102,13 @@ inline SdpaProblem translate(const CaseSpec& c, const Plan& p, bool pack_gqa_dec
 // `lse` [total_q, Hq], both as downloaded.
 void apply_conventions(const CaseSpec& c, const SdpaProblem& s, std::vector<float>* o, std::vector<float>* lse);
 
+// What a NaN in cuDNN's output on a poisoned pool means (issue 47): every slot a request uses holds
+// finite values, so a (token, head) row with NaN in O or LSE read a slot no request uses (cuDNN 9.19
+// does; docs/backends.md "cuDNN and unused page slots"). Empty when no row is NaN or the pool is not
+// poisoned; else the note for the result's message, naming the rows and `running` (the library).
+std::string unused_slot_note(const CaseSpec& c, const std::vector<float>& o, const std::vector<float>& lse,
+                             const std::string& running);
+
 // Rounds an extent up to its cache bucket: the next power of two (1 stays 1; translate() declares
 // S_q >= 2, see there). Costs at most 2x in declared extent; the kernels skip the
 // rows and keys past each sequence's true length.

@@ -52,7 +52,8 @@ class SdpaBackend final : public Backend {
     cuda::require_device_memory(
         cuda::device_workload_bytes(c, p) + total_q * Hq * (dv * eb + 4) + DeviceIndices::bytes(s) + Hq * 4,
         "cudnn.sdpa (inputs, outputs, index tensors)");
-    cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const auto shared_w = cuda::device_workload(c, p, opt);
+    const cuda::DeviceWorkload& w = *shared_w;
     DeviceBuffer o(std::max<int64_t>(total_q * Hq * dv, 1) * eb), lse(std::max<int64_t>(total_q * Hq, 1) * 4);
     // Poison both outputs: an element cuDNN does not write stays NaN (0xffff is NaN in fp16 and
     // bf16, 0xffffffff in fp32) and shows in the comparison.
@@ -123,6 +124,8 @@ class SdpaBackend final : public Backend {
     res.message = graph_time_text(g) + "; " + g.graph->implementation + " SDPA, plan " +
                   (g.graph->engine.empty() ? std::string("?") : g.graph->engine) + "; shape class " + s.key.describe() + "; " +
                   s.masks;
+    const std::string nan = unused_slot_note(c, res.o, res.lse, "cuDNN " + cudnn_version_text(cudnn_runtime_version()));
+    if (!nan.empty()) res.message += "; " + nan;
     return res;
   }
 };

@@ -135,7 +135,8 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
   cuda::require_device_memory(cuda::device_workload_bytes(c, p) + total_q * Hq * (dqk + dv * (o_fp8 ? 1 : eb) + 4) +
                                   DeviceIndices::bytes(s) + g.graph->workspace_bytes,
                               "cudnn.sdpa_fp8 (inputs, FP8 Q, outputs, index tensors, workspace)");
-  cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+  const auto shared_w = cuda::device_workload(c, p, opt);
+  const cuda::DeviceWorkload& w = *shared_w;
   if (!w.fp8 || w.k8.bytes() == 0 || w.k_scale.bytes() < sizeof(float))
     throw std::logic_error("cudnn.sdpa_fp8: the device workload holds no FP8 cache bytes or scales");
 
@@ -208,6 +209,8 @@ Result SdpaFp8Backend::run(const CaseSpec& c, const Plan& p, const Workload&, co
                        : ", O in " + std::string(dtype_name(c.dtype))) +
                 "; cuDNN's Amax_S " + fixed_digits(amaxes[0], 4) + ", Amax_O " + fixed_digits(amaxes[1], 4) + "; " + s.masks +
                 notes;
+  const std::string nan = unused_slot_note(c, res.o, res.lse, "cuDNN " + cudnn_version_text(cudnn_runtime_version()));
+  if (!nan.empty()) res.message += "; " + nan;
   return res;
 }
 

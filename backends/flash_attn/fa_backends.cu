@@ -147,7 +147,8 @@ class FaBackend final : public Backend {
     cuda::require_device_memory(cuda::device_workload_bytes(c, pl) + out_elems * eb + lse_buffer_elems(l) * 4 +
                                     2 * cache_elems * eb + accum_rows * (l.d_rounded + 1) * 4,
                                 id() + " (inputs, outputs, cache copy, split partials)");
-    cuda::DeviceWorkload w = cuda::make_device_workload(c, pl);
+    const auto shared_w = cuda::device_workload(c, pl, opt);
+    const cuda::DeviceWorkload& w = *shared_w;
     LaunchBuffers b;
     b.o.alloc(std::max<int64_t>(out_elems, 1) * eb);
     b.lse.alloc(lse_buffer_elems(l) * 4);

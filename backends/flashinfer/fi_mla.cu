@@ -100,7 +100,8 @@ class MlaBackend final : public Backend, public GraphReplayable {
     cuda::require_device_memory(cuda::device_workload_bytes(c, p) + out_bytes + static_cast<int64_t>(fbytes + ibytes) +
                                     16 * static_cast<int64_t>(u.kv_indices.size() + u.qo_indptr.size()),
                                 id() + " (inputs, outputs, FlashInfer's workspaces)");
-    const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const auto shared_w = cuda::device_workload(c, p, opt);
+    const cuda::DeviceWorkload& w = *shared_w;
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);
     Workspaces ws;

@@ -162,7 +162,8 @@ class PrefillBackend final : public Backend, public GraphReplayable {
                                     static_cast<int64_t>(mask_bits.size()) + 16 * static_cast<int64_t>(u.kv_indices.size() + B) +
                                     4 * static_cast<int64_t>(B) * c.num_qo_heads,
                                 "flashinfer.prefill (inputs, outputs, FlashInfer's workspaces, custom mask)");
-    const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const auto shared_w = cuda::device_workload(c, p, opt);
+    const cuda::DeviceWorkload& w = *shared_w;
     const Fp8KvScales sc = fp8_kv_scales(c, w);
     const DeviceUnits du = upload_units(u);
     const DeviceOutputs out = poisoned_outputs(c, u.total_q);

@@ -462,7 +462,8 @@ class PrefillSm90Backend final : public Backend, public GraphReplayable {
     }
     const int works = work_indptr_h[sms];
 
-    const cuda::DeviceWorkload w = cuda::make_device_workload(c, p);
+    const auto shared_w = cuda::device_workload(c, p, opt);
+    const cuda::DeviceWorkload& w = *shared_w;
     const Fp8Inputs f8 = fp8_inputs(c, w, u.total_q);
     const cuda::DeviceBuffer d_indices = cuda::DeviceBuffer::from(u.kv_indices.empty() ? std::vector<int>{0} : u.kv_indices);
     cuda::DeviceBuffer o(u.total_q * Hq * D * eb), lse(u.total_q * Hq * 4);

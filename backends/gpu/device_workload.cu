@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <mutex>
+
 #include "attnscope/workload.h"
 #include "device_gen.cuh"
 #include "device_mla.h"
@@ -381,6 +383,23 @@ std::vector<float> download_as_float(const DeviceBuffer& b, int64_t n, DType t) 
   const auto raw = b.to_host<uint16_t>(n);
   for (int64_t i = 0; i < n; ++i) out[i] = t == DType::kFp16 ? f16_bits_to_f32(raw[i]) : bf16_bits_to_f32(raw[i]);
   return out;
+}
+
+std::shared_ptr<const DeviceWorkload> device_workload(const CaseSpec& c, const Plan& p, const RunOptions& opt) {
+  if (opt.inputs_key.empty()) return std::make_shared<const DeviceWorkload>(make_device_workload(c, p));
+  static std::mutex mu;
+  static std::string key;
+  static std::shared_ptr<const DeviceWorkload> kept;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  const std::string k = std::to_string(dev) + ' ' + opt.inputs_key;
+  // held while generating: a second backend of the same run waits for these inputs, never makes its own
+  const std::lock_guard<std::mutex> lock(mu);
+  if (kept && key == k) return kept;
+  kept.reset();  // the last key's memory first
+  kept = std::make_shared<const DeviceWorkload>(make_device_workload(c, p));
+  key = k;
+  return kept;
 }
 
 }  // namespace attnscope::cuda

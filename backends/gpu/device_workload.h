@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "attnscope/backend.h"
@@ -65,6 +66,11 @@ int64_t device_workload_bytes(const CaseSpec& c, const Plan& p);
 
 // Uploads the plan metadata and generates Q, K, V on the device.
 DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p);
+
+// The device workload of (c, p), read-only and shared (issue 43): every GPU backend run with the same
+// non-empty opt.inputs_key on the same device gets the one generated first (the last key's is kept);
+// an empty key gives a fresh one. A backend that changes its inputs calls make_device_workload.
+std::shared_ptr<const DeviceWorkload> device_workload(const CaseSpec& c, const Plan& p, const RunOptions& opt);
 
 // Inputs copied back as floats (for the bit-identity test against the host generator).
 std::vector<float> download_as_float(const DeviceBuffer& b, int64_t elems, DType t);

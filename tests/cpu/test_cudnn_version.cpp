@@ -2,6 +2,9 @@
 // the frontend can run on, and the text every listing shows. Pure host code: runs in every build.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "cudnn_conventions.h"
 #include "cudnn_version.h"
 
 using attnscope::peers::cudnn::compare_cudnn_versions;
@@ -53,4 +56,31 @@ TEST(CudnnVersion, NoLibraryOrNoPathIsSaid) {
   EXPECT_FALSE(none.usable);
   EXPECT_EQ(none.reason.rfind("no cuDNN library answered", 0), 0u) << none.reason;
   EXPECT_EQ(compare_cudnn_versions(91900, 91900, "").text, "cuDNN 9.19.0 (path unknown)");
+}
+
+// The note a cuDNN result carries when it read slots no request uses (cudnn_conventions.h): only on
+// a poisoned paged pool, only when a row is NaN, naming how many rows and the library.
+TEST(CudnnUnusedSlots, NoteOnlyForNaNRowsOfAPoisonedPagedPool) {
+  using attnscope::peers::cudnn::unused_slot_note;
+  attnscope::CaseSpec c;
+  c.requests = {attnscope::RequestSpec{2, 20}, attnscope::RequestSpec{1, 7}};
+  c.num_qo_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim_qk = c.head_dim_vo = 4;
+  c.kv_cache.page_size = 16;
+  attnscope::validate_case(c);
+  std::vector<float> o(3 * 2 * 4, 0.5f), lse(3 * 2, 1.0f);
+  c.kv_cache.poison_unused = true;
+  EXPECT_EQ(unused_slot_note(c, o, lse, "cuDNN 9.19.0"), "");  // finite: nothing read that should not be
+  o[1 * 4 + 3] = NAN;                                          // row 1, O only
+  lse[5] = NAN;                                                // row 5, LSE only
+  const std::string note = unused_slot_note(c, o, lse, "cuDNN 9.19.0");
+  EXPECT_EQ(note.rfind("NaN in 2 of 6 (token, head) rows", 0), 0u) << note;
+  EXPECT_NE(note.find("cuDNN 9.19.0 read K/V slots no request uses"), std::string::npos) << note;
+  EXPECT_NE(note.find("/kv_cache/poison_unused"), std::string::npos) << note;
+  c.kv_cache.poison_unused = false;  // NaN without poison is not this note's to explain
+  EXPECT_EQ(unused_slot_note(c, o, lse, "cuDNN 9.19.0"), "");
+  lse[5] = -INFINITY;  // a fully masked row is -inf, never NaN
+  c.kv_cache.poison_unused = true;
+  EXPECT_EQ(unused_slot_note(c, o, lse, "cuDNN 9.19.0").rfind("NaN in 1 of 6", 0), 0u);
 }

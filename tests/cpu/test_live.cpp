@@ -219,6 +219,13 @@ TEST(Live, KeysFollowTheFieldsEachStageReads) {
   CaseSpec mask = c;
   mask.attention.causal = !c.attention.causal;
   EXPECT_EQ(inputs_key(c), inputs_key(mask)) << "the mask generates nothing";
+  // the device workload uploads the masks too, but no planner field
+  EXPECT_NE(device_inputs_key(c), device_inputs_key(mask));
+  CaseSpec sms = c, renamed = c;
+  sms.split.num_sms += 1;
+  renamed.name += " (copy)";
+  EXPECT_EQ(device_inputs_key(c), device_inputs_key(sms));
+  EXPECT_EQ(device_inputs_key(c), device_inputs_key(renamed));
   EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(mask, "cpu.reference", std::nullopt));
   CaseSpec split = c;
   split.split.num_sms += 1;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -48,9 +49,53 @@ void expect_finite(const Result& r) {
   EXPECT_EQ(nan, 0) << r.backend << " wrote NaN (or left poisoned elements)";
 }
 
+// A cuDNN that reads slots no request uses (9.19: docs/backends.md, "cuDNN and unused page slots")
+// writes NaN on a poisoned pool. What the tests hold it to there: the result says so, the NaN rows
+// belong to requests whose last page has unused slots (the only poisoned slots a tile past the
+// sequence's end reaches: the page table repeats the last page), and every other value has the clean
+// pool's bits. Returns whether `a` (run on `poisoned`) read unused slots.
+bool expect_unused_slot_reads_confined(const CaseSpec& poisoned, const Result& a) {
+  if (a.message.find("read K/V slots no request uses") == std::string::npos) return false;
+  CaseSpec clean = poisoned;
+  clean.kv_cache.poison_unused = false;
+  const Plan pc = make_plan(clean);
+  const Result b = run(kId, clean, pc, Workload{});
+  EXPECT_TRUE(b.ok()) << b.message;
+  const int Hq = clean.num_qo_heads, dv = clean.head_dim_vo;
+  int64_t t = 0, nan_rows = 0;
+  for (const RequestSpec& r : clean.requests) {
+    const bool tail_unused = r.kv_len % clean.kv_cache.page_size != 0;
+    for (int64_t q = 0; q < r.q_len; ++q, ++t)
+      for (int h = 0; h < Hq; ++h) {
+        const int64_t row = t * Hq + h;
+        bool nan = std::isnan(a.lse[row]);
+        for (int d = 0; d < dv; ++d) nan |= std::isnan(a.o[row * dv + d]);
+        nan_rows += nan;
+        if (nan) {
+          EXPECT_TRUE(tail_unused) << "row " << row << ": NaN in a request whose pages are all full (kv_len " << r.kv_len << ")";
+          continue;
+        }
+        EXPECT_EQ(f32_bits(a.lse[row]), f32_bits(b.lse[row])) << "row " << row;
+        for (int d = 0; d < dv; ++d) EXPECT_EQ(f32_bits(a.o[row * dv + d]), f32_bits(b.o[row * dv + d])) << "row " << row;
+      }
+  }
+  EXPECT_GT(nan_rows, 0) << a.message;
+  std::printf("  %s: %lld NaN rows confined as stated: %s\n", poisoned.name.c_str(), static_cast<long long>(nan_rows),
+              a.message.substr(a.message.find("NaN in ")).c_str());
+  return true;
+}
+
 // The FlashAttention rule against cuda.reference, cpu.lowp as the same-precision baseline; the
-// LSE (natural log on both sides) within 1e-3, fully masked rows (-inf) at the same places.
-void check_twice_lowp(const CaseSpec& c, Result* out = nullptr) {
+// LSE (natural log on both sides) within 1e-3, fully masked rows (-inf) at the same places. On a
+// cuDNN that reads unused slots, a poisoned pool is held to expect_unused_slot_reads_confined and
+// the accuracy is checked on the same case's clean pool.
+void check_twice_lowp(const CaseSpec& poisoned, Result* out = nullptr) {
+  CaseSpec c = poisoned;
+  if (c.kv_cache.poison_unused) {
+    const Result first = run(kId, c, make_plan(c), Workload{});
+    ASSERT_TRUE(first.ok()) << c.name << ": " << first.message;
+    if (expect_unused_slot_reads_confined(c, first)) c.kv_cache.poison_unused = false;
+  }
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   const Result a = run(kId, c, p, w), ref = run("cuda.reference", c, p, w), lowp = run("cpu.lowp", c, p, w);
@@ -303,6 +348,7 @@ TEST(CudnnSdpa, PoisonedPagesDoNotChangeTheOutput) {
     const Plan pc = make_plan(clean), pp = make_plan(poisoned);
     const Result a = run(kId, clean, pc, Workload{}), b = run(kId, poisoned, pp, Workload{});
     ASSERT_TRUE(a.ok() && b.ok()) << a.message << "\n" << b.message;
+    if (expect_unused_slot_reads_confined(poisoned, b)) continue;  // this cuDNN reads them: held to that test's rules
     expect_finite(b);
     // the same graph (poisoning does not change the shape class) on the same live values
     EXPECT_TRUE(compare_results(base, b, a, {"poisoned", "clean", CompareRule::kBitwise, 0, 0, ""}, nullptr).verdict.pass);

@@ -76,6 +76,9 @@ void TimingPanel::draw(const Session& s, UiState& ui) {
     built_for_ = &s;
   }
   const TimingItems& it = items_;
+  // a library loaded other than the one built against times that library (issue 47): said over its figures
+  for (const std::string& m : s.env.library_mismatches)
+    ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s: these timings are of the library running", m.c_str());
   ImGui::Text("plan %.1f us on the host; %.3g GFLOP per run (allowed pairs), %.3g MB least traffic", it.plan_us, it.flops / 1e9,
               it.bytes / 1e6);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));

@@ -28,6 +28,9 @@ struct RunOptions {
   // GPU backends: keep O and LSE on the device too (Result::device), so comparisons run there
   // (device_compare.h); bounded by set_device_copy_budget
   bool keep_device_copy = false;
+  // The content key of the device inputs (the GUI's live run sets it): GPU backends given the same key
+  // share one device workload, generated once; empty: each generates its own (the CLI).
+  std::string inputs_key;
 };
 
 // What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
