@@ -64,6 +64,7 @@ class LiveRun {
     s_.file = f;
     s_.sample_rows = opt_.sample_rows ? opt_.sample_rows : f.spec.sample_rows;
     opt_.share_device_inputs = true;
+    opt_.device_copies = true;  // comparisons where the data is (GPU backends keep O and LSE there too)
     ids_ = session_backends(s_, opt_);
     if (!s_.sample_rows) first_ = sample_first(s_.spec(), ids_, o.full_reference_budget);
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "attnscope/compare.h"
+#include "attnscope/device_compare.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
 #include "cuda_graph_run.h"
@@ -151,6 +152,7 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
   ro.sample_rows = s.sample_rows;
   ro.bench_reps = opt.bench_reps;
   ro.threads = opt.threads;
+  ro.keep_device_copy = opt.device_copies;
   if (opt.share_device_inputs) ro.inputs_key = device_inputs_key(s.spec());
   ro.progress = [&opt, id](double x) {
     if (opt.progress) opt.progress(id, x);
@@ -342,10 +344,12 @@ DiffReport compare_one(const Session& s, const ComparisonSpec& k) {
     d.verdict.detail = "not compared: " + std::string(!a ? k.backend : k.baseline) + " was not run";
     return d;
   }
-  DiffReport d = compare_results(c, *a, *b, k, l);
+  // on the device where both sides are there (the same bits as the host's), else on the host
+  const DiffPassFn pass = diff_pass_where_the_data_is(c);
+  DiffReport d = compare_results(c, *a, *b, k, l, pass);
   if (s.original_ideal && s.original_ideal->ok() && d.available) {
-    d.vs_original = diff_only(c, *a, *s.original_ideal).o;
-    d.baseline_vs_original = diff_only(c, *b, *s.original_ideal).o;
+    d.vs_original = diff_only(c, *a, *s.original_ideal, pass).o;
+    d.baseline_vs_original = diff_only(c, *b, *s.original_ideal, pass).o;
   }
   return d;
 }

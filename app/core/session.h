@@ -134,6 +134,9 @@ struct SessionOptions {
   std::function<void(const std::string& stage, double fraction)> progress;
   int bench_reps = 0;
   int threads = 0;  // CPU backends' threads (0 = all)
+  // GPU backends keep their O and LSE on the device too, so comparisons of two of them run there
+  // (device_compare.h); the live run sets it, the CLI's one pass needs no device memory held for it
+  bool device_copies = false;
   // GPU backends share one device workload per inputs (RunOptions::inputs_key): the GUI's live run
   bool share_device_inputs = false;
 };

@@ -297,12 +297,14 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     if (opt.cancel && opt.cancel->load() && r.ok()) {
       r.status = Status::kCancelled;
       r.message = "cancelled";
+      r.device.reset();  // never compared: its device memory goes at once
     }
   } catch (const std::exception& e) {
     r.status = Status::kError;
     r.message = e.what();
     r.o.clear();
     r.lse.clear();
+    r.device.reset();
   }
   return r;
 }

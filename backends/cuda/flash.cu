@@ -11,6 +11,7 @@
 #include "attnscope/softmax_state.h"
 #include "cuda_backends.h"
 #include "device_check.h"
+#include "device_result.h"
 #include "flash_debug.h"
 #include "flash_graph.h"
 #include "flash_mla.h"
@@ -164,6 +165,7 @@ void run_flash_tail(const FlashTail& t, const FlashOutputs& out, const MergePara
     res->o = std::move(sliced);
   }
   res->lse = out.lse.to_host<float>(rows);
+  attach_device_copy(res, out.o, dt, rows, out.d, dv, opt);
   time_launches(
       opt, [&] { once(false); }, [&] { check_launch("benchmark loop", t.grid, t.block, 0, true); }, &res->timing);
 }

@@ -9,6 +9,7 @@
 #include "attnscope/mask.h"
 #include "cuda_backends.h"
 #include "device_check.h"
+#include "device_result.h"
 #include "device_workload.h"
 
 namespace attnscope::cuda {
@@ -261,6 +262,7 @@ class NaiveBackend final : public Backend {
     }
     res.o = o.to_host<float>(total_q * c.num_qo_heads * c.head_dim_vo);
     res.lse = lse.to_host<float>(total_q * c.num_qo_heads);
+    attach_device_copy(&res, o, DType::kFp32, total_q * c.num_qo_heads, c.head_dim_vo, c.head_dim_vo, opt);
     return res;
   }
 

@@ -14,6 +14,7 @@
 #include "cudnn_indices.h"
 #include "cudnn_sdpa.h"
 #include "device_check.h"
+#include "device_result.h"
 #include "device_workload.h"
 #include "gpu_timer.h"
 
@@ -112,6 +113,7 @@ class SdpaBackend final : public Backend {
     res.o = cuda::download_as_float(o, total_q * Hq * dv, c.dtype);
     res.lse = lse.to_host<float>(total_q * Hq);
     apply_conventions(c, s, &res.o, &res.lse);
+    cuda::attach_host_copy(&res, opt);  // O's padding rows are written on the host
 
     // The graph execution only, as cuda.flash times its kernels, on the stream cuDNN runs on (the
     // default stream).

@@ -13,6 +13,7 @@
 
 #include "attnscope/device.h"
 #include "device_check.h"
+#include "device_result.h"
 #include "device_workload.h"
 #include "fa_backends.h"
 #include "fa_kernels.h"
@@ -174,6 +175,7 @@ class FaBackend final : public Backend {
     cuda::check(cudaDeviceSynchronize(), "FlashAttention-2 forward");
     res.o = cuda::download_as_float(b.o, out_elems, c.dtype);
     res.lse = lse_to_attnscope(l, c, b.lse.to_host<float>(lse_elems(l)));
+    cuda::attach_device_copy(&res, b.o, c.dtype, c.total_q() * c.num_qo_heads, c.head_dim_vo, c.head_dim_vo, opt);
     cuda::time_launches(
         opt, launch, [] { cuda::check(cudaDeviceSynchronize(), "FlashAttention-2 benchmark loop"); }, &res.timing);
     std::ostringstream m;

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "device_result.h"
 #include "device_workload.h"
 #include "fi_backends.h"
 #include "fi_engine_feed.h"
@@ -179,6 +180,7 @@ class DecodeBackend final : public Backend, public GraphReplayable {
       Launch<decltype(t), decltype(kv)> launch(c, w, du, out, ws, info, v, B, d_slopes.as<float>(), sc);
       launch(true);
       download_outputs(c, u, slopes, out, &res);
+      cuda::attach_device_copy(&res, out.o, c.dtype, u.total_q * c.num_qo_heads, c.head_dim_vo, c.head_dim_vo, opt);
       const auto once = [&] { launch(false); };
       time_launches(opt, once, &res.timing);
     };

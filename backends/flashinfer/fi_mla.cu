@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_check.h"
+#include "device_result.h"
 #include "device_workload.h"
 #include "fi_backends.h"
 #include "fi_graph.h"
@@ -143,6 +144,7 @@ class MlaBackend final : public Backend, public GraphReplayable {
     try {
       launch(true);
       download_outputs(c, u, alibi_slopes(c), out, &res);
+      cuda::attach_device_copy(&res, out.o, c.dtype, u.total_q * c.num_qo_heads, c.head_dim_vo, c.head_dim_vo, opt);
       time_launches(
           opt, [&] { launch(false); }, &res.timing);
     } catch (const std::domain_error& e) {  // FlashInfer's FLASHINFER_ERROR, from the kernel units

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnscope/workload.h"
+#include "device_result.h"
 #include "device_workload.h"
 #include "fi_backends.h"
 #include "fi_engine_feed.h"
@@ -198,6 +199,7 @@ class PrefillBackend final : public Backend, public GraphReplayable {
                                                d_sinks.as<float>(), sc);
       launch(true);
       download_outputs(c, u, slopes, out, &res);
+      cuda::attach_device_copy(&res, out.o, c.dtype, u.total_q * c.num_qo_heads, c.head_dim_vo, c.head_dim_vo, opt);
       const auto once = [&] { launch(false); };
       time_launches(opt, once, &res.timing);
     };

@@ -38,6 +38,7 @@
 
 #include "attnscope/mask.h"
 #include "device_check.h"
+#include "device_result.h"
 #include "device_workload.h"
 #include "fi_conventions.h"
 #include "fi_graph.h"
@@ -487,6 +488,7 @@ class PrefillSm90Backend final : public Backend, public GraphReplayable {
     res.o = cuda::download_as_float(o, u.total_q * Hq * D, c.dtype);
     res.lse = lse.to_host<float>(static_cast<size_t>(u.total_q * Hq));
     for (float& l : res.lse) l = lse2_to_natural(l);
+    cuda::attach_device_copy(&res, o, c.dtype, u.total_q * Hq, D, D, opt);
 
     // kernel launches only (the plan is made once, before)
     cuda::time_launches(

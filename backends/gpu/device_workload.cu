@@ -7,6 +7,7 @@
 #include "attnscope/workload.h"
 #include "device_gen.cuh"
 #include "device_mla.h"
+#include "device_result.h"
 #include "device_workload.h"
 
 namespace attnscope::cuda {
@@ -254,9 +255,14 @@ int64_t device_workload_bytes(const CaseSpec& c, const Plan& p) {
 
 void require_device_memory(int64_t need, const std::string& what) {
   size_t free_b = 0, total_b = 0;
-  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   // keep 5% and 256 MiB for the runtime and other tenants
-  const int64_t usable = static_cast<int64_t>(free_b) - std::max<int64_t>(static_cast<int64_t>(total_b) / 20, int64_t{256} << 20);
+  auto usable_bytes = [&] {
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    return static_cast<int64_t>(free_b) - std::max<int64_t>(static_cast<int64_t>(total_b) / 20, int64_t{256} << 20);
+  };
+  int64_t usable = usable_bytes();
+  // results' device copies only save time: a run that needs their memory gets it
+  if (need > usable && drop_device_copies()) usable = usable_bytes();
   if (need > usable)
     throw CudaError(what + " needs " + std::to_string(need >> 20) + " MiB of device memory, " +
                     std::to_string(std::max<int64_t>(usable, 0) >> 20) + " MiB usable (" + std::to_string(free_b >> 20) +

@@ -1,22 +1,15 @@
 // Comparison statistics and verdicts.
 #include "attnscope/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <thread>
 
 namespace attnscope {
 
 namespace {
-
-// Maps float bits (in dtype t) to an integer line where adjacent values differ by 1.
-int64_t ordered(DType t, float x) {
-  const uint32_t b = dtype_bits(t, x);
-  const int width = t == DType::kFp32 ? 32 : 16;
-  const uint32_t sign = 1u << (width - 1);
-  const int64_t mag = static_cast<int64_t>(b & (sign - 1));
-  return (b & sign) ? -mag : mag;
-}
 
 std::string fmt(double v) {
   char buf[48];
@@ -24,62 +17,98 @@ std::string fmt(double v) {
   return buf;
 }
 
-struct Acc {
-  double sum_abs = 0, sum_sq_err = 0, sum_sq_ref = 0;
-  bool loose = true, tight = true;
-};
-
-void accumulate(DiffStats& s, Acc& acc, DType t, float a, float b, int64_t index) {
-  ++s.count;
-  const bool fa = std::isfinite(a), fb = std::isfinite(b);
-  if (std::isnan(a))
-    ++s.nan_a;
-  else if (std::isinf(a))
-    ++s.inf_a;
-  if (std::isnan(b))
-    ++s.nan_b;
-  else if (std::isinf(b))
-    ++s.inf_b;
-  if (!fa || !fb) {
-    // equal infinities (LSE -inf of a fully masked row on both sides) agree exactly
-    const bool same_inf = std::isinf(a) && std::isinf(b) && (a > 0) == (b > 0);
-    if (same_inf) {
-      ++s.bit_identical;
-    } else {
-      ++s.nonfinite_mismatch;
-      acc.loose = acc.tight = false;
-    }
-    return;
-  }
-  const double e = std::fabs(static_cast<double>(a) - b);
-  if (e > s.max_abs || s.worst_index < 0) {
-    if (e >= s.max_abs) s.worst_index = index;
-    s.max_abs = std::max(s.max_abs, e);
-  }
-  acc.sum_abs += e;
-  acc.sum_sq_err += e * e;
-  acc.sum_sq_ref += static_cast<double>(b) * b;
-  if (e > 1e-3 + 1e-2 * std::fabs(b)) acc.loose = false;
-  if (e > 1e-4 + 1e-3 * std::fabs(b)) acc.tight = false;
-  if (dtype_bits(t, a) == dtype_bits(t, b)) ++s.bit_identical;
-  s.max_ulp = std::max<uint64_t>(s.max_ulp, ulp_distance(t, a, b));
+DiffStats stats_of(const DiffPartial& p) {
+  DiffStats s;
+  s.count = p.count;
+  s.max_abs = p.max_abs;
+  s.worst_index = p.worst_index;
+  s.max_ulp = p.max_ulp;
+  s.bit_identical = p.bit_identical;
+  s.nan_a = p.nan_a;
+  s.inf_a = p.inf_a;
+  s.nan_b = p.nan_b;
+  s.inf_b = p.inf_b;
+  s.nonfinite_mismatch = p.nonfinite_mismatch;
+  const int64_t finite = s.count - s.nonfinite_mismatch;
+  s.mean_abs = finite > 0 ? p.sum_abs / finite : 0;
+  s.rel_l2 = p.sum_sq_ref > 0 ? std::sqrt(p.sum_sq_err / p.sum_sq_ref) : (p.sum_sq_err > 0 ? INFINITY : 0);
+  s.nmse = p.sum_sq_ref > 0 ? p.sum_sq_err / p.sum_sq_ref : (p.sum_sq_err > 0 ? INFINITY : 0);
+  s.allclose_loose = p.loose_fail == 0;
+  s.allclose_tight = p.tight_fail == 0;
+  return s;
 }
 
-void finish(DiffStats& s, const Acc& acc) {
-  const int64_t finite = s.count - s.nonfinite_mismatch;
-  s.mean_abs = finite > 0 ? acc.sum_abs / finite : 0;
-  s.rel_l2 = acc.sum_sq_ref > 0 ? std::sqrt(acc.sum_sq_err / acc.sum_sq_ref) : (acc.sum_sq_err > 0 ? INFINITY : 0);
-  s.nmse = acc.sum_sq_ref > 0 ? acc.sum_sq_err / acc.sum_sq_ref : (acc.sum_sq_err > 0 ? INFINITY : 0);
-  s.allclose_loose = acc.loose;
-  s.allclose_tight = acc.tight;
+// Chunks [c0, c1) of n elements, `per_token` elements a token; tokens where ok[t] == 0 are skipped.
+// Lane by lane (each lane's partial stays in registers; the chunk's 32 KiB stay in cache): the same
+// order per lane as a warp's, so the same bits.
+void chunk_range(const float* a, const float* b, int64_t n, int64_t per_token, const std::vector<uint8_t>& ok, DType t,
+                 double rtol, double atol, int64_t c0, int64_t c1, DiffPartial* out) {
+  DiffPartial lanes[kDiffLanes];
+  for (int64_t k = c0; k < c1; ++k) {
+    const int64_t lo = k * kDiffChunk, hi = std::min(n, lo + kDiffChunk);
+    for (int l = 0; l < kDiffLanes; ++l) {
+      DiffPartial s = empty_partial();
+      if (ok.empty()) {
+        for (int64_t i = lo + l; i < hi; i += kDiffLanes) diff_element(s, t, a[i], b[i], i, rtol, atol);
+      } else {
+        for (int64_t i = lo + l; i < hi; i += kDiffLanes)
+          if (ok[i / per_token]) diff_element(s, t, a[i], b[i], i, rtol, atol);
+      }
+      lanes[l] = s;
+    }
+    fold_lanes(lanes);
+    out[k] = lanes[0];
+  }
+}
+
+std::vector<DiffPartial> chunks(const float* a, const float* b, int64_t n, int64_t per_token, const std::vector<uint8_t>& ok,
+                                DType t, double rtol, double atol, int threads) {
+  const int64_t nc = (n + kDiffChunk - 1) / kDiffChunk;
+  std::vector<DiffPartial> out(nc);
+  // a thread for every 64 chunks at most: below that, starting one costs more than it saves
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(threads, nc / 64));
+  std::vector<std::thread> pool;
+  for (int64_t w = 1; w < nt; ++w)
+    pool.emplace_back(chunk_range, a, b, n, per_token, std::cref(ok), t, rtol, atol, nc * w / nt, nc * (w + 1) / nt, out.data());
+  chunk_range(a, b, n, per_token, ok, t, rtol, atol, 0, nc / nt, out.data());
+  for (auto& th : pool) th.join();
+  return out;
 }
 
 }  // namespace
 
-uint64_t ulp_distance(DType t, float a, float b) {
-  if (!std::isfinite(a) || !std::isfinite(b)) return a == b ? 0 : std::numeric_limits<uint64_t>::max();
-  const int64_t d = ordered(t, a) - ordered(t, b);
-  return static_cast<uint64_t>(d < 0 ? -d : d);
+uint64_t ulp_distance(DType t, float a, float b) { return diff_ulp(t, a, b); }
+
+DiffPartial fold_chunks(const std::vector<DiffPartial>& chunks) {
+  DiffPartial s = empty_partial();
+  for (const auto& p : chunks) merge_partial(s, p);
+  return s;
+}
+
+DiffPass host_diff_pass(const CaseSpec& c, const Result& a, const Result& b, double rtol, double atol, int threads) {
+  const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
+  const int64_t T = c.total_q();
+  std::vector<uint8_t> ok;  // empty: every token compared
+  if (!a.row_valid.empty() || !b.row_valid.empty()) {
+    ok.resize(T);
+    for (int64_t t = 0; t < T; ++t) ok[t] = a.row_ok(t) && b.row_ok(t);
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  DiffPass p;
+  p.o = chunks(a.o.data(), b.o.data(), T * Hq * Dv, int64_t{Hq} * Dv, ok, c.dtype, rtol, atol, threads);
+  if (!a.lse.empty() && !b.lse.empty())  // a backend may return O alone (python: functions)
+    p.lse = chunks(a.lse.data(), b.lse.data(), T * Hq, Hq, ok, DType::kFp32, 0, 0, threads);
+  p.error_map.assign(static_cast<size_t>(T) * Hq, std::numeric_limits<float>::quiet_NaN());
+  for (int64_t t = 0; t < T; ++t) {
+    if (!ok.empty() && !ok[t]) continue;
+    for (int64_t row = t * Hq; row < (t + 1) * Hq; ++row) {
+      float worst = 0;
+      for (int64_t i = row * Dv; i < (row + 1) * Dv; ++i) worst = error_cell(worst, a.o[i], b.o[i]);
+      p.error_map[row] = worst;
+      ++p.rows_compared;
+    }
+  }
+  return p;
 }
 
 std::string result_digest(const Result& r) {
@@ -101,7 +130,8 @@ std::string result_digest(const Result& r) {
   return buf;
 }
 
-DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp) {
+DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp,
+                           const DiffPassFn& pass) {
   DiffReport rep;
   rep.backend = a.backend;
   rep.baseline = b.backend;
@@ -117,29 +147,12 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   }
   rep.available = true;
   rep.sampled = !a.row_valid.empty() || !b.row_valid.empty();
-  const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
-  const int64_t T = c.total_q();
-  rep.error_map.assign(static_cast<size_t>(T) * Hq, std::numeric_limits<float>::quiet_NaN());
-  Acc oa, la;
-  for (int64_t t = 0; t < T; ++t) {
-    if (!a.row_ok(t) || !b.row_ok(t)) continue;
-    for (int h = 0; h < Hq; ++h) {
-      const int64_t row = t * Hq + h;
-      float worst = 0;
-      for (int d = 0; d < Dv; ++d) {
-        const int64_t i = row * Dv + d;
-        accumulate(rep.o, oa, c.dtype, a.o[i], b.o[i], i);
-        const float e = std::fabs(a.o[i] - b.o[i]);
-        worst = std::isnan(e) ? INFINITY : std::max(worst, e);
-      }
-      rep.error_map[row] = worst;
-      if (!a.lse.empty() && !b.lse.empty())  // a backend may return O alone (python: functions)
-        accumulate(rep.lse, la, DType::kFp32, a.lse[row], b.lse[row], row);
-      ++rep.rows_compared;
-    }
-  }
-  finish(rep.o, oa);
-  finish(rep.lse, la);
+  DiffPass p = pass ? pass(a, b, k.rtol, k.atol) : host_diff_pass(c, a, b, k.rtol, k.atol);
+  const DiffPartial po = fold_chunks(p.o), pl = fold_chunks(p.lse);
+  rep.o = stats_of(po);
+  rep.lse = stats_of(pl);
+  rep.error_map = std::move(p.error_map);
+  rep.rows_compared = p.rows_compared;
 
   Verdict& v = rep.verdict;
   const bool finite_ok = rep.o.nonfinite_mismatch == 0 && rep.lse.nonfinite_mismatch == 0;
@@ -148,12 +161,7 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   switch (k.rule) {
     case CompareRule::kAllclose: {
       v.rule = "allclose(rtol=" + fmt(k.rtol) + ", atol=" + fmt(k.atol) + ")";
-      int64_t bad = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        if (!a.row_ok(t) || !b.row_ok(t)) continue;
-        for (int64_t i = t * Hq * Dv; i < (t + 1) * Hq * Dv; ++i)
-          if (!(std::fabs(a.o[i] - b.o[i]) <= k.atol + k.rtol * std::fabs(b.o[i]))) ++bad;
-      }
+      const int64_t bad = po.outside;
       v.pass = bad == 0 && finite_ok;
       v.detail =
           std::to_string(bad) + " of " + std::to_string(rep.o.count) + " elements outside; max abs " + fmt(rep.o.max_abs) + nf;
@@ -173,7 +181,7 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
         break;
       }
       const DiffReport lr =
-          compare_results(c, *lowp, b, ComparisonSpec{k.lowp, k.baseline, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr);
+          compare_results(c, *lowp, b, ComparisonSpec{k.lowp, k.baseline, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr, pass);
       rep.lowp_max_abs = lr.o.max_abs;
       const double bound = 2 * lr.o.max_abs + k.atol;
       v.pass = rep.o.max_abs <= bound && finite_ok;
@@ -185,13 +193,7 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
       v.rule = "bitwise";
       const int64_t diff = (rep.o.count - rep.o.bit_identical) + (rep.lse.count - rep.lse.bit_identical);
       // bitwise means the fp32 result bits, not only the dtype bits
-      int64_t raw = 0;
-      for (int64_t t = 0; t < T; ++t) {
-        if (!a.row_ok(t) || !b.row_ok(t)) continue;
-        for (int64_t i = t * Hq * Dv; i < (t + 1) * Hq * Dv; ++i) raw += f32_bits(a.o[i]) != f32_bits(b.o[i]);
-        if (!a.lse.empty() && !b.lse.empty())
-          for (int64_t i = t * Hq; i < (t + 1) * Hq; ++i) raw += f32_bits(a.lse[i]) != f32_bits(b.lse[i]);
-      }
+      const int64_t raw = po.raw_differ + pl.raw_differ;
       v.pass = diff == 0 && raw == 0;
       v.detail = std::to_string(raw) + " of " + std::to_string(rep.o.count + rep.lse.count) + " O/LSE values differ in bits";
       break;
@@ -207,8 +209,8 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
   return rep;
 }
 
-DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b) {
-  return compare_results(c, a, b, ComparisonSpec{a.backend, b.backend, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr);
+DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b, const DiffPassFn& pass) {
+  return compare_results(c, a, b, ComparisonSpec{a.backend, b.backend, CompareRule::kMaxAbs, 0, INFINITY, ""}, nullptr, pass);
 }
 
 std::string comparison_label(const ComparisonSpec& k) { return k.backend + " vs " + k.baseline + " (" + rule_name(k.rule) + ")"; }

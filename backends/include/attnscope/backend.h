@@ -25,6 +25,9 @@ struct RunOptions {
   std::function<void(double)> progress;       // fraction done in [0, 1], from any thread
   int bench_reps = 0;                         // GPU backends: timed repetitions (0 = one run)
   int threads = 0;                            // CPU backends: worker threads (0 = every hardware thread)
+  // GPU backends: keep O and LSE on the device too (Result::device), so comparisons run there
+  // (device_compare.h); bounded by set_device_copy_budget
+  bool keep_device_copy = false;
   // The content key of the device inputs (the GUI's live run sets it): GPU backends given the same key
   // share one device workload, generated once; empty: each generates its own (the CLI).
   std::string inputs_key;

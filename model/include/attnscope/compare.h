@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/diff_chunks.h"
 #include "attnscope/result.h"
 
 namespace attnscope {
@@ -50,12 +52,29 @@ struct DiffReport {
   std::optional<DiffStats> vs_original, baseline_vs_original;
 };
 
+// The order-defined pass over O and LSE of `a` against `b` (diff_chunks.h): one partial per chunk,
+// the error map, the rows compared. host_diff_pass computes it here; a device computes the same bits
+// (backends/gpu/compare_device.h). rtol / atol: the rule's allclose bounds (DiffPartial::outside).
+struct DiffPass {
+  std::vector<DiffPartial> o, lse;  // per chunk, in chunk order; lse empty where a side has no LSE
+  std::vector<float> error_map;     // [total_q * qo_heads] max |a - b| over head_dim; NaN where not compared
+  int64_t rows_compared = 0;        // (token, head) rows
+};
+// threads: 0 = as many as the size is worth; the bits do not depend on it (chunks are independent).
+DiffPass host_diff_pass(const CaseSpec& c, const Result& a, const Result& b, double rtol, double atol, int threads = 0);
+// Who computes a pass (a and b are ok); compare_results uses host_diff_pass where none is given.
+using DiffPassFn = std::function<DiffPass(const Result& a, const Result& b, double rtol, double atol)>;
+// The chunks' partials added in chunk order.
+DiffPartial fold_chunks(const std::vector<DiffPartial>& chunks);
+
 // Statistics and verdict of `a` against baseline `b` under rule `k`. `lowp` is needed by
-// twice_lowp (its max error against the same baseline sets the bound).
-DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp);
+// twice_lowp (its max error against the same baseline sets the bound); `pass` computes the
+// statistics (the lowp comparison's too), the host where empty.
+DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, const ComparisonSpec& k, const Result* lowp,
+                           const DiffPassFn& pass = nullptr);
 
 // Statistics of O and LSE of `a` against `b`, no verdict (both ok, else `available` is false).
-DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b);
+DiffReport diff_only(const CaseSpec& c, const Result& a, const Result& b, const DiffPassFn& pass = nullptr);
 
 // ULP distance between two values in dtype t (each rounded to t first).
 uint64_t ulp_distance(DType t, float a, float b);

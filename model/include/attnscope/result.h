@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,13 @@ struct GraphReplayReport {
   }
 };
 
+// O and LSE as a GPU backend left them on its device (backends/gpu/device_result.h), so a comparison
+// of two results on one device runs there and only its summaries cross. Opaque here: the model has
+// no CUDA. The copy may be dropped at any time (device memory is bounded); the host vectors stay.
+struct DeviceResultCopy {
+  virtual ~DeviceResultCopy() = default;
+};
+
 struct Result {
   std::string backend;
   Status status = Status::kOk;
@@ -80,6 +88,7 @@ struct Result {
   Timing timing;
   std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
   std::string block_mask;  // python.flex_attention: FlexAttention's BlockMask (the worker's summary, JSON), else ""
+  std::shared_ptr<const DeviceResultCopy> device;  // o and lse on the device too, where the run kept them
   bool ok() const { return status == Status::kOk; }
   bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
 };
