@@ -3,11 +3,12 @@
 # and a software X stack from Debian packages (Xvfb, xkbcomp and the XKB data, Mesa's swrast_dri.so
 # with libLLVM-15, libglvnd, GLFW, stb), leaving out every library the GPU machine already has.
 # usage: bash scripts/pack-gui-x.sh DEVICE_LDCONFIG.txt   (the output of `ldconfig -p` on the GPU machine)
+# ATTNSCOPE_GUI_BINARY: the GUI to pack (default build/app/gui/attnscope)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 1 ] || { echo "usage: $0 DEVICE_LDCONFIG.txt" >&2; exit 2; }
 device_libs=$(realpath "$1")
-gui=$(realpath build/app/gui/attnscope)
+gui=$(realpath "${ATTNSCOPE_GUI_BINARY:-build/app/gui/attnscope}")  # a CUDA build's GUI lives in its own build folder
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/debs" "$work/root"
