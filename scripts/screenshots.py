@@ -91,13 +91,16 @@ SHOTS = {
         size="1600x1000", draws=[P + "sweep_panel.cpp"]),
     "gpu-timing.png": dict(case="tests/data/device/gui-real-backends.json", args="--tab timing", size="1600x1000",
                            gpu=True, draws=[P + "timing_panel.cpp"],
-                           exempt=("f001bab", "made on the H100 at cea836f with cuda.flash, FlashInfer and cuDNN "
+                           exempt=("913b7b6", "made on the H100 at cea836f with cuda.flash, FlashInfer and cuDNN "
                                    "running, which no CPU machine can remake; timing_panel.cpp changed after in "
                                    "4cb6d46 (one work count, the same figures), 26ddaa9 (a CUDA-event row's kernel "
                                    "note, shown only after 'time GPU backends', not pressed here), 65a89b8 (TFLOP/s "
                                    "and GB/s of the work each run did: a sampled reference marked *), 1b5eb82 and "
                                    "947265b (include paths, registry roles), 959d236 (a merge) and f001bab (a "
-                                   "hand-off column for python: backends, none in this case); timing.png, remade on "
+                                   "hand-off column for python: backends, none in this case) and 913b7b6 (a line over the "
+                                   "figures only when a library other than the one built against is loaded: remade "
+                                   "on the H200 on 2026-11-28, it showed no such line; that lean build lacked "
+                                   "FlashInfer's Hopper units, so this fuller picture stays); timing.png, remade on "
                                    "the CPU build, shows the current tab")),
     "gpu-diff.png": dict(case="tests/data/device/gui-real-backends.json", args="--tab diff", size="1600x1000",
                          gpu=True, draws=[P + "diff_panel.cpp"],

@@ -311,10 +311,12 @@ std::string compare_key(const ComparisonSpec& k, const std::map<std::string, std
   return sha256_hex(text);
 }
 
-std::optional<SampleFirst> sample_first(const CaseSpec& c, const std::vector<std::string>& ids, int64_t budget) {
-  bool host_rows = c.fp8_kv();  // an FP8 case's two ideals are the CPU reference's
-  for (const auto& id : ids) host_rows |= samples_rows(id);
-  if (!host_rows || budget <= 0) return std::nullopt;
+std::optional<SampleFirst> sample_first(const CaseSpec& c, const std::vector<std::string>& ids, int64_t budget,
+                                        int64_t gpu_budget) {
+  bool host_rows = c.fp8_kv(), gpu_rows = false;  // an FP8 case's two ideals are the CPU reference's
+  for (const auto& id : ids) (is_gpu_backend(id) ? gpu_rows : host_rows) |= samples_rows(id);
+  if (!host_rows) budget = gpu_rows ? gpu_budget : 0;  // the GPU's reference alone: its own bound
+  if (budget <= 0) return std::nullopt;
   SampleFirst f;
   f.rows_per_request = kSampleFirstRows;
   const int64_t per_pair = int64_t{c.num_qo_heads} * (c.head_dim_qk + c.head_dim_vo);

@@ -20,6 +20,9 @@ namespace attnscope {
 // Past this many multiply-adds (sample_first's cost) a full fp64 host reference takes most of a second
 // or more on a desktop CPU, beyond what an edit's first results may wait (docs/gui.md has the figures).
 constexpr int64_t kFullReferenceBudget = int64_t{1} << 32;
+// The same for the GPU's fp64 reference (cuda.reference samples rows too): it makes about 2e11
+// multiply-adds a second on an H200, so past 2^34 its full run is over the 100 ms an edit may wait.
+constexpr int64_t kGpuReferenceBudget = int64_t{1} << 34;
 // The rows per request of the sampled pass: the spread `/reference/sample_rows` gives (first and last
 // row of each request included), enough to show every request's error while the rest is computed.
 constexpr int kSampleFirstRows = 16;
@@ -33,7 +36,9 @@ struct SampleFirst {
 // only where a row-sampling backend runs (samples_rows, or an FP8 case's host ideals), the full
 // reference costs more than `budget` (the sum over requests of q_len x kv_len x qo heads x (head dim qk
 // + vo): the fp64 row loop's multiply-adds, masks not counted, so a bound), and sampling leaves rows out.
-std::optional<SampleFirst> sample_first(const CaseSpec& c, const std::vector<std::string>& ids, int64_t budget);
+// `gpu_budget` is the bound where the only row-sampling backend is on the GPU (0: never sampled first).
+std::optional<SampleFirst> sample_first(const CaseSpec& c, const std::vector<std::string>& ids, int64_t budget,
+                                        int64_t gpu_budget = kGpuReferenceBudget);
 // "sampled 16 rows per request (64 of 4194304 query rows) ..." for a session showing sampled results
 // (Session::shows_sampled), else "".
 std::string sampled_note(const Session& s);

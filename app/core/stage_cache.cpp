@@ -37,7 +37,8 @@ bool plan_independent(const std::string& id) {
   return b && (b->role == Role::kReference || b->role == Role::kLowp);
 }
 
-bool samples_rows(const std::string& id) { return plan_independent(id) && !is_gpu_backend(id); }
+// cuda.reference computes only the sampled rows too (cuda.naive, the GPU's low-precision baseline, every row)
+bool samples_rows(const std::string& id) { return plan_independent(id) && (!is_gpu_backend(id) || id == "cuda.reference"); }
 
 namespace {
 

@@ -8,6 +8,7 @@
 
 #include "attnscope/registry.h"
 #include "case_gen.h"
+#include "case_json.h"
 #include "fp8_case_gen.h"
 #include "live_session.h"
 
@@ -63,6 +64,17 @@ TEST(Live, SampleFirstRuleFollowsTheBudgetTheRowsAndTheBackends) {
   CaseSpec big = c;
   big.requests = {RequestSpec{1 << 20, 1 << 20}};
   EXPECT_TRUE(sample_first(big, ids, kFullReferenceBudget));
+  // the GPU's fp64 reference samples rows too, under its own bound (cuda.naive computes every row)
+  const std::vector<std::string> gpu = {"cuda.reference", "cuda.flash"};
+  EXPECT_FALSE(sample_first(c, {"cuda.naive", "cuda.flash"}, kTiny, kTiny));
+  EXPECT_TRUE(sample_first(c, gpu, kFullReferenceBudget, cost - 1)) << "over the GPU's bound";
+  EXPECT_FALSE(sample_first(c, gpu, kTiny, cost)) << "the GPU's bound, not the host's";
+  EXPECT_FALSE(sample_first(c, gpu, kTiny, 0));
+  EXPECT_TRUE(sample_first(c, {"cpu.reference", "cuda.reference"}, cost - 1, 0)) << "a host reference: the host's bound";
+  const CaseSpec mixed8k = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/gui-mixed-8k-gpu.json").spec;
+  const CaseSpec g64 = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/bench/gui-64-requests-gpu.json").spec;
+  EXPECT_TRUE(sample_first(mixed8k, mixed8k.backends, kFullReferenceBudget)) << "4096 prefill rows over 8192 keys";
+  EXPECT_FALSE(sample_first(g64, g64.backends, kFullReferenceBudget)) << "its reference is about 60 ms on an H200";
 }
 
 TEST(Live, ALargeReferenceShowsSampledRowsFirstThenEveryRow) {
