@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "attnscope/block_map.h"
 #include "attnscope/mask.h"
 #include "attnscope/rng.h"
 
@@ -114,4 +115,46 @@ TEST(Mask, AlibiSlopesFollowThePowerOfTwoRule) {
   // 12 heads: the 8 slopes of n=8, then odd-indexed slopes of n=16
   EXPECT_DOUBLE_EQ(alibi_slope(8, 12), std::pow(2.0, -0.5));
   EXPECT_DOUBLE_EQ(alibi_slope(9, 12), std::pow(2.0, -1.5));
+}
+
+// make_block_map classifies interval masks from each row's range computed once per query tile: the
+// same verdicts as classify_tile on every tile of random units (causal, windows, chunks, prefixes,
+// padding, documents), at group sizes 1 and 4 and tiles of 16 and 128 packed rows.
+TEST(Mask, BlockMapOfIntervalMasksIsClassifyTilesOnEveryTile) {
+  SplitMix64 rng(77);
+  int64_t tiles = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<int> docs;
+    RowMask m;
+    m.kv_len = 1 + static_cast<int>(rng.next() % 700);
+    m.q_len = 1 + static_cast<int>(rng.next() % m.kv_len);
+    m.causal = static_cast<int>(rng.next() % 4 != 0);
+    m.window = rng.next() % 3 == 0 ? 1 + static_cast<int>(rng.next() % 200) : 0;
+    m.chunk = rng.next() % 5 == 0 ? 1 + static_cast<int>(rng.next() % 300) : 0;
+    m.prefix_len = m.causal && rng.next() % 4 == 0 ? static_cast<int>(rng.next() % m.kv_len) : 0;
+    m.pad_start = rng.next() % 5 == 0 ? static_cast<int>(rng.next() % m.kv_len) : -1;
+    if (rng.next() % 4 == 0) {
+      docs.push_back(0);
+      for (int p = 1; p < m.kv_len; ++p)
+        if (rng.next() % 97 == 0) docs.push_back(p);
+      m.doc_starts = docs.data();
+      m.num_docs = static_cast<int>(docs.size());
+    }
+    const int G = trial % 2 ? 4 : 1, T = trial % 3 ? 128 : 16;
+    const int q_begin = static_cast<int>(rng.next() % m.q_len);
+    const std::vector<WorkUnit> units = {{0, q_begin, m.q_len - q_begin, 0, m.kv_len}};
+    const BlockMap bm = make_block_map(units, {m}, G, T);
+    const UnitBlocks& ub = bm.units[0];
+    for (int t = 0; t < ub.q_tiles; ++t) {
+      const int r0 = t * T, r1 = std::min(r0 + T, (m.q_len - q_begin) * G);
+      const int qa0 = q_abs_of(m, q_begin + r0 / G), qa1 = q_abs_of(m, q_begin + (r1 - 1) / G) + 1;
+      for (int j = 0; j < ub.kv_tiles; ++j, ++tiles) {
+        const int k0 = j * kKvTile, k1 = std::min(k0 + kKvTile, m.kv_len);
+        ASSERT_EQ(static_cast<int>(ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j]),
+                  static_cast<int>(classify_tile(m, qa0, qa1, k0, k1)))
+            << "trial " << trial << " tile " << t << "," << j;
+      }
+    }
+  }
+  EXPECT_GT(tiles, 5000);
 }
