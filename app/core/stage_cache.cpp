@@ -37,8 +37,12 @@ bool plan_independent(const std::string& id) {
   return b && (b->role == Role::kReference || b->role == Role::kLowp);
 }
 
-// cuda.reference computes only the sampled rows too (cuda.naive, the GPU's low-precision baseline, every row)
-bool samples_rows(const std::string& id) { return plan_independent(id) && (!is_gpu_backend(id) || id == "cuda.reference"); }
+// Every reference computes only the sampled rows (the GPU's fp64 one too); of the low-precision
+// baselines only the host's does (the GPU's computes every row).
+bool samples_rows(const std::string& id) {
+  const BackendInfo* b = backend_info(id);
+  return b && (b->role == Role::kReference || (b->role == Role::kLowp && !is_gpu_backend(id)));
+}
 
 namespace {
 
