@@ -153,7 +153,7 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
   ro.bench_reps = opt.bench_reps;
   ro.threads = opt.threads;
   ro.keep_device_copy = opt.device_copies;
-  if (opt.share_device_inputs) ro.inputs_key = device_inputs_key(s.spec());
+  if (opt.share_device_inputs && is_gpu_backend(id)) ro.inputs_key = device_inputs_key(s.spec());  // only GPU backends read it
   ro.progress = [&opt, id](double x) {
     if (opt.progress) opt.progress(id, x);
   };
