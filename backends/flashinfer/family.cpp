@@ -67,6 +67,7 @@ BackendFamily flashinfer_family() {
        .library_plan = true,
        .mla = kMlaAbsorbed},
   };
+  for (auto& b : f.backends) b.lse_base = LseBase::k2;  // every FlashInfer kernel writes log2 (flashinfer #2113)
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {
     out->flashinfer = flashinfer_library_plan(c, units);
     out->flashinfer_mla = flashinfer_mla_library_plan(c, units);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "attnscope/case_spec.h"
 #include "attnscope/types.h"
 
 namespace attnscope::cuda::gen {
@@ -43,7 +44,15 @@ struct GenParams {
   double mean, std;
   DType dt;
   bool poison;
+  KeySource keys;        // the case's key numbering (case_spec.h): partition sub-cases, cascade
+  uint64_t shared_seed;  // CaseSpec::shared_prefix_seed()
 };
+
+// The generator's position and stream of request r's key k, as CaseSpec::key_seed on the host.
+__device__ inline uint64_t key_stream(const GenParams& p, int r, int k, int64_t* pos) {
+  *pos = p.keys.position(k);
+  return *pos < p.keys.shared_prefix ? p.shared_seed : p.seeds[r];
+}
 
 inline dim3 grid_for(int64_t n) { return dim3(static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65535 * 4))); }
 

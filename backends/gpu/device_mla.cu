@@ -23,8 +23,11 @@ __global__ void latent_kernel(GenParams p, MlaGen g, float* lat, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int r, k;
+    int64_t pos = 0;
     const int64_t row = i / g.latent();
-    lat[i] = slot_key(p, row, &r, &k) ? mla_latent(g, p.seeds[r], k, static_cast<int>(i % g.latent())) : 0.0f;
+    const bool used = slot_key(p, row, &r, &k);
+    const uint64_t seed = used ? key_stream(p, r, k, &pos) : 0;
+    lat[i] = used ? mla_latent(g, seed, pos, static_cast<int>(i % g.latent())) : 0.0f;
   }
 }
 

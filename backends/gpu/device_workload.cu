@@ -58,7 +58,9 @@ __global__ void gen_kv_kernel(GenParams p, void* pool, int dim, TensorId tensor,
     float v;
     if (r >= 0 && k < p.kv_len[r]) {
       const double scale = tensor == TensorId::kK ? p.k_scale[d] : 1.0;
-      v = gen_value(p.seeds[r], tensor, (static_cast<uint64_t>(k) * p.hk + h) * dim + d, p.mean, p.std, scale, p.dt);
+      int64_t pos;
+      const uint64_t seed = key_stream(p, r, k, &pos);
+      v = gen_value(seed, tensor, (static_cast<uint64_t>(pos) * p.hk + h) * dim + d, p.mean, p.std, scale, p.dt);
     } else {
       v = p.poison ? __int_as_float(0x7fc00000) : 0.0f;  // unused page or slot
     }
@@ -357,7 +359,9 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
               c.data.mean,
               c.data.std,
               c.dtype,
-              c.kv_cache.poison_unused};
+              c.kv_cache.poison_unused,
+              c.keys(),
+              c.shared_prefix_seed()};
   const int eb = dtype_bytes(c.dtype);
   w.q_elems = w.total_q * c.num_qo_heads * c.head_dim_qk;
   const int64_t slots = static_cast<int64_t>(pt.num_pages) * pt.page_size * c.num_kv_heads;

@@ -313,6 +313,13 @@ uint64_t CaseSpec::request_seed(int r) const {
   return z ^ (z >> 31);
 }
 
+uint64_t CaseSpec::shared_prefix_seed() const {
+  uint64_t z = data.seed + 0x9e3779b97f4a7c15ull * 0x5ba4edull;  // a stream no request index reaches
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split, std::optional<int> tile) {
   CaseSpec c = base;
   c.split.planner = p;

@@ -89,7 +89,8 @@ std::vector<float> mla_query_row(const CaseSpec& c, int r, int t, int h) {
 
 std::vector<float> mla_key_row(const CaseSpec& c, int r, int k, int h) {
   const MlaGen g = mla_gen(c);
-  const std::vector<float> lat = mla_latent_rows(g, c.request_seed(r), k, 1);
+  const int64_t pos = c.key_source.position(k);
+  const std::vector<float> lat = mla_latent_rows(g, c.key_seed(r, pos), pos, 1);
   if (c.mla->absorbed) return lat;
   std::vector<float> row(c.head_dim_qk);
   for (int n = 0; n < g.nope; ++n)
@@ -129,9 +130,9 @@ void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
   const KvLayout lay = c.kv_cache.layout;
   for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
     mla_queries(c, g, wt, r, w.q.data() + w.q_indptr[r] * c.num_qo_heads * Dq);
-    const uint64_t seed = c.request_seed(r);
     for (int k = 0; k < c.requests[r].kv_len; ++k) {
-      const std::vector<float> lat = mla_latent_rows(g, seed, k, 1);
+      const int64_t pos = c.key_source.position(k);  // the key's place in the unpartitioned case
+      const std::vector<float> lat = mla_latent_rows(g, c.key_seed(r, pos), pos, 1);
       const int page = pt.page_of(r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {
         float* kr = w.k_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dq);

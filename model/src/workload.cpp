@@ -138,7 +138,7 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
       blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + kKeysPerBlock)});
   }
   auto generate = [&](const Block& b) {
-    const uint64_t seed = c.request_seed(b.r);
+    const uint64_t seed = c.request_seed(b.r);  // Q's stream; a key's is c.key_seed (cascade)
     if (b.begin < 0) {
       float* q = w.q.data() + w.q_indptr[b.r] * Hq * Dq;
       for (int t = 0; t < c.requests[b.r].q_len; ++t)
@@ -150,13 +150,16 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
     }
     for (int k = b.begin; k < b.end; ++k) {
       const int page = pt.page_of(b.r, k), slot = k % ps;
+      const int64_t pos = c.key_source.position(k);  // the key's place in the unpartitioned case
+      const uint64_t ks = c.key_seed(b.r, pos);
+      const int kp = static_cast<int>(pos);
       for (int h = 0; h < Hk; ++h) {
         for (int d = 0; d < Dq; ++d)
           w.k_pool[kv_offset(c.kv_cache.layout, page, slot, h, d, ps, Hk, Dq)] =
-              gen_value(seed, TensorId::kK, kv_index(k, h, d, Hk, Dq), c.data.mean, c.data.std, k_scale[d], c.dtype);
+              gen_value(ks, TensorId::kK, kv_index(kp, h, d, Hk, Dq), c.data.mean, c.data.std, k_scale[d], c.dtype);
         for (int d = 0; d < Dv; ++d)
           w.v_pool[kv_offset(c.kv_cache.layout, page, slot, h, d, ps, Hk, Dv)] =
-              gen_value(seed, TensorId::kV, kv_index(k, h, d, Hk, Dv), c.data.mean, c.data.std, 1.0, c.dtype);
+              gen_value(ks, TensorId::kV, kv_index(kp, h, d, Hk, Dv), c.data.mean, c.data.std, 1.0, c.dtype);
       }
     }
   };

@@ -84,6 +84,9 @@ struct BackendInfo {
   // MLA (/mla, docs/conventions.md section 13): the forms it runs, bits kMlaAbsorbed / kMlaNonAbsorbed
   // (0: refuses MLA cases).
   unsigned mla = 0;
+  // The base of the LSE its library returns (Result::lse is always natural log, converted once): a merge
+  // of its partials (/parallel, partition.h) reads them in this base unless the case says otherwise.
+  LseBase lse_base = LseBase::kE;
 };
 
 // Writes DIR/<name>.npy for a family's script writer: the app's writer, so that a family does not
@@ -114,6 +117,8 @@ struct ScriptPart {
   std::function<int(const CaseSpec&, const Plan&, const Workload&, const ScriptNpyWriter&)> write_arrays;
 };
 
+struct Merger;  // attnscope/merge.h
+
 // A family of backends: attnscope's own CPU or CUDA kernels, or one real library. Each family folder
 // defines `BackendFamily <name>_family()` in its family.cpp, compiled in every build; a family whose
 // code is not compiled still lists its backends, and they report "not compiled: <why>", so a case
@@ -141,6 +146,8 @@ struct BackendFamily {
   // Optional: the file of code a backend id names, which a case file can come with ("" = none).
   // Such a backend runs only with the user's permission (registry.h), and repros record its sha256.
   std::string (*user_code_file)(const std::string& id) = nullptr;
+  // Optional: the family's merge kernels for partials (attnscope/merge.h; compiled families only).
+  std::vector<Merger> (*mergers)() = nullptr;
 };
 
 // A backend that only reports "not compiled: <why>" (families absent from this build).

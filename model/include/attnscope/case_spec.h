@@ -158,6 +158,40 @@ struct Fp8AttentionSpec {
   bool operator==(const Fp8AttentionSpec&) const = default;
 };
 
+// /parallel (docs/conventions.md section 15): the case's keys partitioned across kernels, each part's
+// partial (O, LSE) merged by its log-sum-exp. Exactly one of context / cascade.
+enum class LseBase { kE, k2 };  // natural log (FlashAttention, cuDNN, PyTorch) or base 2 (FlashInfer)
+struct ContextParallelSpec {
+  int ranks = 2;       // c: each request's keys sharded over c ranks
+  int interleave = 1;  // i: rank r owns position p iff floor(p / i) mod c == r
+  bool operator==(const ContextParallelSpec&) const = default;
+};
+struct CascadeSpec {
+  int shared_prefix = 0;  // tokens every request shares (a system prompt), a multiple of the page size
+  bool operator==(const CascadeSpec&) const = default;
+};
+struct ParallelSpec {
+  std::optional<ContextParallelSpec> context;
+  std::optional<CascadeSpec> cascade;
+  // The base the merge reads every partial's LSE in. Absent: each backend's own (correct); a base that
+  // is not the backend's reproduces the base-mix bug (sglang #40903).
+  std::optional<LseBase> merge_base;
+  bool operator==(const ParallelSpec&) const = default;
+};
+// How the generator numbers a request's keys: key j of the case is the key at position
+// offset + shard_position(j) of the unpartitioned case (partition.h), and positions below
+// shared_prefix come from the case's shared-prefix stream (cascade), not the request's. Set on the
+// sub-cases partition.h makes (and shared_prefix on a cascade case); never read from JSON.
+struct KeySource {
+  int offset = 0, ranks = 1, rank = 0, interleave = 1;
+  int shared_prefix = 0;
+  bool operator==(const KeySource&) const = default;
+  bool identity() const { return offset == 0 && ranks == 1 && shared_prefix == 0; }
+  AS_HD int64_t position(int64_t j) const {
+    return offset + ((j / interleave) * ranks + rank) * interleave + j % interleave;
+  }
+};
+
 enum class CompareRule { kAllclose, kTwiceLowp, kBitwise, kMaxAbs };
 
 struct ComparisonSpec {
@@ -194,6 +228,8 @@ struct CaseSpec {
   // /engine: "" (the backends build their own metadata) or an engine id (engine_metadata.h): the
   // real-library backends that engine drives are fed the metadata tensors it builds for the batch
   std::string engine;
+  std::optional<ParallelSpec> parallel;  // /parallel: partitions merged by LSE (partition.h)
+  KeySource key_source;                  // the generator's key numbering (sub-cases; not JSON)
   bool operator==(const CaseSpec&) const = default;
 
   int group_size() const { return num_qo_heads / num_kv_heads; }
@@ -202,6 +238,18 @@ struct CaseSpec {
   int64_t total_q() const;
   int64_t total_kv() const;
   uint64_t request_seed(int r) const;  // explicit seed, or mix(data.seed, r)
+  uint64_t shared_prefix_seed() const;  // the stream of a cascade's shared-prefix keys (no request index reaches it)
+  // The seed and generator index base of request r's key j: the position key_source gives, from the
+  // shared stream below the shared prefix, else the request's.
+  uint64_t key_seed(int r, int64_t position) const {
+    return position < keys().shared_prefix ? shared_prefix_seed() : request_seed(r);
+  }
+  // key_source with a cascade's shared prefix filled in (the generator's one source of both)
+  KeySource keys() const {
+    KeySource k = key_source;
+    if (parallel && parallel->cascade) k.shared_prefix = parallel->cascade->shared_prefix;
+    return k;
+  }
   bool fp8_kv() const { return kv_cache.fp8.has_value(); }
   bool has_sinks() const { return attention.sinks.has_value(); }
   bool has_trees() const;  // any request has tree_parents

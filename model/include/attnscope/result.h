@@ -78,6 +78,38 @@ struct DeviceResultCopy {
   virtual ~DeviceResultCopy() = default;
 };
 
+// A partitioned run (/parallel, partition.h): each partition's partial and every merge of them.
+struct PartitionPart {
+  std::string label;            // "rank 1", "level 0: shared prefix"
+  Status status = Status::kOk;  // the backend's status on this partition's sub-case
+  std::string message;
+  std::vector<float> o, lse;  // rows of the whole case: [total_q, heads, dv], [total_q, heads] (natural
+                              // log); O = 0, LSE = -inf where the partition holds no key of the row
+  std::vector<int64_t> keys;  // [requests] keys of each request in this partition
+  Timing timing;
+  int device = -1;  // the GPU it ran on (-1: the host, or one GPU for every rank)
+};
+struct MergeRun {
+  std::string id;  // "attnscope" (the merge this result holds), "attnscope.cuda", "flashinfer.merge_states", ...
+  Status status = Status::kOk;
+  std::string message;        // why not run, or what it read ("partials' LSE read in base 2")
+  std::vector<float> o, lse;  // as Result::o / lse; emptied once compared
+  double device_ms = 0;       // its kernel, CUDA events (0 on the host)
+  std::string vs_attnscope;   // "bit-identical", or the first difference and the largest
+};
+struct PartitionReport {
+  std::string kind;                 // "context" or "cascade"
+  LseBase native = LseBase::kE;     // the backend's own LSE base (its descriptor)
+  LseBase read = LseBase::kE;       // the base the merge read the partials' LSE in
+  std::vector<PartitionPart> parts;  // in merge order
+  std::vector<MergeRun> merges;
+  // Where the ranks ran and how their partials met: "virtual: ranks one after another on one GPU",
+  // "nccl: ranks on GPUs 0-1, partials gathered to GPU 0"; and the collective's time (0: none)
+  std::string collective;
+  double collective_ms = 0;
+  double merge_ms = 0;  // attnscope's merge of the partials, host
+};
+
 struct Result {
   std::string backend;
   Status status = Status::kOk;
@@ -89,6 +121,7 @@ struct Result {
   std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
   std::string block_mask;  // python.flex_attention: FlexAttention's BlockMask (the worker's summary, JSON), else ""
   std::shared_ptr<const DeviceResultCopy> device;  // o and lse on the device too, where the run kept them
+  std::shared_ptr<const PartitionReport> partition;  // a partitioned run (/parallel): o and lse are the merge
   bool ok() const { return status == Status::kOk; }
   bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
 };

@@ -1,0 +1,39 @@
+// Merges of partial (O, LSE) rows (/parallel, model/include/attnscope/partition.h): attnscope's own on
+// the host and on the device, and the libraries' own merge kernels, each a Merger a family lists
+// (BackendFamily::mergers). The app asks the registry (run_merges); no family is named above this floor.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnscope/partition.h"
+#include "attnscope/result.h"
+
+namespace attnscope {
+
+// The partials of one partitioned run, as merge_partials takes them (host rows of the whole case).
+struct MergeInput {
+  std::vector<PartialRows> parts;  // in merge order
+  int64_t rows = 0;                // total_q * qo_heads
+  int dv = 0;                      // head_dim_vo
+  DType dtype = DType::kBf16;
+  LseBase native = LseBase::kE;  // the partials' backend's own base
+  LseBase read = LseBase::kE;    // the base the merge reads them in
+  int device = 0;                // the GPU a device merge runs on
+};
+
+struct Merger {
+  std::string id;       // "attnscope", "cuda.merge", "flashinfer.merge_states", ...
+  std::string summary;  // one line: what it runs, and in which base it reads LSE
+  bool gpu = false;
+  // Never throws: an error or a refusal is MergeRun::status with its message. Fills o, lse, device_ms.
+  std::function<MergeRun(const MergeInput&)> run;
+};
+
+// Every merger of this build: attnscope's host merge first, then each compiled family's, in family order.
+std::vector<Merger> mergers();
+// Runs each merger on `in` and fills vs_attnscope against the first (the host merge, the result's own).
+std::vector<MergeRun> run_merges(const MergeInput& in);
+
+}  // namespace attnscope
