@@ -1,6 +1,8 @@
 // Text output of attnscope-cli.
 #include "text_report.h"
 
+#include "partition_report.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -276,6 +278,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
   print_library_plans(o, p);
   print_mla_library_plan(o, p);
   o << graph_pad_text(c, p);  // /cuda_graph: the padded batch
+  print_partition_plan(o, c);  // /parallel: each partition and its own plan
 
   o << "\nBLOCK MAP  ";
   o << block_map_text(p.blocks);
@@ -316,6 +319,7 @@ void print_session(std::ostream& o, const Session& s) {
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   for (const auto& r : s.results) o << graph_report_text(r);  // /cuda_graph replays
+  print_partition_run(o, s);                                  // /parallel
   if (!s.diffs.empty()) {
     // each row names its rule: a case may compare the same pair under two rules
     std::vector<std::string> names;

@@ -1,6 +1,8 @@
 // Strict reader and canonical writer of the case format.
 #include "case_json.h"
 
+#include "attnscope/partition.h"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -265,12 +267,42 @@ void read_cuda_graph(const Obj& top, CaseSpec& c) {
   c.cuda_graph = cg;
 }
 
+// /parallel (docs/partitions.md): one of context / cascade, and the base the merge reads LSE in.
+void read_parallel(const Obj& top, CaseSpec& c) {
+  if (!top.has("parallel")) return;
+  Obj p(top.raw("parallel"), "/parallel", {"context", "cascade", "merge_base"});
+  ParallelSpec ps;
+  if (p.has("context")) {
+    Obj x(p.raw("context"), "/parallel/context", {"ranks", "interleave"});
+    x.require("ranks");
+    ps.context = ContextParallelSpec{x.get_int("ranks", 2), x.get_int("interleave", 1)};
+  }
+  if (p.has("cascade")) {
+    Obj x(p.raw("cascade"), "/parallel/cascade", {"shared_prefix"});
+    x.require("shared_prefix");
+    ps.cascade = CascadeSpec{x.get_int("shared_prefix", 0)};
+  }
+  // "e" / "2" for every backend, or {"<backend id>": "e" | "2", ...}
+  if (p.has("merge_base") && p.raw("merge_base").is_object()) {
+    const json& m = p.raw("merge_base");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!it.value().is_string() || (it.value() != "e" && it.value() != "2"))
+        throw CaseError("/parallel/merge_base/" + it.key(), "must be \"e\" or \"2\"");
+      ps.merge_base[it.key()] = it.value() == "2" ? LseBase::k2 : LseBase::kE;
+    }
+  } else if (p.has("merge_base")) {
+    ps.merge_base[""] = p.get_enum("merge_base", LseBase::kE, {{"e", LseBase::kE}, {"2", LseBase::k2}});
+  }
+  c.parallel = ps;
+}
+
 }  // namespace
 
 CaseFile parse_case(const json& j) {
   Obj top(j, "", {"schema",   "name",        "description", "requests", "heads",       "head_dim", "mla",
                   "dtype",    "kv_cache",    "attention",   "split",    "cuda_graph",  "data",     "fp8_attention",
-                  "backends", "comparisons", "reference",   "kernels",  "environment", "recorded", "engine"});
+                  "backends", "comparisons", "reference",   "kernels",  "environment", "recorded", "engine",
+                  "parallel"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -349,6 +381,7 @@ CaseFile parse_case(const json& j) {
         s.get_enum("partials", PartialPrecision::kFp32, {{"fp32", PartialPrecision::kFp32}, {"dtype", PartialPrecision::kDtype}});
   }
   read_cuda_graph(top, c);
+  read_parallel(top, c);
   if (top.has("data")) {
     Obj d(top.raw("data"), "/data", {"seed", "mean", "std", "outliers"});
     c.data.seed = d.opt_u64("seed").value_or(1);
@@ -528,6 +561,20 @@ ordered_json case_to_json(const CaseSpec& c) {
                 {"cuda_graph", s.cuda_graph},          {"partials", partials_name(s.partials)}};
   if (c.cuda_graph)  // written only when set, so the canonical text of every other case is unchanged
     j["cuda_graph"] = {{"bucket", c.cuda_graph->bucket}, {"engine", graph_engine_name(c.cuda_graph->engine)}};
+  if (c.parallel) {  // written only when set, so the canonical text of every other case is unchanged
+    ordered_json p = ordered_json::object();
+    if (c.parallel->context)
+      p["context"] = {{"ranks", c.parallel->context->ranks}, {"interleave", c.parallel->context->interleave}};
+    if (c.parallel->cascade) p["cascade"] = {{"shared_prefix", c.parallel->cascade->shared_prefix}};
+    const auto& mb = c.parallel->merge_base;
+    if (mb.size() == 1 && mb.count("")) {
+      p["merge_base"] = lse_base_name(mb.at(""));
+    } else if (!mb.empty()) {
+      p["merge_base"] = ordered_json::object();
+      for (const auto& [id, b] : mb) p["merge_base"][id] = lse_base_name(b);
+    }
+    j["parallel"] = p;
+  }
   ordered_json d;
   d["seed"] = c.data.seed;
   d["mean"] = c.data.mean;

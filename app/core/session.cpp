@@ -1,6 +1,9 @@
 // Running a case: plan, workload, backends, comparisons, replay check.
 #include "session.h"
 
+#include "attnscope/partition.h"
+#include "partition_run.h"
+
 #include <algorithm>
 
 #include "attnscope/compare.h"
@@ -137,6 +140,22 @@ HostInputs host_inputs_needed(const Session& s, const std::vector<std::string>& 
   return h;
 }
 
+// A /parallel case: every backend runs over the partitions and its result is their merge, except the
+// low-precision baseline (the naive twice_lowp yardstick, unpartitioned) and the references, whose
+// answer stays the unpartitioned one with their partials beside it (the Merge view's per-partial errors).
+Result run_backend_partitioned(const Session& s, const std::string& id, const Workload& w, const RunOptions& ro) {
+  const BackendInfo* info = backend_info(id);
+  const Role role = info ? info->role : Role::kNone;
+  if (role == Role::kLowp) return run_one(id, s.spec(), s.plan, w, ro);
+  if (role != Role::kReference) return run_partitioned(id, s.spec(), ro, !is_gpu_backend(id));
+  Result whole = run_one(id, s.spec(), s.plan, w, ro);
+  if (!whole.ok()) return whole;
+  Result r = run_partitioned(id, s.spec(), ro, !is_gpu_backend(id), &whole);
+  if (r.ok()) return r;
+  whole.message += (whole.message.empty() ? "" : "; ") + std::string("its partials were not computed: ") + r.message;
+  return whole;
+}
+
 Result run_backend_stage(const Session& s, const std::string& id, const Workload& w, const HostInputs& h,
                          const SessionOptions& opt) {
   if (!is_gpu_backend(id) && !h.fits) {
@@ -158,6 +177,7 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
     if (opt.progress) opt.progress(id, x);
   };
   if (opt.progress) opt.progress(id, 0);
+  if (is_partitioned(s.spec())) return run_backend_partitioned(s, id, w, ro);
   Result r = run_one(id, s.spec(), s.plan, w, ro);
   attach_graph_replay(id, s.spec(), s.plan, &r);  // /cuda_graph only
   return r;
@@ -347,6 +367,7 @@ DiffReport compare_one(const Session& s, const ComparisonSpec& k) {
   // on the device where both sides are there (the same bits as the host's), else on the host
   const DiffPassFn pass = diff_pass_where_the_data_is(c);
   DiffReport d = compare_results(c, *a, *b, k, l, pass);
+  if (const std::string note = merge_base_note(*a); !note.empty()) d.verdict.detail += "; " + note;
   if (s.original_ideal && s.original_ideal->ok() && d.available) {
     d.vs_original = diff_only(c, *a, *s.original_ideal, pass).o;
     d.baseline_vs_original = diff_only(c, *b, *s.original_ideal, pass).o;
@@ -360,6 +381,11 @@ void finish_session(Session& s) {
   check_graph_replays(s);
   s.diffs.clear();
   for (const auto& k : s.spec().comparisons) s.diffs.push_back(compare_one(s, k));
+  s.merge_checks.clear();
+  const Result* truth = s.result(backend_for_role(Role::kReference));
+  for (const Result& r : s.results)
+    if (truth && truth->ok() && r.ok() && r.partition && &r != truth)
+      s.merge_checks.push_back(check_merge_bases(s.spec(), r, *truth));
   replay_recorded(s);
 }
 

@@ -16,6 +16,7 @@
 #include "attnscope/plan.h"
 #include "case_json.h"
 #include "environment.h"
+#include "partition_run.h"
 
 namespace attnscope {
 
@@ -117,6 +118,9 @@ struct Session {
     bool reused = false;  // taken from the cache
   };
   std::vector<StageTime> stages;
+  // A /parallel case: for each partitioned backend, which LSE base merges its partials into the
+  // reference's answer (partition_run.h); empty otherwise
+  std::vector<MergeBaseCheck> merge_checks;
 
   const CaseSpec& spec() const { return file.spec; }
   bool is_stale(const std::string& id) const;

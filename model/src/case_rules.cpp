@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/partition.h"
 #include "attnscope/engine_metadata.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_bits.h"
@@ -503,6 +504,14 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   if (c.sample_rows)
     require(*c.sample_rows >= 1, "/reference/sample_rows", std::to_string(*c.sample_rows) + " is not allowed, must be >= 1");
   validate_cuda_graph(c);
+  if (c.parallel)
+    for (const auto& [id, base] : c.parallel->merge_base)
+      require(id.empty() || std::count(c.backends.begin(), c.backends.end(), id), "/parallel/merge_base/" + id,
+              "not a backend of this case (/backends)");
+  if (std::string rule = partition_rule(c); !rule.empty()) {
+    const size_t colon = rule.find(": ");
+    throw CaseError(rule.substr(0, colon), rule.substr(colon + 2));
+  }
 }
 
 }  // namespace attnscope

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -158,7 +159,7 @@ struct Fp8AttentionSpec {
   bool operator==(const Fp8AttentionSpec&) const = default;
 };
 
-// /parallel (docs/conventions.md section 15): the case's keys partitioned across kernels, each part's
+// /parallel (docs/conventions.md section 18): the case's keys partitioned across kernels, each part's
 // partial (O, LSE) merged by its log-sum-exp. Exactly one of context / cascade.
 enum class LseBase { kE, k2 };  // natural log (FlashAttention, cuDNN, PyTorch) or base 2 (FlashInfer)
 struct ContextParallelSpec {
@@ -173,9 +174,14 @@ struct CascadeSpec {
 struct ParallelSpec {
   std::optional<ContextParallelSpec> context;
   std::optional<CascadeSpec> cascade;
-  // The base the merge reads every partial's LSE in. Absent: each backend's own (correct); a base that
-  // is not the backend's reproduces the base-mix bug (sglang #40903).
-  std::optional<LseBase> merge_base;
+  // The base the merge reads a backend's partial LSE in, by backend id ("" = every backend). Absent:
+  // the backend's own (correct); a base that is not its own reproduces the base-mix bug (sglang #40903).
+  std::map<std::string, LseBase> merge_base;
+  LseBase merge_base_of(const std::string& id, LseBase native) const {
+    auto it = merge_base.find(id);
+    if (it == merge_base.end()) it = merge_base.find("");
+    return it == merge_base.end() ? native : it->second;
+  }
   bool operator==(const ParallelSpec&) const = default;
 };
 // How the generator numbers a request's keys: key j of the case is the key at position

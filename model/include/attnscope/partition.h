@@ -1,4 +1,4 @@
-// Partitions made across kernels (issue 44, docs/conventions.md section 15): context parallelism
+// Partitions made across kernels (issue 44, docs/conventions.md section 18): context parallelism
 // (each request's keys sharded over ranks) and cascade (a prefix of keys shared by every request,
 // attended in a level of its own). Each partition is a case of its own (a sub-case) that any backend
 // runs; its partial (O, LSE) rows are merged by their log-sum-exp. The layout, the sub-cases and the
