@@ -55,6 +55,8 @@ commands:
                            PyTorch SDPA / flex_attention) on the inputs, + the .npy files it reads
       --script-backend ID  the backend the script reproduces (default: the first whose library has a
                            script writer, else the first that is not a reference or low-precision baseline)
+      --gpus N             a /parallel case's ranks on N GPUs, rank k on GPU k % N (default: every
+                           visible GPU; 1: one after another on GPU 0, "virtual")
       --json               print the JSON report instead of the table
   invariance CASE [options]  each request alone vs inside the batch, per planner
       --backend ID         backend to check (default {TWIN})
@@ -80,6 +82,8 @@ commands:
   bench CASE [options]     time GPU backends with CUDA events
       --backends a,b,...   backends to time (default {BENCH})
       --reps N             timed repetitions after 3 warm-ups (default 20)
+      --gpus N             a /parallel case's ranks on N GPUs (as run); its row is the step: the
+                           busiest GPU's kernels + the collective + the device merge
       --plan-only          no kernels: each planner's host time per call (attnscope's split models,
                            its whole plan, the libraries' own planners) at every batch size, the
                            case's requests cut or extended (copies of the last one); median of --reps
@@ -176,6 +180,7 @@ int cmd_run(const Args& a) {
     opt.backends = ids;
   }
   opt.sample_rows = a.int_value("sample-rows", 1, 1 << 22);
+  opt.partition_gpus = a.int_value("gpus", 1, 1024).value_or(0);
   // --export-script: the target backend and DIR are checked before the run, so a typo fails at once
   std::string script_backend;
   const auto script_dir = a.value("export-script");
@@ -344,7 +349,7 @@ int cmd_bench(const Args& a) {
         throw UsageError("--backends: \"" + id + "\" is not a backend, must be one of " + known_backends_text());
   }
   const int reps = a.int_value("reps", 1, 10000).value_or(20);
-  const BenchReport r = run_bench(f.spec, ids, reps);
+  const BenchReport r = run_bench(f.spec, ids, reps, a.int_value("gpus", 1, 1024).value_or(0));
   if (a.flag("json")) {
     std::cout << json_text(bench_to_json(r));
   } else {
@@ -482,13 +487,13 @@ int main(int argc, char** argv) {
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask", "engine"}));
     if (cmd == "run")
       return cmd_run(parse_backend_args(
-          argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend"}));
+          argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend", "gpus"}));
     if (cmd == "invariance")
       return cmd_invariance(
           parse_backend_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "consistency") return cmd_consistency(parse_backend_args(argc, argv, {"json"}, {"last", "backends"}));
     if (cmd == "mla-forms") return cmd_mla_forms(parse_backend_args(argc, argv, {}, {"backends"}));
-    if (cmd == "bench") return cmd_bench(parse_backend_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches"}));
+    if (cmd == "bench") return cmd_bench(parse_backend_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches", "gpus"}));
     if (cmd == "sweep") return cmd_sweep(parse_backend_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));

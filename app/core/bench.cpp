@@ -1,6 +1,11 @@
 // attnscope-cli bench.
 #include "bench.h"
 
+#include <cstdio>
+
+#include "attnscope/partition.h"
+#include "partition_run.h"
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -28,7 +33,31 @@ WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
   return w;
 }
 
-BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps) {
+namespace {
+
+// A /parallel case's step: the busiest GPU's partitions (each the median of its reps), the collective,
+// and attnscope's merge on the device where it ran (cuda.merge), with the parts named in the note.
+void partition_step(const PartitionReport& rep, BenchRow* row) {
+  double merge = 0;
+  std::string merge_id = "none on the device";
+  for (const MergeRun& m : rep.merges)
+    if (m.status == Status::kOk && m.device_ms > 0 && m.vs_attnscope == "bit-identical") {
+      merge = m.device_ms;
+      merge_id = m.id;
+      break;
+    }
+  row->median_ms = rep.kernels_ms + rep.collective_ms + merge;
+  row->min_ms = row->max_ms = 0;  // a sum of medians has no min / max of its own
+  char b[256];
+  std::snprintf(b, sizeof b, "%zu %s on %d GPU%s: kernels %.4f ms (busiest GPU), collective %.4f ms, merge %.4f ms (%s)",
+                rep.parts.size(), rep.kind == "context" ? "ranks" : "levels", rep.gpus, rep.gpus > 1 ? "s" : "",
+                rep.kernels_ms, rep.collective_ms, merge, merge_id.c_str());
+  row->note = b;
+}
+
+}  // namespace
+
+BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps, int gpus) {
   BenchReport r;
   r.case_name = c.name;
   const Plan p = plan_case(c);
@@ -57,7 +86,9 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
     o.bench_reps = reps;
     const BackendInfo* info = backend_info(id);
     if ((!info || !info->gpu) && !host) host = make_workload(c, p.pages);
-    const Result res = run_backend(*b, c, p, info && info->gpu ? Workload{} : *host, o);
+    o.partition_gpus = gpus;
+    const Result res = is_partitioned(c) ? run_partitioned(id, c, o, !(info && info->gpu))
+                                         : run_backend(*b, c, p, info && info->gpu ? Workload{} : *host, o);
     if (!res.ok()) {
       // the message may start with the status already ("not compiled: ..."): said once
       const std::string st = status_name(res.status);
@@ -71,6 +102,7 @@ BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backend
       row.min_ms = res.timing.device_ms_min;
       row.max_ms = res.timing.device_ms_max;
       row.reps = res.timing.reps;
+      if (res.partition) partition_step(*res.partition, &row);
       const double s = row.median_ms * 1e-3;
       row.tflops = r.flops / s / 1e12;
       row.gbps = r.bytes / s / 1e9;

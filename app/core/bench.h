@@ -43,7 +43,8 @@ struct WorkCounts {
 };
 WorkCounts work_counts(const CaseSpec& c, const Plan& p);
 
-BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps);
+// gpus: the GPUs a /parallel case's ranks run on (RunOptions::partition_gpus; 0 = every visible one)
+BenchReport run_bench(const CaseSpec& c, const std::vector<std::string>& backends, int reps, int gpus = 0);
 nlohmann::ordered_json bench_to_json(const BenchReport& r);
 
 }  // namespace attnscope

@@ -3,8 +3,11 @@
 #include "partition_run.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
+#include "attnscope/device.h"
 #include "attnscope/merge.h"
 #include "attnscope/partition.h"
 #include "attnscope/registry.h"
@@ -49,6 +52,66 @@ Result failed_part(const std::string& id, const Partition& part, const Result& p
 
 }  // namespace
 
+namespace {
+
+// How many GPUs the partitions of backend `id` run on at once: 1 for a CPU backend, a single
+// partition or GPU, or when asked; else the visible GPUs (or fewer, as asked), at most one per partition.
+int gpus_for(const std::string& id, const RunOptions& ro, size_t parts) {
+  if (!is_gpu_backend(id) || parts < 2 || ro.partition_gpus == 1) return 1;
+  std::string why;
+  int n = static_cast<int>(query_devices(&why).size());
+  if (ro.partition_gpus > 0) n = std::min(n, ro.partition_gpus);
+  return std::max(1, std::min(n, static_cast<int>(parts)));
+}
+
+// One partition's run on the calling thread's current device: its own plan, its own inputs.
+Result run_part(const std::string& id, const Partition& part, const RunOptions& ro, bool host_inputs, size_t k, size_t n) {
+  Result pr;
+  pr.backend = id;
+  if (part.sub.requests.empty()) return pr;  // holds no key: O = 0, LSE = -inf
+  const Plan plan = plan_case(part.sub);
+  const Workload w = host_inputs ? make_workload(part.sub, plan.pages) : Workload{};
+  RunOptions pro = ro;
+  pro.inputs_key.clear();  // a partition's inputs are its own
+  pro.keep_device_copy = false;
+  pro.progress = [&ro, k, n](double x) {
+    if (ro.progress) ro.progress((static_cast<double>(k) + x) / static_cast<double>(n));
+  };
+  return run_one(id, part.sub, plan, w, pro);
+}
+
+// Every partition's result: one after another, or partition k on GPU k % gpus, one thread per GPU.
+std::vector<Result> run_parts(const std::string& id, const std::vector<Partition>& parts, const RunOptions& ro,
+                              bool host_inputs, int gpus) {
+  std::vector<Result> out(parts.size());
+  if (gpus <= 1) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (ro.cancel && ro.cancel->load()) break;
+      out[k] = run_part(id, parts[k], ro, host_inputs, k, parts.size());
+      if (!out[k].ok()) break;
+    }
+    return out;
+  }
+  std::vector<std::thread> threads;
+  for (int g = 0; g < gpus; ++g)
+    threads.emplace_back([&, g] {
+      std::string why;
+      for (size_t k = g; k < parts.size(); k += gpus) {
+        if (!set_current_device(g, &why)) {
+          out[k].backend = id;
+          out[k].status = Status::kError;
+          out[k].message = why;
+          continue;
+        }
+        out[k] = run_part(id, parts[k], ro, host_inputs, k, parts.size());
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
 Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOptions& ro, bool host_inputs, const Result* whole) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Partition> parts = make_partitions(c);
@@ -57,42 +120,37 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   rep->kind = c.parallel->context ? "context" : "cascade";
   rep->native = info ? info->lse_base : LseBase::kE;
   rep->read = c.parallel->merge_base_of(id, rep->native);
-  rep->collective = is_gpu_backend(id) ? "virtual: the partitions one after another on one GPU" : "virtual: on the host";
+  rep->gpus = gpus_for(id, ro, parts.size());
+  rep->collective = !is_gpu_backend(id) ? "virtual: on the host"
+                    : rep->gpus > 1     ? "on " + std::to_string(rep->gpus) + " GPUs at once, partition k on GPU k % " +
+                                          std::to_string(rep->gpus) + "; partials downloaded by each run"
+                                        : "virtual: the partitions one after another on one GPU";
   Result out;
   out.backend = id;
-  std::vector<uint8_t> row_valid;
+  const std::vector<Result> prs = run_parts(id, parts, ro, host_inputs, rep->gpus);
+  if (ro.cancel && ro.cancel->load()) {
+    out.status = Status::kCancelled;
+    return out;
+  }
+  std::vector<double> busy(rep->gpus, 0.0);
   for (size_t k = 0; k < parts.size(); ++k) {
-    const Partition& part = parts[k];
-    if (ro.cancel && ro.cancel->load()) {
-      out.status = Status::kCancelled;
-      return out;
-    }
+    const Result& pr = prs[k];
+    if (!pr.ok()) return failed_part(id, parts[k], pr);
     PartitionPart pp;
-    pp.label = part.label;
-    pp.keys = part.keys;
-    Result pr;
-    pr.backend = id;
-    if (!part.sub.requests.empty()) {
-      const Plan plan = plan_case(part.sub);
-      const Workload w = host_inputs ? make_workload(part.sub, plan.pages) : Workload{};
-      RunOptions pro = ro;
-      pro.inputs_key.clear();  // a partition's inputs are its own
-      pro.keep_device_copy = false;
-      pro.progress = [&ro, k, n = parts.size()](double x) {
-        if (ro.progress) ro.progress((static_cast<double>(k) + x) / static_cast<double>(n));
-      };
-      pr = run_one(id, part.sub, plan, w, pro);
-      if (!pr.ok()) return failed_part(id, part, pr);
-    }
+    pp.label = parts[k].label;
+    pp.keys = parts[k].keys;
     pp.status = pr.status;
     pp.message = pr.message;
     pp.timing = pr.timing;
-    place_rows(c, part, pr, &pp);
-    if (!pr.row_valid.empty() && row_valid.empty()) row_valid = row_selection(c, ro.sample_rows);
-    out.timing.device_ms += pr.timing.device_ms;
-    out.timing.reps = pr.timing.reps;
+    pp.device = rep->gpus > 1 ? static_cast<int>(k % rep->gpus) : -1;
+    place_rows(c, parts[k], pr, &pp);
+    if (!pr.row_valid.empty()) out.row_valid = row_selection(c, ro.sample_rows);
+    busy[k % rep->gpus] += pr.timing.device_ms;
+    out.timing.reps = std::max(out.timing.reps, pr.timing.reps);
     rep->parts.push_back(std::move(pp));
   }
+  rep->kernels_ms = *std::max_element(busy.begin(), busy.end());
+  out.timing.device_ms = rep->kernels_ms;
   MergeInput in;
   for (const auto& p : rep->parts) in.parts.push_back({p.o.data(), p.lse.data()});
   in.rows = c.total_q() * c.num_qo_heads;
@@ -105,7 +163,6 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   rep->merge_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
   rep->merges = run_merges(in);
   for (auto& m : rep->merges) m.o.clear(), m.lse.clear();  // compared (vs_attnscope); the result holds the merge
-  out.row_valid = row_valid;
   if (whole) {  // a reference: its answer stays the unpartitioned one
     out.o = whole->o;
     out.lse = whole->lse;

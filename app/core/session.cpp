@@ -172,6 +172,7 @@ Result run_backend_stage(const Session& s, const std::string& id, const Workload
   ro.bench_reps = opt.bench_reps;
   ro.threads = opt.threads;
   ro.keep_device_copy = opt.device_copies;
+  ro.partition_gpus = opt.partition_gpus;
   if (opt.share_device_inputs && is_gpu_backend(id)) ro.inputs_key = device_inputs_key(s.spec());  // only GPU backends read it
   ro.progress = [&opt, id](double x) {
     if (opt.progress) opt.progress(id, x);

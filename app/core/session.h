@@ -143,6 +143,7 @@ struct SessionOptions {
   bool device_copies = false;
   // GPU backends share one device workload per inputs (RunOptions::inputs_key): the GUI's live run
   bool share_device_inputs = false;
+  int partition_gpus = 0;  // RunOptions::partition_gpus: the GPUs a /parallel case's ranks run on (0 = all)
 };
 
 // Plans, generates the workload, runs every backend, compares, checks recorded digests.

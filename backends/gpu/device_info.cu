@@ -35,6 +35,14 @@ std::vector<DeviceProps> query_devices(std::string* why) {
   return out;
 }
 
+bool set_current_device(int index, std::string* why) {
+  const cudaError_t e = cudaSetDevice(index);
+  if (e == cudaSuccess) return true;
+  cudaGetLastError();
+  if (why) *why = "cudaSetDevice(" + std::to_string(index) + "): " + cudaGetErrorString(e);
+  return false;
+}
+
 namespace cuda {
 std::string device_check() {
   std::string why;

@@ -7,6 +7,10 @@ std::vector<DeviceProps> query_devices(std::string* why) {
   if (why) *why = "this build has no CUDA backends (no CUDA compiler was found at configure time)";
   return {};
 }
+bool set_current_device(int, std::string* why) {
+  if (why) *why = "this build has no CUDA backends";
+  return false;
+}
 }  // namespace attnscope
 
 namespace attnscope {

@@ -31,6 +31,9 @@ struct RunOptions {
   // The content key of the device inputs (the GUI's live run sets it): GPU backends given the same key
   // share one device workload, generated once; empty: each generates its own (the CLI).
   std::string inputs_key;
+  // A partitioned case (/parallel): the GPUs its ranks run on, rank k on GPU k % n (0 = every visible
+  // GPU; 1 = one after another on the current GPU, "virtual")
+  int partition_gpus = 0;
 };
 
 // What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before

@@ -19,6 +19,10 @@ struct DeviceProps {
 // Every visible device; *why says why the list is empty ("not compiled", "no CUDA device: ...").
 std::vector<DeviceProps> query_devices(std::string* why);
 
+// Makes `index` the calling thread's current device (the GPU its next backend run uses): the ranks of a
+// partitioned case each on their own GPU. False and *why without CUDA or such a device.
+bool set_current_device(int index, std::string* why);
+
 // Why the CUDA runtime sees no device, from cudaGetDeviceCount's error (code and text) and
 // cudaDriverGetVersion's answer (0: no driver loaded). Without a driver the runtime says "driver
 // version is insufficient", which reads as "upgrade your driver": there is nothing to upgrade, so

@@ -108,6 +108,10 @@ struct PartitionReport {
   std::string collective;
   double collective_ms = 0;
   double merge_ms = 0;  // attnscope's merge of the partials, host
+  int gpus = 1;         // GPUs the partitions ran on at once (1: one after another)
+  // The step's critical path of kernel time: the busiest GPU's partitions (CUDA events, their sum when
+  // virtual), to which a step adds collective_ms and a merge's device_ms
+  double kernels_ms = 0;
 };
 
 struct Result {
