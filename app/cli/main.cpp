@@ -18,6 +18,8 @@
 #include "environment.h"
 #include "explain.h"
 #include "explain_report.h"
+#include "attnscope/partition.h"
+#include "export_merge.h"
 #include "export_script.h"
 #include "invariance.h"
 #include "mla_forms.h"
@@ -215,7 +217,11 @@ int cmd_run(const Args& a) {
     write_text_file(*path, json_text(case_file_to_json(make_repro(*s))));
     if (!a.flag("json")) std::cout << "repro written to " << *path << "\n";
   }
-  if (script_dir) {
+  if (script_dir && is_partitioned(s->spec())) {  // the merge of the target's partials (export_merge.h)
+    const int n = export_merge_script(*s, *script_dir, script_backend);
+    if (!a.flag("json"))
+      std::cout << "merge script for " << script_backend << " written to " << *script_dir << "/merge.py (" << n << " files)\n";
+  } else if (script_dir) {
     const int n = export_script(*s, *script_dir, script_backend);
     if (!a.flag("json"))
       std::cout << "repro script for " << script_backend << " written to " << *script_dir << "/repro.py (" << n << " files)\n";

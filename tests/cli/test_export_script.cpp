@@ -81,6 +81,7 @@ TEST(ExportScript, EveryExampleCompilesOnBothPaths) {
     const std::string name = fs::path(path).stem().string();
     SCOPED_TRACE(path);
     const attnscope::CaseSpec shape = attnscope::read_case_file(path).spec;
+    if (shape.parallel) continue;  // a partitioned case exports merge.py (test_partition_cli.cpp)
     const bool sinks = shape.has_sinks();
     // SDPA / flex path: the case's own backends but those with a script writer of their own (the
     // FlashInfer path below), default target
