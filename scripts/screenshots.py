@@ -57,6 +57,8 @@ SHOTS = {
                           draws=[P + "plan_cost_panel.cpp"]),
     "consistency.png": dict(case="examples/fp8-decode-vs-prefill.json", args="--tab consistency --consistency 128",
                             size="1600x1000", draws=[P + "consistency_panel.cpp"]),
+    "merge.png": dict(case="examples/lse-base-mixup.json", args="--tab merge", size="1600x720",
+                      draws=[P + "merge_panel.cpp", P + "merge_data.cpp"]),
     "engine.png": dict(case="examples/llama4-chunked-local.json", args="--tab engine --view sglang-fa",
                        size="1600x1000", draws=[P + "engine_panel.cpp"]),
     "fp8-pages.png": dict(case="examples/fp8-kv-per-token-fragmented.json", args="--tab pages --view scales",

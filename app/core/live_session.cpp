@@ -259,6 +259,7 @@ class LiveRun {
       s_.diffs.push_back(*d);
       all_reused = false;
     }
+    check_merges(s_);                    // over the rows both computed: a sampled pass checks its sampled rows
     if (!sampling_) check_recorded(s_);  // a recorded digest is of every row: checked on the full pass
     s_.stages.push_back({stage("compare"), ms_since(t0), all_reused && !s_.spec().comparisons.empty()});
   }
@@ -355,6 +356,7 @@ bool carry_stale(Session& s, const Session& older, const std::vector<std::string
       }
   s.diffs = older.diffs;
   s.diffs_stale = !older.diffs.empty();
+  s.merge_checks = older.merge_checks;  // made with the comparisons: stale with them (diffs_stale)
   s.diffs_sampled = older.diffs_sampled;
   s.original_ideal = older.original_ideal;
   s.dequantised_ideal = older.dequantised_ideal;

@@ -1,16 +1,15 @@
 // Running a case: plan, workload, backends, comparisons, replay check.
 #include "session.h"
 
-#include "attnscope/partition.h"
-#include "partition_run.h"
-
 #include <algorithm>
 
 #include "attnscope/compare.h"
 #include "attnscope/device_compare.h"
+#include "attnscope/partition.h"
 #include "attnscope/registry.h"
 #include "attnscope/sha256.h"
 #include "cuda_graph_run.h"
+#include "partition_run.h"
 #include "stage_cache.h"
 
 namespace attnscope {
@@ -382,12 +381,16 @@ void finish_session(Session& s) {
   check_graph_replays(s);
   s.diffs.clear();
   for (const auto& k : s.spec().comparisons) s.diffs.push_back(compare_one(s, k));
+  check_merges(s);
+  replay_recorded(s);
+}
+
+void check_merges(Session& s) {
   s.merge_checks.clear();
   const Result* truth = s.result(backend_for_role(Role::kReference));
   for (const Result& r : s.results)
     if (truth && truth->ok() && r.ok() && r.partition && &r != truth)
       s.merge_checks.push_back(check_merge_bases(s.spec(), r, *truth));
-  replay_recorded(s);
 }
 
 std::shared_ptr<Session> run_session(const CaseFile& f, const SessionOptions& opt) {

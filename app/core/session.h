@@ -159,6 +159,9 @@ void finish_session(Session& s);
 // results, and the replay check of what the case recorded.
 DiffReport compare_one(const Session& s, const ComparisonSpec& k);
 void check_recorded(Session& s);
+// A /parallel case's base check of every partitioned backend against the reference (merge_checks):
+// run with the comparisons, by the CLI's pass and by the live run (the GUI's Merge tab shows it).
+void check_merges(Session& s);
 
 // run_session_backends' parts, shared with the live run (live_session.h): the backends to run, the
 // host inputs they need, one backend's stage (its run and /cuda_graph replay, or why it cannot run

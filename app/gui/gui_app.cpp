@@ -440,6 +440,9 @@ void App::draw_panel(Tab t) {
       case Tab::kEngine:
         engine_.draw(*shown_, ui_);
         break;
+      case Tab::kMerge:
+        merge_.draw(*shown_, ui_);
+        break;
     }
   } catch (const std::exception& e) {  // no input may end the GUI: this view is turned off, the rest goes on
     depth.restore();

@@ -22,6 +22,7 @@
 #include "panels/engine_panel.h"
 #include "panels/local_panel.h"
 #include "panels/mask_panel.h"
+#include "panels/merge_panel.h"
 #include "panels/pages_panel.h"
 #include "panels/plan_cost_panel.h"
 #include "panels/softmax_panel.h"
@@ -129,6 +130,7 @@ class App {
   int sweep_mode_ = 0;  // the Sweep tab: 0 a case path swept, 1 planning cost per batch size
   DiffPanel diff_;
   TimingPanel timing_;
+  MergePanel merge_;
   ConsistencyPanel consistency_;
 };
 

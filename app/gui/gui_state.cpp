@@ -27,6 +27,8 @@ const char* tab_title(Tab t) {
       return "Consistency";
     case Tab::kEngine:
       return "Engine";
+    case Tab::kMerge:
+      return "Merge";
   }
   return "?";
 }
@@ -53,6 +55,8 @@ const char* tab_id(Tab t) {
       return "consistency";
     case Tab::kEngine:
       return "engine";
+    case Tab::kMerge:
+      return "merge";
   }
   return "?";
 }

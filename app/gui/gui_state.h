@@ -7,12 +7,14 @@
 
 namespace attnscope::gui {
 
-enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency, kEngine };
-constexpr Tab kTabs[] = {Tab::kMask, Tab::kPages,  Tab::kLocal, Tab::kSplit,       Tab::kSoftmax,
-                         Tab::kDiff, Tab::kTiming, Tab::kSweep, Tab::kConsistency, Tab::kEngine};
+enum class Tab { kMask, kPages, kLocal, kSplit, kSoftmax, kDiff, kTiming, kSweep, kConsistency, kEngine, kMerge };
+// the Merge tab last: Ctrl+1 .. Ctrl+8 keep the tabs they had before it came
+constexpr Tab kTabs[] = {Tab::kMask,   Tab::kPages, Tab::kLocal,       Tab::kSplit,  Tab::kSoftmax, Tab::kDiff,
+                         Tab::kTiming, Tab::kSweep, Tab::kConsistency, Tab::kEngine, Tab::kMerge};
 
 const char* tab_title(Tab t);  // "Mask", "Pages", ...
-const char* tab_id(Tab t);     // "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency", "engine"
+// "mask", "pages", "local", "split", "softmax", "diff", "timing", "sweep", "consistency", "engine", "merge"
+const char* tab_id(Tab t);
 std::optional<Tab> parse_tab(const std::string& s);  // by id or title, case-insensitive
 
 struct UiState {
@@ -32,6 +34,10 @@ struct UiState {
   int pages_view = 0;
   int diff_reference = 1;
   int engine = 0;  // the Engine tab's engine: 0 sglang-fa, 1 vllm-flashinfer
+  // The Merge tab's (token, head) row: until the user picks one (merge_picked), the row with the
+  // largest merged error, where a wrong merge shows most
+  int merge_request = 0, merge_query = 0, merge_head = 0;
+  bool merge_picked = false;
 };
 
 // --view NAME: the Pages tab's pool / scales / channels view or the Diff tab's baseline / dequantised /

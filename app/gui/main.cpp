@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf(
           "usage: attnscope [case.json] [--screenshot out.png] [--tab "
-          "mask|pages|local|split|softmax|diff|timing|sweep|consistency|engine] [--view NAME] [--sweep "
+          "mask|pages|local|split|softmax|diff|timing|sweep|consistency|engine|merge] [--view NAME] [--sweep "
           "PATH=VALUES] [--sweep-report FILE] [--plan-cost] [--consistency N] "
           "[--size WxH] [--edit-latency N [--drag PATH=A:B]] [--version]\n"
           "  --view NAME       an FP8 case's sub-view: pool, scales, channels (Pages tab), baseline, dequantised, original\n"
