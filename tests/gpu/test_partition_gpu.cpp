@@ -3,7 +3,9 @@
 // interleave 1 / 16 / 64 (and over a cascade) is within the 2x rule of the unpartitioned reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -151,4 +153,30 @@ TEST(PartitionGpu, BaseMixExampleFailsOnFlashInferOnly) {
       EXPECT_EQ(m.verdict.rfind("base 2", 0), 0u) << m.verdict;
     }
   EXPECT_TRUE(checked);
+}
+
+// Ranks on 2 or more GPUs at once give the bits of the same ranks run one after another on one GPU
+// (the same merge order), for each GPU backend; the report says where each rank ran.
+TEST(PartitionGpu, RanksOnSeveralGpusAreTheVirtualRunsBits) {
+  REQUIRE_GPU();
+  std::string why;
+  const int n = static_cast<int>(query_devices(&why).size());
+  if (n < 2) GTEST_SKIP() << "one GPU here: the ranks run virtually (this test needs 2 or more)";
+  for (const char* id : {"cuda.flash", "flashinfer.decode", "flashinfer.prefill"}) {
+    if (!make_backend(id)->check(decode_case(id, 4, 16, 3)).empty()) continue;
+    const CaseSpec c = decode_case(id, 4, 16, 3);
+    SessionOptions one, many;
+    one.partition_gpus = 1;
+    many.partition_gpus = n;
+    const auto a = run_session(CaseFile{c}, one), b = run_session(CaseFile{c}, many);
+    const Result *ra = a->result(id), *rb = b->result(id);
+    ASSERT_TRUE(ra && ra->ok() && rb && rb->ok()) << id;
+    EXPECT_EQ(ra->partition->gpus, 1);
+    EXPECT_EQ(rb->partition->gpus, std::min(n, 4));
+    EXPECT_EQ(rb->partition->parts[1].device, 1);
+    ASSERT_EQ(ra->o.size(), rb->o.size());
+    for (size_t i = 0; i < ra->o.size(); ++i) ASSERT_EQ(f32_bits(ra->o[i]), f32_bits(rb->o[i])) << id << " O[" << i << "]";
+    for (size_t i = 0; i < ra->lse.size(); ++i) ASSERT_EQ(f32_bits(ra->lse[i]), f32_bits(rb->lse[i])) << id << " LSE[" << i << "]";
+    std::cout << id << ": " << rb->partition->collective << "\n";
+  }
 }
