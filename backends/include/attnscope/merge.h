@@ -34,6 +34,10 @@ struct Merger {
 // Every merger of this build: attnscope's host merge first, then each compiled family's, in family order.
 std::vector<Merger> mergers();
 // Runs each merger on `in` and fills vs_attnscope against the first (the host merge, the result's own).
+// Never throws: a merger's exception is its run's status kError with the message.
 std::vector<MergeRun> run_merges(const MergeInput& in);
+// "bit-identical", or how a's O and LSE differ from ref's: "max |diff| 0.0024 (O), first at row 17 d 3;
+// LSE max |diff| 1.2e-06, first at row 17" (rows of dv values).
+std::string merge_versus(const MergeRun& a, const MergeRun& ref, int dv);
 
 }  // namespace attnscope
