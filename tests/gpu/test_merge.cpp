@@ -1,6 +1,8 @@
 // The merges of partitioned runs on the GPU (issue 44): cuda.merge gives merge_partials' bits (host
-// partials uploaded, partials already on the device, and through run_merges); and reading base-2
-// partials as natural log (sglang #40903) is a large error that these checks would see.
+// partials uploaded, partials already on the device, and through run_merges); FlashInfer's MergeState /
+// MergeStates / VariableLengthMergeStates come within a bound of it that each one's arithmetic
+// explains; rows empty in every partial stay O = 0, LSE = -inf with no NaN; and reading base-2 partials
+// as natural log (sglang #40903) is a large error that these checks would see.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +46,12 @@ const MergeRun* find_run(const std::vector<MergeRun>& runs, const std::string& i
   for (const auto& r : runs)
     if (r.id == id) return &r;
   return nullptr;
+}
+
+bool has_merger(const std::string& id) {
+  for (const auto& m : mergers())
+    if (m.id == id) return true;
+  return false;
 }
 
 // The shapes every check runs: dtypes, 2 / 4 / 8 partials, head dims, rows as [tokens, heads]
@@ -123,6 +131,58 @@ TEST(CudaMerge, RunMergesSaysBitIdentical) {
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->status, Status::kOk) << c->message;
   EXPECT_EQ(c->vs_attnscope, "bit-identical");
+}
+
+// FlashInfer's merges against merge_partials. Why they differ, and so the bound:
+// - all three weigh with ex2.approx / lg2.approx (math::ptx_exp2 / ptx_log2: about 2 ulp) where
+//   attnscope's merge rounds exp2 / log2 once: LSE within 1e-5 (1 + |LSE|), a weight within a few float ulps;
+// - MergeStates and the variable-length merge keep a running max and sum (state_t) in fp32 and round O
+//   once: another operation order, so the rounding to the dtype may land one ulp (of values below 2) away;
+// - MergeState writes V in the dtype after every pairwise step: P - 1 more roundings of half an ulp each.
+TEST(FlashInferMerge, WithinTheBoundOfItsArithmetic) {
+  REQUIRE_COMPILED_GPU("flashinfer.decode");
+  for (const std::string id : {"flashinfer.merge_state", "flashinfer.merge_states", "flashinfer.merge_states_varlen"})
+    ASSERT_TRUE(has_merger(id)) << id;
+  uint64_t seed = 300;
+  for (const Shape& s : shapes()) {
+    SCOPED_TRACE(name(s));
+    const MergePartials m = partials(s, ++seed);
+    MergeInput in = m.input(LseBase::k2, LseBase::k2);
+    in.qo_heads = s.heads;
+    const MergeRun want = host(in);
+    const std::vector<MergeRun> runs = run_merges(in);
+    for (const std::string id : {"flashinfer.merge_state", "flashinfer.merge_states", "flashinfer.merge_states_varlen"}) {
+      SCOPED_TRACE(id);
+      const MergeRun* r = find_run(runs, id);
+      ASSERT_NE(r, nullptr);
+      if (s.dt == DType::kFp32) {  // FlashInfer's merges take 16-bit values only
+        EXPECT_EQ(r->status, Status::kUnsupported) << r->message;
+        continue;
+      }
+      ASSERT_EQ(r->status, Status::kOk) << r->message;
+      EXPECT_NE(r->message.find("base 2"), std::string::npos) << r->message;
+      const double ulp = s.dt == DType::kBf16 ? 0x1p-7 : 0x1p-10;  // of values in [1, 2)
+      const double tol_o = (id == "flashinfer.merge_state" ? s.P : 1) * ulp + 1e-6;
+      double worst_o = 0, worst_l = 0;
+      for (size_t i = 0; i < want.o.size(); ++i) {
+        ASSERT_FALSE(std::isnan(r->o[i])) << "O " << i;
+        worst_o = std::max(worst_o, std::fabs(static_cast<double>(r->o[i]) - want.o[i]));
+      }
+      for (size_t i = 0; i < want.lse.size(); ++i) {
+        ASSERT_FALSE(std::isnan(r->lse[i])) << "LSE " << i;
+        if (std::isinf(want.lse[i])) {
+          EXPECT_EQ(r->lse[i], want.lse[i]) << "row " << i;
+          continue;
+        }
+        const double e = std::fabs(static_cast<double>(r->lse[i]) - want.lse[i]);
+        worst_l = std::max(worst_l, e / (1 + std::fabs(want.lse[i])));
+      }
+      EXPECT_LE(worst_o, tol_o);
+      EXPECT_LE(worst_l, 1e-5);
+      for (int64_t row : m.empty_rows)
+        for (int d = 0; d < m.dv; ++d) EXPECT_EQ(r->o[row * m.dv + d], 0.f) << "empty row " << row;
+    }
+  }
 }
 
 // sglang #40903: FlashInfer's base-2 partials merged as if natural log. Each merge read that way is far
