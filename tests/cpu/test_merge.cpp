@@ -1,7 +1,8 @@
 // The merge registry (attnscope/merge.h) on any build: the host merge comes first and is merge_partials
 // bit for bit; an empty partial (LSE -inf, O = 0) changes no bit; a row empty in every partial merges
 // to O = 0, LSE = -inf with no NaN; the portable exp2 / log2 the merges share with the device are
-// within 1 ulp; a base mix-up (log2 partials read as natural log) is a large error.
+// within 1 ulp; a base mix-up (log2 partials read as natural log) is a large error; the gather across
+// GPUs says why it cannot run where it cannot.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/collective.h"
 #include "attnscope/merge.h"
 #include "attnscope/softmax_state.h"
 #include "merge_gen.h"
@@ -159,4 +161,17 @@ TEST(Merge, VersusNamesTheFirstDifference) {
   EXPECT_EQ(merge_versus(a, b, 3), "O bit-identical; LSE max |diff| 0.12, first at row 1");
   a.o.pop_back();
   EXPECT_NE(merge_versus(a, b, 3).find("not compared"), std::string::npos);
+}
+
+// Without NCCL, CUDA, or a second GPU the gather across GPUs refuses with its reason (as a status).
+TEST(Merge, TheGatherSaysWhyNotWhereItCannotRun) {
+  const std::string why = gather_unavailable(2);
+  if (why.empty()) GTEST_SKIP() << "the gather runs here (NcclGather.* in the GPU tests check it)";
+  const MergePartials m = make_merge_partials(1, 2, 8, 64, DType::kBf16);
+  std::vector<RankPartial> ranks(2);
+  for (int r = 0; r < 2; ++r) ranks[r] = {m.o[r].data(), m.lse[r].data(), nullptr};
+  const GatheredPartials g = gather_partials(ranks, m.rows, m.dv, true);
+  EXPECT_NE(g.status, Status::kOk);
+  EXPECT_EQ(g.message, why);
+  EXPECT_TRUE(g.o.empty());
 }
