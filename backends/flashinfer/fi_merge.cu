@@ -172,6 +172,10 @@ MergeRun run_kind(Kind kind, const MergeInput& in) {
     r.message = "FlashInfer's merges take 1 or more partials and a row count that fits its 32-bit indices";
     return r;
   }
+  if (in.rows == 0) {  // nothing to launch (a grid of no blocks is a launch error)
+    r.message = what_it_read(in) + "; no rows";
+    return r;
+  }
   try {
     cuda::ScopedDevice on(in.device);
     const uint32_t heads = heads_for(in), rows = static_cast<uint32_t>(in.rows), dv = static_cast<uint32_t>(in.dv);
