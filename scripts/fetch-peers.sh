@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Fetches the pinned headers of the real-library backends from PyPI into .deps/ (git-ignored):
 # FlashInfer (flashinfer-python), a CCCL newer than CUDA 13.0's (FlashInfer 0.7 needs
-# cuda::fast_mod_div), the cuDNN frontend, and FlashAttention-2's kernel sources (flash-attn, an
-# sdist: see fetch_sdist below). Only header / kernel trees are unpacked; nothing is installed into
-# Python and nothing is committed. Idempotent: a pin already unpacked is kept.
+# cuda::fast_mod_div), the cuDNN frontend, NCCL (headers and library, where a CUDA toolkit is), and
+# FlashAttention-2's kernel sources (flash-attn, an sdist: see fetch_sdist below). Only header / kernel
+# trees (and NCCL's library) are unpacked; nothing is installed into Python and nothing is committed.
+# Idempotent: a pin already unpacked is kept.
 # A failure here is not fatal to the build: CMake then reports the family as "not found".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,12 @@ pins=(
   "nvidia-cuda-cccl==13.3.5.0.6|cccl|nvidia/cu13/include/*"
   "nvidia-cudnn-frontend==1.32.0|cudnn-frontend|include/*"
 )
+# NCCL (issue 44: partials gathered across GPUs): headers and libnccl.so.2 from the wheel PyTorch 2.11
+# for CUDA 13 depends on (its METADATA: nvidia-nccl-cu13==2.28.9). Fetched only where a CUDA toolkit
+# is, since nothing without one can use it (CI has none, and the wheel is ~200 MB).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  pins+=("nvidia-nccl-cu13==2.28.9|nccl|nvidia/nccl/include/* nvidia/nccl/lib/*")
+fi
 
 py=$(command -v python3 || true)
 if [ -z "$py" ] || ! "$py" -m pip --version >/dev/null 2>&1; then
@@ -32,7 +39,7 @@ for entry in "${pins[@]}"; do
   # the download does not depend on the local Python.
   if ! "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-      --platform manylinux2014_x86_64 --platform any -d "$deps/wheels" "$pin" >"$deps/wheels/$dir.log" 2>&1; then
+      --platform manylinux_2_18_x86_64 --platform manylinux2014_x86_64 --platform any -d "$deps/wheels" "$pin" >"$deps/wheels/$dir.log" 2>&1; then
     echo "fetch-peers: could not download $pin (see $deps/wheels/$dir.log)" >&2
     continue
   fi

@@ -4,7 +4,8 @@
 # benchmark table (every GPU backend beside PyTorch SDPA, tests/peer/bench_table.py). Logs go to
 # $OUT (or ./gpu-logs). Usage: bash scripts/gpu-check.sh [arch]
 # The pinned peer headers come from .deps/ (scripts/fetch-peers.sh), or from .carry/deps.tar.gz on
-# a machine without network (pack it with: tar czf .carry/deps.tar.gz .deps).
+# a machine without network (pack it with: tar czf .carry/deps.tar.gz --exclude=.deps/nccl .deps: NCCL's
+# library alone is over the carry limit, and the build there takes PyTorch's NCCL, backends/gpu/nccl_find.cmake).
 # Knobs (environment): BUILD_TARGETS="gpu_tests attnscope-cli" (build only those), GPU_FILTER (run
 # gpu_tests on a gtest filter instead of ctest -L gpu), CUDNN_FROM_TORCH=0 (build cudnn.sdpa against the
 # cuDNN found beside the toolkit instead of PyTorch's wheel, the default), MEMCHECK_FILTER / MEMCHECK_TIMEOUT,

@@ -4,7 +4,9 @@
 #if ATTNSCOPE_FAMILY_COMPILED
 #include <cuda_runtime.h>
 
+#include "attnscope/merge.h"
 #include "cuda_backends.h"
+#include "cuda_merge.h"
 #endif
 
 namespace attnscope {
@@ -75,6 +77,7 @@ BackendFamily cuda_family() {
     if (id == "cuda.flash_padded") return cuda::make_flash_backend(true);
     return cuda::make_naive_backend(id);
   };
+  f.mergers = cuda::cuda_mergers;  // cuda.merge: attnscope's merge on the GPU, the host's bits
 #else
   f.note = ATTNSCOPE_FAMILY_WHY;
 #endif

@@ -4,7 +4,9 @@
 #include "fi_library_plan.h"
 #include "fi_script.h"
 #if ATTNSCOPE_FAMILY_COMPILED
+#include "attnscope/merge.h"
 #include "fi_backends.h"
+#include "fi_merge.h"
 #endif
 
 namespace attnscope {
@@ -84,6 +86,7 @@ BackendFamily flashinfer_family() {
       return peers::flashinfer::make_mla_backend(id == "flashinfer.mla_sm90");
     return peers::flashinfer::make_decode_backend();
   };
+  f.mergers = peers::flashinfer::fi_mergers;  // cascade.cuh's MergeState / MergeStates / VariableLengthMergeStates
 #else
   f.note = ATTNSCOPE_FAMILY_WHY;
 #endif

@@ -17,9 +17,7 @@ namespace attnscope {
 
 // Rank r owns key position p iff floor(p / interleave) mod ranks == r (interleave 1: SGLang's
 // --dcp-size layout; interleave i: vLLM's cp_kv_cache_interleave_size).
-AS_HD inline int owner_rank(int64_t p, int ranks, int interleave) {
-  return static_cast<int>((p / interleave) % ranks);
-}
+AS_HD inline int owner_rank(int64_t p, int ranks, int interleave) { return static_cast<int>((p / interleave) % ranks); }
 // Position of rank r's j-th key (its keys in ascending order).
 AS_HD inline int64_t shard_position(int64_t j, int ranks, int rank, int interleave) {
   return KeySource{0, ranks, rank, interleave, 0}.position(j);
@@ -34,11 +32,11 @@ AS_HD inline int64_t shard_size(int64_t len, int ranks, int rank, int interleave
 // The partitions of a case, in merge order: context ranks 0..c-1, or cascade levels 0 (the shared
 // prefix) and 1 (each request's own keys).
 struct Partition {
-  std::string label;                 // "rank 1", "level 0: shared prefix"
-  CaseSpec sub;                      // the case this partition runs (requests with no keys here dropped)
-  std::vector<int> requests;         // [sub.requests] the request of the case each sub-case request is
-  std::vector<int64_t> keys;         // [case requests] keys of each request in this partition
-  int rank = 0;                      // context: the rank; cascade: the level
+  std::string label;          // "rank 1", "level 0: shared prefix"
+  CaseSpec sub;               // the case this partition runs (requests with no keys here dropped)
+  std::vector<int> requests;  // [sub.requests] the request of the case each sub-case request is
+  std::vector<int64_t> keys;  // [case requests] keys of each request in this partition
+  int rank = 0;               // context: the rank; cascade: the level
 };
 bool is_partitioned(const CaseSpec& c);
 // Empty when the case has no /parallel. Throws CaseError for a case the partitions cannot express.
@@ -61,12 +59,15 @@ AS_HD inline float merge_input_lse2(float x, LseBase native, LseBase read) {
   const float as_native = native == LseBase::k2 ? x * l2e : x;
   return read == LseBase::kE ? as_native * l2e : as_native;
 }
-// Folds partial b (lse2_b, o_b) into the running state (lse2, o[0..dv)): merge_weights' weights,
-// then o = fma(wa, o, wb * o_b) per element; the same bits on host and device.
+// One element of a fold: the only arithmetic a merge applies to O (explicit fma: nvcc's contraction
+// cannot make it another operation on the device).
+AS_HD inline float merge_fold_element(float wa, float o, float wb, float o_b) { return fmaf(wa, o, wb * o_b); }
+// Folds partial b (lse2_b, o_b) into the running state (lse2, o[0..dv)): merge_weights' weights (its
+// portable exp2 / log2), then merge_fold_element per element; the same bits on host and device.
 AS_HD inline void merge_fold(float* lse2, float* o, float lse2_b, const float* o_b, int dv) {
   float wa, wb, l;
-  merge_weights(*lse2, lse2_b, &wa, &wb, &l);
-  for (int d = 0; d < dv; ++d) o[d] = fmaf(wa, o[d], wb * o_b[d]);
+  merge_weights<true>(*lse2, lse2_b, &wa, &wb, &l);
+  for (int d = 0; d < dv; ++d) o[d] = merge_fold_element(wa, o[d], wb, o_b[d]);
   *lse2 = l;
 }
 
@@ -78,8 +79,8 @@ struct PartialRows {
 };
 // attnscope's merge: partials folded in order 0, 1, ... per row with merge_fold, O rounded to the
 // dtype once at the end, LSE back to natural log (read-base units: what the merge computed).
-void merge_partials(const std::vector<PartialRows>& parts, int64_t rows, int dv, DType dt, LseBase native,
-                    LseBase read, std::vector<float>* o, std::vector<float>* lse);
+void merge_partials(const std::vector<PartialRows>& parts, int64_t rows, int dv, DType dt, LseBase native, LseBase read,
+                    std::vector<float>* o, std::vector<float>* lse);
 
 const char* lse_base_name(LseBase b);  // "e", "2"
 

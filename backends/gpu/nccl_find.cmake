@@ -1,0 +1,77 @@
+# Finds NCCL for the partials' gather across GPUs (issue 44, nccl_gather.cu): headers and library of one
+# install. ATTNSCOPE_NCCL_ROOT (a folder with include/nccl.h and lib/libnccl.so*) names it; otherwise the
+# pinned nvidia-nccl-cu13 wheel scripts/fetch-peers.sh unpacks (.deps/nccl), else a Python's
+# nvidia/nccl (PyTorch's own NCCL wheel: the GPU machines have PyTorch and no network, so no fetch).
+# Sets ATTNSCOPE_NCCL_INCLUDE, ATTNSCOPE_NCCL_LIBRARY, ATTNSCOPE_NCCL_LIBDIR, ATTNSCOPE_NCCL_VERSION and
+# ATTNSCOPE_NCCL_FOUND_TEXT, or _nccl_why when none is found.
+set(ATTNSCOPE_NCCL_ROOT "" CACHE PATH "The NCCL install to build against (a folder holding include/nccl.h and lib/libnccl.so*)")
+
+# "2.28.9" from DIR/nccl.h ("" without one)
+function(_attnscope_nccl_version dir out)
+  set(_v "")
+  if(EXISTS "${dir}/nccl.h")
+    file(STRINGS "${dir}/nccl.h" _nv REGEX "#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3" _v "${_nv}")
+  endif()
+  set(${out} "${_v}" PARENT_SCOPE)
+endfunction()
+
+# The pin, read from the set-up script that fetches it (one place names it)
+file(STRINGS "${PROJECT_SOURCE_DIR}/scripts/fetch-peers.sh" _nccl_pin_line REGEX "nvidia-nccl-cu13==[0-9.]+")
+string(REGEX MATCH "nvidia-nccl-cu13==([0-9.]+)" _nccl_pin "${_nccl_pin_line}")
+set(ATTNSCOPE_NCCL_PIN_VERSION "${CMAKE_MATCH_1}")
+
+set(_nccl_roots)
+set(_nccl_from)
+if(ATTNSCOPE_NCCL_ROOT)
+  list(APPEND _nccl_roots "${ATTNSCOPE_NCCL_ROOT}")
+  list(APPEND _nccl_from "ATTNSCOPE_NCCL_ROOT")
+else()
+  list(APPEND _nccl_roots "${ATTNSCOPE_DEPS_DIR}/nccl/nvidia/nccl")
+  list(APPEND _nccl_from "the pinned wheel (scripts/fetch-peers.sh)")
+  find_program(_nccl_python NAMES python3)
+  if(_nccl_python)
+    execute_process(COMMAND ${_nccl_python} -c "import nvidia.nccl as m; print(list(m.__path__)[0])"
+                    OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_nccl_wheel)
+      list(APPEND _nccl_roots "${_nccl_wheel}")
+      list(APPEND _nccl_from "the nvidia-nccl wheel of ${_nccl_python}")
+    endif()
+  endif()
+endif()
+
+set(ATTNSCOPE_NCCL_INCLUDE "")
+set(ATTNSCOPE_NCCL_LIBRARY "")
+set(_nccl_i 0)
+foreach(_root IN LISTS _nccl_roots)
+  list(GET _nccl_from ${_nccl_i} _from)
+  math(EXPR _nccl_i "${_nccl_i} + 1")
+  # wheels ship only the versioned file (libnccl.so.2); a system install has the plain name too
+  find_library(_nccl_lib NAMES nccl libnccl.so.2 PATHS "${_root}/lib" "${_root}/lib64" NO_DEFAULT_PATH NO_CACHE)
+  if(EXISTS "${_root}/include/nccl.h" AND _nccl_lib)
+    set(ATTNSCOPE_NCCL_INCLUDE "${_root}/include")
+    set(ATTNSCOPE_NCCL_LIBRARY "${_nccl_lib}")
+    set(_nccl_source "${_from}")
+    break()
+  endif()
+  unset(_nccl_lib)
+endforeach()
+
+if(NOT ATTNSCOPE_NCCL_LIBRARY)
+  if(ATTNSCOPE_NCCL_ROOT)
+    set(_nccl_why "NCCL not found (no include/nccl.h and lib/libnccl.so* under ${ATTNSCOPE_NCCL_ROOT})")
+  else()
+    set(_nccl_why "NCCL not found (scripts/fetch-peers.sh fetches the pinned nvidia-nccl-cu13 where nvcc is, and PyTorch's wheel or -DATTNSCOPE_NCCL_ROOT=DIR also serve)")
+  endif()
+  return()
+endif()
+
+_attnscope_nccl_version("${ATTNSCOPE_NCCL_INCLUDE}" ATTNSCOPE_NCCL_VERSION)
+get_filename_component(_nccl_real "${ATTNSCOPE_NCCL_LIBRARY}" REALPATH)
+get_filename_component(ATTNSCOPE_NCCL_LIBDIR "${_nccl_real}" DIRECTORY)
+set(_pin_note "the pin (nvidia-nccl-cu13==${ATTNSCOPE_NCCL_PIN_VERSION})")
+if(NOT ATTNSCOPE_NCCL_VERSION STREQUAL ATTNSCOPE_NCCL_PIN_VERSION)
+  set(_pin_note "NOT the pin: scripts/fetch-peers.sh pins nvidia-nccl-cu13==${ATTNSCOPE_NCCL_PIN_VERSION}")
+endif()
+set(ATTNSCOPE_NCCL_FOUND_TEXT "NCCL ${ATTNSCOPE_NCCL_VERSION} from ${_nccl_source} (${ATTNSCOPE_NCCL_INCLUDE}), ${_pin_note}")
+message(STATUS "attnscope: nccl: ${ATTNSCOPE_NCCL_FOUND_TEXT}; library ${_nccl_real}, linked with an RPATH to ${ATTNSCOPE_NCCL_LIBDIR}")
