@@ -5,8 +5,10 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
+#include "attnscope/collective.h"
 #include "attnscope/device.h"
 #include "attnscope/merge.h"
 #include "attnscope/partition.h"
@@ -110,6 +112,32 @@ std::vector<Result> run_parts(const std::string& id, const std::vector<Partition
   return out;
 }
 
+// The partials of ranks that ran on several GPUs, gathered onto GPU 0 through NCCL (collective.h): each
+// rank's rows staged on its GPU, sent, and checked on arrival to be the bits that left. Where no
+// collective can run, the report says why and the partials stay as each run downloaded them. Returns
+// an error message when the gathered bits differ.
+std::string gather_across_gpus(PartitionReport& rep, int64_t rows, int dv, MergeInput* in) {
+  if (const std::string why = gather_unavailable(static_cast<int>(rep.parts.size())); !why.empty()) {
+    rep.collective += " (no collective: " + why + ")";
+    return "";
+  }
+  std::vector<RankPartial> ranks;
+  for (const auto& p : rep.parts) ranks.push_back({p.o.data(), p.lse.data(), nullptr});
+  const GatheredPartials g = gather_partials(ranks, rows, dv, true, rep.gpus);
+  if (g.status != Status::kOk) {
+    rep.collective += " (the collective failed: " + g.message + ")";
+    return "";
+  }
+  for (size_t k = 0; k < rep.parts.size(); ++k)
+    if (std::memcmp(g.o[k].data(), rep.parts[k].o.data(), g.o[k].size() * 4) != 0 ||
+        std::memcmp(g.lse[k].data(), rep.parts[k].lse.data(), g.lse[k].size() * 4) != 0)
+      return rep.parts[k].label + ": the partial gathered through NCCL differs from the one its GPU computed";
+  rep.collective = g.message;
+  rep.collective_ms = g.collective_ms;
+  in->on_device = g.on_gpu0;  // cuda.merge merges the gathered buffers where they arrived
+  return "";
+}
+
 }  // namespace
 
 Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOptions& ro, bool host_inputs, const Result* whole) {
@@ -159,6 +187,14 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   in.native = rep->native;
   in.read = rep->read;
   in.qo_heads = c.num_qo_heads;  // the libraries' merges are given the rows as [tokens, heads]
+  if (rep->gpus > 1) {
+    const std::string bad = gather_across_gpus(*rep, in.rows, in.dv, &in);
+    if (!bad.empty()) {
+      out.status = Status::kError;
+      out.message = bad;
+      return out;
+    }
+  }
   const auto m0 = std::chrono::steady_clock::now();
   merge_partials(in.parts, in.rows, in.dv, in.dtype, in.native, in.read, &out.o, &out.lse);
   rep->merge_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
