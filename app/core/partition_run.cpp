@@ -211,14 +211,6 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   return out;
 }
 
-std::string merge_base_note(const Result& r) {
-  if (!r.partition || r.partition->read == r.partition->native) return "";
-  auto base = [](LseBase b) { return b == LseBase::k2 ? std::string("base-2") : std::string("natural-log"); };
-  return "merged reading " + r.backend + "'s " + base(r.partition->native) + " LSE as " +
-         (r.partition->read == LseBase::k2 ? "base 2" : "natural log") + " (/parallel/merge_base \"" +
-         lse_base_name(r.partition->read) + "\"; its descriptor says " + lse_base_name(r.partition->native) + ")";
-}
-
 MergeBaseCheck check_merge_bases(const CaseSpec& c, const Result& r, const Result& truth) {
   MergeBaseCheck chk;
   chk.backend = r.backend;

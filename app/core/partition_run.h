@@ -15,11 +15,6 @@ namespace attnscope {
 Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOptions& ro, bool host_inputs,
                        const Result* whole = nullptr);
 
-// What a comparison of `backend`'s merged result says about its merge: "" when the merge read each
-// partial in the backend's own base, else e.g. "merged reading flashinfer.decode's base-2 LSE as natural
-// log (/parallel/merge_base "e")".
-std::string merge_base_note(const Result& r);
-
 // Which base the partials of `r` merge correctly in: each base's merge against `truth` (max |O - truth|
 // over the rows both computed) and the verdict ("base 2 (its descriptor says 2)").
 struct MergeBaseCheck {

@@ -367,7 +367,6 @@ DiffReport compare_one(const Session& s, const ComparisonSpec& k) {
   // on the device where both sides are there (the same bits as the host's), else on the host
   const DiffPassFn pass = diff_pass_where_the_data_is(c);
   DiffReport d = compare_results(c, *a, *b, k, l, pass);
-  if (const std::string note = merge_base_note(*a); !note.empty()) d.verdict.detail += "; " + note;
   if (s.original_ideal && s.original_ideal->ok() && d.available) {
     d.vs_original = diff_only(c, *a, *s.original_ideal, pass).o;
     d.baseline_vs_original = diff_only(c, *b, *s.original_ideal, pass).o;

@@ -1,5 +1,6 @@
 // Comparison statistics and verdicts.
 #include "attnscope/compare.h"
+#include "attnscope/partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -206,6 +207,7 @@ DiffReport compare_results(const CaseSpec& c, const Result& a, const Result& b, 
     }
   }
   if (rep.sampled) v.detail += " (sampled rows)";
+  if (const std::string note = merge_base_note(a); !note.empty()) v.detail += "; " + note;  // the base-mix bug named
   return rep;
 }
 

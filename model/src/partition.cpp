@@ -163,4 +163,12 @@ void merge_partials(const std::vector<PartialRows>& parts, int64_t rows, int dv,
   }
 }
 
+std::string merge_base_note(const Result& r) {
+  if (!r.partition || r.partition->read == r.partition->native) return "";
+  auto base = [](LseBase b) { return b == LseBase::k2 ? std::string("base-2") : std::string("natural-log"); };
+  return "merged reading " + r.backend + "'s " + base(r.partition->native) + " LSE as " +
+         (r.partition->read == LseBase::k2 ? "base 2" : "natural log") + " (/parallel/merge_base \"" +
+         lse_base_name(r.partition->read) + "\"; its descriptor says " + lse_base_name(r.partition->native) + ")";
+}
+
 }  // namespace attnscope

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/result.h"
 #include "attnscope/softmax_state.h"
 #include "attnscope/types.h"
 
@@ -83,5 +84,10 @@ void merge_partials(const std::vector<PartialRows>& parts, int64_t rows, int dv,
                     std::vector<float>* o, std::vector<float>* lse);
 
 const char* lse_base_name(LseBase b);  // "e", "2"
+
+// What a comparison of a merged result says about its merge: "" when the merge read each partial in the
+// backend's own base, else e.g. "merged reading flashinfer.decode's base-2 LSE as natural log
+// (/parallel/merge_base "e"; its descriptor says 2)". compare_results appends it to the verdict.
+std::string merge_base_note(const Result& r);
 
 }  // namespace attnscope
