@@ -68,16 +68,20 @@ void print_partition_run(std::ostream& o, const Session& s) {
     for (const auto& part : p.parts)
       o << "; " << part.label << " " << (part.timing.device_ms > 0 ? ms(part.timing.device_ms) + " ms (device)" : ms(part.timing.host_ms) + " ms");
     o << "; attnscope's merge " << ms(p.merge_ms) << " ms (host)\n";
-    for (size_t k = 1; k < p.merges.size(); ++k) {
-      const MergeRun& m = p.merges[k];
-      o << "    merge " << m.id << ": "
-        << (m.status == Status::kOk ? m.vs_attnscope + " (vs attnscope's), " + ms(m.device_ms) + " ms" : std::string(status_name(m.status)) + ": " + m.message)
-        << "\n";
-    }
   }
   for (const MergeBaseCheck& m : s.merge_checks)
     o << "  base check " << m.backend << ": its partials merge into the reference's answer in " << m.verdict
       << ": max |O - ref| merged as base e " << sci(m.err_e) << ", as base 2 " << sci(m.err_2) << "\n";
+  // the merge kernels of the build last: which run depends on the build and the device
+  for (const Result& r : s.results)
+    for (size_t k = 1; r.partition && k < r.partition->merges.size(); ++k) {
+      const MergeRun& m = r.partition->merges[k];
+      o << "  " << r.backend << " merged by " << m.id << ": "
+        << (m.status == Status::kOk ? m.vs_attnscope + " (vs attnscope's), " + ms(m.device_ms) + " ms"
+            : m.message.rfind(status_name(m.status), 0) == 0 ? m.message
+                                                              : std::string(status_name(m.status)) + ": " + m.message)
+        << "\n";
+    }
 }
 
 }  // namespace attnscope
