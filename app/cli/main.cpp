@@ -7,6 +7,7 @@
 #include <climits>
 #include <iostream>
 
+#include "attnscope/partition.h"
 #include "attnscope/registry.h"
 #include "bench.h"
 #include "case_json.h"
@@ -18,7 +19,6 @@
 #include "environment.h"
 #include "explain.h"
 #include "explain_report.h"
-#include "attnscope/partition.h"
 #include "export_merge.h"
 #include "export_script.h"
 #include "invariance.h"
@@ -492,14 +492,16 @@ int main(int argc, char** argv) {
     if (cmd == "validate") return cmd_validate(parse_args(argc, argv, {}, {}));
     if (cmd == "plan") return cmd_plan(parse_args(argc, argv, {"json"}, {"flex-block-mask", "engine"}));
     if (cmd == "run")
-      return cmd_run(parse_backend_args(
-          argc, argv, {"json"}, {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend", "gpus"}));
+      return cmd_run(
+          parse_backend_args(argc, argv, {"json"},
+                             {"backends", "sample-rows", "report", "export", "dump", "export-script", "script-backend", "gpus"}));
     if (cmd == "invariance")
       return cmd_invariance(
           parse_backend_args(argc, argv, {"json"}, {"backend", "planners", "fixed-split-size", "fixed-tile-q"}));
     if (cmd == "consistency") return cmd_consistency(parse_backend_args(argc, argv, {"json"}, {"last", "backends"}));
     if (cmd == "mla-forms") return cmd_mla_forms(parse_backend_args(argc, argv, {}, {"backends"}));
-    if (cmd == "bench") return cmd_bench(parse_backend_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches", "gpus"}));
+    if (cmd == "bench")
+      return cmd_bench(parse_backend_args(argc, argv, {"json", "plan-only"}, {"backends", "reps", "batches", "gpus"}));
     if (cmd == "sweep") return cmd_sweep(parse_backend_args(argc, argv, {"json"}, {"set", "backends", "reps", "csv"}));
     if (cmd == "explain") return cmd_explain(parse_args(argc, argv, {"json"}, {"request", "row", "head"}));
     if (cmd == "devices") return cmd_devices(parse_args(argc, argv, {"json"}, {}));

@@ -49,8 +49,8 @@ void print_partition_plan(std::ostream& o, const CaseSpec& c) {
     }
     const Plan sp = plan_case(p.sub);
     o << "; its plan: tile " << sp.split.cta_tile_q << ", chunk " << sp.split.chunk_pages << " pages, "
-      << (sp.split.split_kv ? "split-KV" : "no split") << ", " << sp.split.num_items << " items, "
-      << sp.pages.indices.size() << " pages";
+      << (sp.split.split_kv ? "split-KV" : "no split") << ", " << sp.split.num_items << " items, " << sp.pages.indices.size()
+      << " pages";
     if (p.sub.has_sinks()) o << "; counts the sink";
     o << "\n";
   }
@@ -63,10 +63,10 @@ void print_partition_run(std::ostream& o, const Session& s) {
     const PartitionReport& p = *r.partition;
     if (!any) o << "\npartitions  " << p.collective << "\n";
     any = true;
-    o << "  " << r.backend << ": LSE read in base " << lse_base_name(p.read) << " (its own: " << lse_base_name(p.native)
-      << ")";
+    o << "  " << r.backend << ": LSE read in base " << lse_base_name(p.read) << " (its own: " << lse_base_name(p.native) << ")";
     for (const auto& part : p.parts)
-      o << "; " << part.label << " " << (part.timing.device_ms > 0 ? ms(part.timing.device_ms) + " ms (device)" : ms(part.timing.host_ms) + " ms");
+      o << "; " << part.label << " "
+        << (part.timing.device_ms > 0 ? ms(part.timing.device_ms) + " ms (device)" : ms(part.timing.host_ms) + " ms");
     o << "; attnscope's merge " << ms(p.merge_ms) << " ms (host)\n";
   }
   for (const MergeBaseCheck& m : s.merge_checks)
@@ -77,9 +77,9 @@ void print_partition_run(std::ostream& o, const Session& s) {
     for (size_t k = 1; r.partition && k < r.partition->merges.size(); ++k) {
       const MergeRun& m = r.partition->merges[k];
       o << "  " << r.backend << " merged by " << m.id << ": "
-        << (m.status == Status::kOk ? m.vs_attnscope + " (vs attnscope's), " + ms(m.device_ms) + " ms"
+        << (m.status == Status::kOk                          ? m.vs_attnscope + " (vs attnscope's), " + ms(m.device_ms) + " ms"
             : m.message.rfind(status_name(m.status), 0) == 0 ? m.message
-                                                              : std::string(status_name(m.status)) + ": " + m.message)
+                                                             : std::string(status_name(m.status)) + ": " + m.message)
         << "\n";
     }
 }

@@ -1,8 +1,6 @@
 // Text output of attnscope-cli.
 #include "text_report.h"
 
-#include "partition_report.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "attnscope/workload.h"
 #include "cuda_graph_run.h"
 #include "fp8_stats.h"
+#include "partition_report.h"
 #include "report_json.h"
 
 namespace attnscope::cli {
@@ -277,7 +276,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
 
   print_library_plans(o, p);
   print_mla_library_plan(o, p);
-  o << graph_pad_text(c, p);  // /cuda_graph: the padded batch
+  o << graph_pad_text(c, p);   // /cuda_graph: the padded batch
   print_partition_plan(o, c);  // /parallel: each partition and its own plan
 
   o << "\nBLOCK MAP  ";

@@ -1,20 +1,18 @@
 // attnscope-cli bench.
 #include "bench.h"
 
-#include <cstdio>
-
-#include "attnscope/partition.h"
-#include "partition_run.h"
-
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 
 #include "attnscope/device.h"
+#include "attnscope/partition.h"
 #include "attnscope/plan.h"
 #include "attnscope/registry.h"
 #include "attnscope/workload.h"
 #include "cuda_graph_run.h"
+#include "partition_run.h"
 
 namespace attnscope {
 
@@ -50,8 +48,8 @@ void partition_step(const PartitionReport& rep, BenchRow* row) {
   row->min_ms = row->max_ms = 0;  // a sum of medians has no min / max of its own
   char b[256];
   std::snprintf(b, sizeof b, "%zu %s on %d GPU%s: kernels %.4f ms (busiest GPU), collective %.4f ms, merge %.4f ms (%s)",
-                rep.parts.size(), rep.kind == "context" ? "ranks" : "levels", rep.gpus, rep.gpus > 1 ? "s" : "",
-                rep.kernels_ms, rep.collective_ms, merge, merge_id.c_str());
+                rep.parts.size(), rep.kind == "context" ? "ranks" : "levels", rep.gpus, rep.gpus > 1 ? "s" : "", rep.kernels_ms,
+                rep.collective_ms, merge, merge_id.c_str());
   row->note = b;
 }
 

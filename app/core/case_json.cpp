@@ -1,8 +1,6 @@
 // Strict reader and canonical writer of the case format.
 #include "case_json.h"
 
-#include "attnscope/partition.h"
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +12,7 @@
 
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
+#include "attnscope/partition.h"
 #include "attnscope/registry.h"
 #include "json_strict.h"
 #include "recorded_json.h"
@@ -299,10 +298,9 @@ void read_parallel(const Obj& top, CaseSpec& c) {
 }  // namespace
 
 CaseFile parse_case(const json& j) {
-  Obj top(j, "", {"schema",   "name",        "description", "requests", "heads",       "head_dim", "mla",
-                  "dtype",    "kv_cache",    "attention",   "split",    "cuda_graph",  "data",     "fp8_attention",
-                  "backends", "comparisons", "reference",   "kernels",  "environment", "recorded", "engine",
-                  "parallel"});
+  Obj top(j, "", {"schema",    "name",      "description", "requests",   "heads",  "head_dim",      "mla",      "dtype",
+                  "kv_cache",  "attention", "split",       "cuda_graph", "data",   "fp8_attention", "backends", "comparisons",
+                  "reference", "kernels",   "environment", "recorded",   "engine", "parallel"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");

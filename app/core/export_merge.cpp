@@ -80,9 +80,10 @@ const Result& partitioned(const Session& s, const std::string& target) {
   const Result* r = s.result(target);
   if (!r || !r->ok() || !r->partition)
     throw std::runtime_error("--export-script: " + target + " has no partitioned result here (" +
-                             (!r                                                       ? std::string("not run")
-                              : r->message.rfind(status_name(r->status), 0) == 0 ? r->message
-                                                                                 : std::string(status_name(r->status)) + ": " + r->message) +
+                             (!r ? std::string("not run")
+                              : r->message.rfind(status_name(r->status), 0) == 0
+                                  ? r->message
+                                  : std::string(status_name(r->status)) + ": " + r->message) +
                              "); name another with --script-backend");
   return *r;
 }
@@ -97,14 +98,19 @@ std::string make_merge_script(const Session& s, const std::string& target) {
         lse_base_name(r.partition->native) + "\"\nREAD = \"" + lse_base_name(r.partition->read) + "\"\n";
   // numpy's op order and its lack of fma move O by an ulp of the dtype at most, near |O| <= 4
   py += std::string("DTYPE = \"") + dtype_name(s.spec().dtype) + "\"\n";
-  py += std::string("TOL = ") + (s.spec().dtype == DType::kFp32 ? "1e-5" : s.spec().dtype == DType::kFp16 ? "1e-3" : "8e-3") + "\n";
+  py += std::string("TOL = ") +
+        (s.spec().dtype == DType::kFp32   ? "1e-5"
+         : s.spec().dtype == DType::kFp16 ? "1e-3"
+                                          : "8e-3") +
+        "\n";
   return py + kMergePy;
 }
 
 int export_merge_script(const Session& s, const std::string& dir, const std::string& target) {
   const Result& r = partitioned(s, target);
   const Result* ref = s.result(backend_for_role(Role::kReference));
-  if (!ref || !ref->ok()) throw std::runtime_error("--export-script: the merge script needs the reference's answer; it did not run");
+  if (!ref || !ref->ok())
+    throw std::runtime_error("--export-script: the merge script needs the reference's answer; it did not run");
   const CaseSpec& c = s.spec();
   const int64_t T = c.total_q(), H = c.num_qo_heads, D = c.head_dim_vo;
   int n = 0;

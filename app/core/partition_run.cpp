@@ -2,8 +2,8 @@
 // case's rows, merged.
 #include "partition_run.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -83,8 +83,8 @@ Result run_part(const std::string& id, const Partition& part, const RunOptions& 
 }
 
 // Every partition's result: one after another, or partition k on GPU k % gpus, one thread per GPU.
-std::vector<Result> run_parts(const std::string& id, const std::vector<Partition>& parts, const RunOptions& ro,
-                              bool host_inputs, int gpus) {
+std::vector<Result> run_parts(const std::string& id, const std::vector<Partition>& parts, const RunOptions& ro, bool host_inputs,
+                              int gpus) {
   std::vector<Result> out(parts.size());
   if (gpus <= 1) {
     for (size_t k = 0; k < parts.size(); ++k) {
@@ -152,7 +152,7 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   rep->collective = !is_gpu_backend(id) ? "virtual: on the host"
                     : rep->gpus > 1     ? "on " + std::to_string(rep->gpus) + " GPUs at once, partition k on GPU k % " +
                                           std::to_string(rep->gpus) + "; partials downloaded by each run"
-                                        : "virtual: the partitions one after another on one GPU";
+                                    : "virtual: the partitions one after another on one GPU";
   Result out;
   out.backend = id;
   const std::vector<Result> prs = run_parts(id, parts, ro, host_inputs, rep->gpus);
@@ -200,7 +200,7 @@ Result run_partitioned(const std::string& id, const CaseSpec& c, const RunOption
   rep->merge_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
   rep->merges = run_merges(in);
   for (auto& m : rep->merges) m.o.clear(), m.lse.clear();  // compared (vs_attnscope); the result holds the merge
-  if (whole) {  // a reference: its answer stays the unpartitioned one
+  if (whole) {                                             // a reference: its answer stays the unpartitioned one
     out.o = whole->o;
     out.lse = whole->lse;
     out.row_valid = whole->row_valid;

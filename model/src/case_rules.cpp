@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "attnscope/case_spec.h"
-#include "attnscope/partition.h"
 #include "attnscope/engine_metadata.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
+#include "attnscope/partition.h"
 
 namespace attnscope {
 

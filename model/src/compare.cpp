@@ -1,12 +1,13 @@
 // Comparison statistics and verdicts.
 #include "attnscope/compare.h"
-#include "attnscope/partition.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <thread>
+
+#include "attnscope/partition.h"
 
 namespace attnscope {
 

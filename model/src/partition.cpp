@@ -13,7 +13,8 @@ const char* lse_base_name(LseBase b) { return b == LseBase::k2 ? "2" : "e"; }
 namespace {
 
 std::string features_rule(const CaseSpec& c) {
-  const char* why = "a partition keeps its keys' order but not their positions, so only masks that need no position run partitioned";
+  const char* why =
+      "a partition keeps its keys' order but not their positions, so only masks that need no position run partitioned";
   const AttentionSpec& a = c.attention;
   if (a.window) return std::string("/attention/window: ") + why;
   if (a.local_chunk) return std::string("/attention/local_chunk: ") + why;
@@ -58,8 +59,8 @@ std::string partition_rule(const CaseSpec& c) {
   const int P = p.cascade->shared_prefix, ps = c.effective_page_size();
   if (P < 1) return "/parallel/cascade/shared_prefix: at least 1 token";
   if (P % ps != 0)
-    return "/parallel/cascade/shared_prefix: " + std::to_string(P) + " is not a multiple of the page size " +
-           std::to_string(ps) + " (the prefix is a run of whole pages)";
+    return "/parallel/cascade/shared_prefix: " + std::to_string(P) + " is not a multiple of the page size " + std::to_string(ps) +
+           " (the prefix is a run of whole pages)";
   for (size_t r = 0; r < c.requests.size(); ++r) {
     const int cached = c.requests[r].kv_len - c.requests[r].q_len;
     if (P > cached)

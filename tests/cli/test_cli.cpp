@@ -1,9 +1,5 @@
 // attnscope-cli as a user runs it: exit codes, error lines, JSON outputs, repro replay.
 #include <gtest/gtest.h>
-
-#include <sstream>
-
-#include "case_json.h"
 #include <sys/wait.h>
 
 #include <array>
@@ -12,7 +8,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "case_json.h"
 #include "cli_run.h"
 #include "npy_check.h"
 #include "sweep.h"

@@ -2,7 +2,6 @@
 // `run` the partials, merges and base check, and `--export-script` writes merge.py, whose NumPy merge
 // reproduces attnscope's and finds the base the reference agrees with.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -37,8 +36,8 @@ TEST(PartitionCli, MergeScriptReproducesTheBaseMix) {
   if (py.empty()) GTEST_SKIP() << "no python3 with numpy here (setup-deps.sh installs python3-numpy)";
   const fs::path dir = fs::temp_directory_path() / ("attnscope-merge-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const auto run = cli("run " + src("examples/lse-base-mixup.json") + " --export-script " + dir.string() +
-                       " --script-backend cpu.tiled");
+  const auto run =
+      cli("run " + src("examples/lse-base-mixup.json") + " --export-script " + dir.string() + " --script-backend cpu.tiled");
   EXPECT_EQ(run.code, 1) << run.out;  // the base-mix comparison fails
   EXPECT_NE(run.out.find("base check cpu.tiled: its partials merge into the reference's answer in base e"), std::string::npos)
       << run.out;

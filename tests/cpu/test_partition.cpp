@@ -80,7 +80,8 @@ TEST(Partition, SubCaseInputsAreTheWholeCasesKeys) {
     for (size_t i = 0; i < part.requests.size(); ++i)
       for (int j = 0; j < part.sub.requests[i].kv_len; ++j) {
         const int64_t pos = shard_position(j, 3, part.rank, 4);
-        ASSERT_EQ(key(part.sub, sp.pages, sw, static_cast<int>(i), j, 1, 7), key(c, p.pages, w, part.requests[i], static_cast<int>(pos), 1, 7))
+        ASSERT_EQ(key(part.sub, sp.pages, sw, static_cast<int>(i), j, 1, 7),
+                  key(c, p.pages, w, part.requests[i], static_cast<int>(pos), 1, 7))
             << part.label << " request " << part.requests[i] << " key " << j;
       }
   }
@@ -115,7 +116,8 @@ TEST(Partition, EmptyPartialsWeighNothingAndGiveNoNaN) {
                  LseBase::kE, LseBase::kE, &o, &lse);
   EXPECT_EQ(o, oa);
   EXPECT_NEAR(lse[0], 1.25f, 1e-6f);
-  merge_partials({{zero.data(), none.data()}, {zero.data(), none.data()}}, 1, 2, DType::kBf16, LseBase::k2, LseBase::kE, &o, &lse);
+  merge_partials({{zero.data(), none.data()}, {zero.data(), none.data()}}, 1, 2, DType::kBf16, LseBase::k2, LseBase::kE, &o,
+                 &lse);
   EXPECT_EQ(o, zero);
   EXPECT_EQ(lse[0], -INFINITY);
 }

@@ -176,7 +176,8 @@ TEST(PartitionGpu, RanksOnSeveralGpusAreTheVirtualRunsBits) {
     EXPECT_EQ(rb->partition->parts[1].device, 1);
     ASSERT_EQ(ra->o.size(), rb->o.size());
     for (size_t i = 0; i < ra->o.size(); ++i) ASSERT_EQ(f32_bits(ra->o[i]), f32_bits(rb->o[i])) << id << " O[" << i << "]";
-    for (size_t i = 0; i < ra->lse.size(); ++i) ASSERT_EQ(f32_bits(ra->lse[i]), f32_bits(rb->lse[i])) << id << " LSE[" << i << "]";
+    for (size_t i = 0; i < ra->lse.size(); ++i)
+      ASSERT_EQ(f32_bits(ra->lse[i]), f32_bits(rb->lse[i])) << id << " LSE[" << i << "]";
     std::cout << id << ": " << rb->partition->collective << "\n";
   }
 }

@@ -92,8 +92,9 @@ Readout mask_readout(const Session& s, int request, int head, int q, int k, cons
         std::count(c.data.outlier_channels.begin(), c.data.outlier_channels.end(), d) ? c.data.outlier_scale : 1.0;
     float qv = gen_value(seed, TensorId::kQ, q_index(c, request, q, head, d), c.data.mean, c.data.std, 1.0, c.dtype);
     const int64_t pos = c.key_source.position(k);  // a cascade's shared prefix has its own stream
-    float kv = gen_value(c.key_seed(request, pos), TensorId::kK, kv_index(static_cast<int>(pos), kvh, d, c.num_kv_heads, c.head_dim_qk),
-                         c.data.mean, c.data.std, scale, c.dtype);
+    float kv =
+        gen_value(c.key_seed(request, pos), TensorId::kK, kv_index(static_cast<int>(pos), kvh, d, c.num_kv_heads, c.head_dim_qk),
+                  c.data.mean, c.data.std, scale, c.dtype);
     if (quantised) {
       kv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, kv, static_cast<float>(r.k_scale)));
       if (fp8->fp8_attention) qv = fp8_bits_to_f32(fp8->format, quantize_fp8(fp8->format, qv, fp8->q_scale));

@@ -193,9 +193,7 @@ struct KeySource {
   int shared_prefix = 0;
   bool operator==(const KeySource&) const = default;
   bool identity() const { return offset == 0 && ranks == 1 && shared_prefix == 0; }
-  AS_HD int64_t position(int64_t j) const {
-    return offset + ((j / interleave) * ranks + rank) * interleave + j % interleave;
-  }
+  AS_HD int64_t position(int64_t j) const { return offset + ((j / interleave) * ranks + rank) * interleave + j % interleave; }
 };
 
 enum class CompareRule { kAllclose, kTwiceLowp, kBitwise, kMaxAbs };
@@ -243,7 +241,7 @@ struct CaseSpec {
   double sm_scale_or_default() const;
   int64_t total_q() const;
   int64_t total_kv() const;
-  uint64_t request_seed(int r) const;  // explicit seed, or mix(data.seed, r)
+  uint64_t request_seed(int r) const;   // explicit seed, or mix(data.seed, r)
   uint64_t shared_prefix_seed() const;  // the stream of a cascade's shared-prefix keys (no request index reaches it)
   // The seed and generator index base of request r's key j: the position key_source gives, from the
   // shared stream below the shared prefix, else the request's.

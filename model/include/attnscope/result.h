@@ -98,9 +98,9 @@ struct MergeRun {
   std::string vs_attnscope;   // "bit-identical", or the first difference and the largest
 };
 struct PartitionReport {
-  std::string kind;                 // "context" or "cascade"
-  LseBase native = LseBase::kE;     // the backend's own LSE base (its descriptor)
-  LseBase read = LseBase::kE;       // the base the merge read the partials' LSE in
+  std::string kind;                  // "context" or "cascade"
+  LseBase native = LseBase::kE;      // the backend's own LSE base (its descriptor)
+  LseBase read = LseBase::kE;        // the base the merge read the partials' LSE in
   std::vector<PartitionPart> parts;  // in merge order
   std::vector<MergeRun> merges;
   // Where the ranks ran and how their partials met: "virtual: ranks one after another on one GPU",
@@ -124,7 +124,7 @@ struct Result {
   Timing timing;
   std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
   std::string block_mask;  // python.flex_attention: FlexAttention's BlockMask (the worker's summary, JSON), else ""
-  std::shared_ptr<const DeviceResultCopy> device;  // o and lse on the device too, where the run kept them
+  std::shared_ptr<const DeviceResultCopy> device;    // o and lse on the device too, where the run kept them
   std::shared_ptr<const PartitionReport> partition;  // a partitioned run (/parallel): o and lse are the merge
   bool ok() const { return status == Status::kOk; }
   bool row_ok(int64_t t) const { return row_valid.empty() || row_valid[t] != 0; }
