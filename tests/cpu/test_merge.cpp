@@ -21,23 +21,17 @@ using attnscope::testing::MergePartials;
 
 namespace {
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-
 void expect_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i)
-    if (bits(a[i]) != bits(b[i])) {
+    if (f32_bits(a[i]) != f32_bits(b[i])) {
       ADD_FAILURE() << what << ": first difference at " << i << ": " << a[i] << " vs " << b[i];
       return;
     }
 }
 
 // ulps between two finite floats of one sign
-int64_t ulps(float a, float b) { return std::llabs(static_cast<int64_t>(bits(a)) - static_cast<int64_t>(bits(b))); }
+int64_t ulps(float a, float b) { return std::llabs(static_cast<int64_t>(f32_bits(a)) - static_cast<int64_t>(f32_bits(b))); }
 
 struct Merged {
   std::vector<float> o, lse;
@@ -124,7 +118,7 @@ TEST(Merge, ARowEmptyEverywhereIsZeroWithNoNaN) {
     ASSERT_FALSE(m.empty_rows.empty());
     for (int64_t row : m.empty_rows) {
       EXPECT_EQ(r.lse[row], -INFINITY) << "row " << row;
-      for (int d = 0; d < m.dv; ++d) EXPECT_EQ(bits(r.o[row * m.dv + d]), 0u) << "row " << row << " d " << d;
+      for (int d = 0; d < m.dv; ++d) EXPECT_EQ(f32_bits(r.o[row * m.dv + d]), 0u) << "row " << row << " d " << d;
     }
     for (float x : r.o) ASSERT_FALSE(std::isnan(x));
     for (float x : r.lse) ASSERT_FALSE(std::isnan(x));

@@ -22,17 +22,12 @@ using attnscope::testing::MergePartials;
 
 namespace {
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-
 // The first element whose bits differ ("" = none).
 std::string first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    if (bits(a[i]) != bits(b[i])) return "at " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " + std::to_string(b[i]);
+    if (f32_bits(a[i]) != f32_bits(b[i]))
+      return "at " + std::to_string(i) + ": " + std::to_string(a[i]) + " vs " + std::to_string(b[i]);
   return "";
 }
 

@@ -15,16 +15,6 @@ namespace attnscope {
 // exp2f / log2f differ there (glibc's are within about 0.5 ulp, CUDA's within 2 and 1 ulp), so these
 // are written out in double arithmetic (explicit fma, no library call, no contractible a * b + c) and
 // rounded to float once; within 1 ulp of the exact value.
-AS_HD inline double portable_f64(uint64_t u) {
-  double d;
-  memcpy(&d, &u, 8);
-  return d;
-}
-AS_HD inline uint64_t portable_f64_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, 8);
-  return u;
-}
 AS_HD inline float exp2_portable(float x) {
   if (x != x) return x;
   if (x >= 128.f) return INFINITY;
@@ -44,16 +34,16 @@ AS_HD inline float exp2_portable(float x) {
   p = fma(p, r, 0x1.ebfbdff82c58fp-3);
   p = fma(p, r, 0x1.62e42fefa39efp-1);
   p = fma(p, r, 1.0);
-  const double scale = portable_f64(static_cast<uint64_t>(static_cast<int64_t>(k) + 1023) << 52);  // 2^k, exact
+  const double scale = bits_f64(static_cast<uint64_t>(static_cast<int64_t>(k) + 1023) << 52);  // 2^k, exact
   return static_cast<float>(p * scale);  // one rounding (to a subnormal where the value is one)
 }
 AS_HD inline float log2_portable(float x) {
   if (x != x || x < 0.f) return x != x ? x : NAN;
   if (x == 0.f) return -INFINITY;
   if (x == INFINITY) return x;
-  const uint64_t b = portable_f64_bits(static_cast<double>(x));  // a float subnormal is a normal double
+  const uint64_t b = f64_bits(static_cast<double>(x));  // a float subnormal is a normal double
   int e = static_cast<int>((b >> 52) & 0x7ff) - 1023;
-  double m = portable_f64((b & ((uint64_t{1} << 52) - 1)) | (uint64_t{1023} << 52));  // [1, 2)
+  double m = bits_f64((b & ((uint64_t{1} << 52) - 1)) | (uint64_t{1023} << 52));  // [1, 2)
   // m over sqrt(2) halved: m in [sqrt(1/2), sqrt(2)], where the series below converges fastest
   if (m > 0x1.6a09e667f3bcdp+0) {
     m *= 0.5;

@@ -33,6 +33,16 @@ AS_HD inline float bits_f32(uint32_t u) {
   memcpy(&f, &u, 4);
   return f;
 }
+AS_HD inline uint64_t f64_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  return u;
+}
+AS_HD inline double bits_f64(uint64_t u) {
+  double d;
+  memcpy(&d, &u, 8);
+  return d;
+}
 
 // float -> IEEE binary16, round to nearest even, with subnormals, overflow to inf and NaN kept.
 // Written with integer operations only so host and device give the same bits.
