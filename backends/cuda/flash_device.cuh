@@ -62,6 +62,21 @@ struct FlashCta {
   // packed row of row `i` (0: g, 1: g + 8) of CTA-wide 16-row block `blk`
   __device__ int row_of(int blk, int i) const { return it.row_begin + (blk - blk0) * 16 + g + 8 * i; }
 
+  // The starting softmax state of block `blk`'s rows. A sink starts its row (m = the sink, d = 1: its
+  // term, no value vector) in the final output or the row's first KV chunk, so the online softmax carries
+  // it and the store pays nothing for it; else m = -inf, d = 0. `owner`: the one thread of the quad (and
+  // the one key-split warp) whose partial row sum holds the term (quad_row_sums and the warps' merge add).
+  __device__ __forceinline__ void start_rows(int blk, float (&mx)[2], float (&den)[2], bool owner) const {
+    const bool sink = p.sink2 && (!p.split || it.kv_chunk == 0);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = row_of(blk, i);
+      const bool mine = sink && row < it.row_end;
+      mx[i] = mine ? p.sink2[kvh * G + row % G] : -INFINITY;
+      den[i] = mine && owner && t4 == 0 ? 1.f : 0.f;
+    }
+  }
+
   // The visible key ranges of block `blk`'s rows into s_rlo / s_rhi (an empty row gets [0, 0)), the
   // block's common range into s_wlo / s_whi (a tile inside it needs no per-key test), and the union
   // of all rows' ranges into s_lo / s_hi (atomics; initialised by the caller).
@@ -245,17 +260,9 @@ struct FlashCta {
       if (row >= it.row_end) continue;
       const int q_local = row / G;
       const int hd = kvh * G + row % G;
-      const bool empty = den[i] == 0.f;
+      const bool empty = den[i] == 0.f;  // no visible key and no sink (start_rows put the sink in den)
       const float inv = empty ? 0.f : 1.f / den[i];
-      float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
-      // a sink joins the row here, once: into the final O, or into the partial of the row's first KV chunk
-      // before it is rounded (the merge then carries it; tiled_fold_sink's order): O x ws and its LSE
-      float ws = 1.f;
-      if (p.sink2 && (!p.split || it.kv_chunk == 0)) {
-        float wb = 0.f, l = 0.f;
-        merge_weights(lse2, p.sink2[hd], &ws, &wb, &l);
-        lse2 = l;
-      }
+      const float lse2 = empty ? -INFINITY : mx[i] + log2f(den[i]);
       if (p.split) {
         const int64_t pr = p.o_indptr[it.unit] + static_cast<int64_t>(q_local) * p.unit_chunks[it.unit] + it.kv_chunk;
         float* dst = p.part_o + (pr * p.hq + hd) * D;
@@ -264,7 +271,6 @@ struct FlashCta {
           float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
           if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
           if constexpr (kScaleV) a *= v_scale, b *= v_scale;
-          a *= ws, b *= ws;  // x 1 without a sink: the same bits
           if (p.round_partials) {
             a = round_to(Mma<T>::kDType, a);
             b = round_to(Mma<T>::kDType, b);
@@ -281,7 +287,6 @@ struct FlashCta {
           float a = o[j][2 * i] * inv, b = o[j][2 * i + 1] * inv;
           if constexpr (kQuadCols) a = o[j / 2 * 2][2 * i + j % 2] * inv, b = o[j / 2 * 2 + 1][2 * i + j % 2] * inv;
           if constexpr (kScaleV) a *= v_scale, b *= v_scale;
-          a *= ws, b *= ws;  // x 1 without a sink: the same bits
           *reinterpret_cast<uint32_t*>(dst + (kQuadCols ? 16 * (j / 2) + 4 * t4 + 2 * (j % 2) : 8 * j + 2 * t4)) =
               Mma<T>::pack(a, b);
         }

@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(WM* WN * 32, D <= 64 && WM * WN == 8 ? 2 : 1) 
     for (int j = 0; j < D / 8; ++j) o[rb][j][0] = o[rb][j][1] = o[rb][j][2] = o[rb][j][3] = 0.f;
   float mx[RB][2], den[RB][2];
 #pragma unroll
-  for (int rb = 0; rb < RB; ++rb) mx[rb][0] = mx[rb][1] = -INFINITY, den[rb][0] = den[rb][1] = 0.f;
+  for (int rb = 0; rb < RB; ++rb) c.start_rows(wm * RB + rb, mx[rb], den[rb], wn == 0);
 
   // KV tiles start at the item's first key, as in cpu.tiled; tiles no row sees are skipped (a
   // mask_mod's empty tiles inside the range too: the plan lists the item's non-empty tiles)

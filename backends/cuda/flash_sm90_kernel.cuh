@@ -103,7 +103,8 @@ __global__ void __launch_bounds__(NWG * 128, NWG == 2 && D <= 128 ? 2 : 1) flash
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float mx[2] = {-INFINITY, -INFINITY}, den[2] = {0.f, 0.f};
+  float mx[2], den[2];
+  c.start_rows(warp, mx, den, true);
   float s[NT][4];
   uint32_t a[NT / 2][4];  // P as wgmma's A fragments
   // S = Q K^T from the K tile of `stage`: this warpgroup's 64 rows x 64 keys, k-step kk reads Q's and K's 16
