@@ -25,19 +25,12 @@ namespace attnscope::peers::flashinfer {
 template <bool kCustom>
 struct SinkAttention : ::flashinfer::DefaultAttention<kCustom, true, false, true> {
   using Base = ::flashinfer::DefaultAttention<kCustom, true, false, true>;
-  const float* sink_row;  // this unit's sinks, [num_qo_heads]
+  uint32_t sink_base;  // this unit's first sink in params.maybe_sinks ([units, num_qo_heads]): 32 bits held
+                       // through the KV loop, not a 64-bit pointer (the variant lives in the kernel's registers)
 
   template <typename Params>
   __device__ __host__ SinkAttention(const Params& params, uint32_t batch_idx, uint8_t* smem_ptr)
-      : Base(params, batch_idx, smem_ptr) {
-    sink_row = params.maybe_sinks + static_cast<uint64_t>(batch_idx) * params.num_qo_heads;
-#ifdef __CUDA_ARCH__
-    // update_m_d reads one of these after the KV loop: fetched into L1 now, that read does not wait on
-    // memory at the end of the CTA (four 128-byte lines: up to 128 heads)
-    const uint32_t line = threadIdx.x % 4 * 32;
-    if (line < params.num_qo_heads) asm volatile("prefetch.global.L1 [%0];" ::"l"(sink_row + line));
-#endif
-  }
+      : Base(params, batch_idx, smem_ptr), sink_base(batch_idx * params.num_qo_heads) {}
 
   // scale: what OutputTransform multiplies the unnormalised output by, one factor per row: the rescale of
   // o to the new m, 1 / d and V's scale (the default variant multiplies each element by 1 / d and V's scale;
@@ -48,7 +41,7 @@ struct SinkAttention : ::flashinfer::DefaultAttention<kCustom, true, false, true
     namespace fm = ::flashinfer::math;
     float rescale = 1.f;
     if (!params.partition_kv || kv_tile_idx == 0) {  // chunk 0 carries the sink; another chunk's partial does not
-      const float s2 = sink_row[qo_head_idx] * fm::log2e;
+      const float s2 = params.maybe_sinks[sink_base + qo_head_idx] * fm::log2e;
       const float m_old = static_cast<float>(m);
       if (m_old == -fm::inf) {  // no visible key in this partial: the sink alone (o is 0)
         m = T_M(s2);
