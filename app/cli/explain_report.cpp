@@ -49,6 +49,9 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
   size_t step = 0;
   for (const auto& p : t.partials) {
     o << "\nchunk " << p.chunk << "  keys " << range(p.kv_begin, p.kv_end) << "  work item " << p.item << "\n";
+    if (t.sink2 != -INFINITY && (!t.split || p.chunk == 0))  // the sink starts this state (tiled_item_row)
+      o << "  start: the sink, m = s_h x log2(e) = " << g(t.sink2, 0) << ", d = 1 (its term, no value vector"
+        << (t.kv_warp_split > 1 ? "; every way starts at this m, way 0 holds d = 1" : "") << "), O = 0\n";
     o << "  way  keys            visible    tile max       m old       m new     rescale           d         |O|  O[0:4]\n";
     for (; step < t.steps.size() && t.steps[step].chunk == p.chunk; ++step) {
       const TileStep& s = t.steps[step];
@@ -66,11 +69,11 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
       << (p.den == 0.f ? "  (no visible key: O = 0, LSE = -inf)" : "") << "\n";
   }
   if (!t.merges.empty()) {
-    o << "\nmerge in chunk order (acc starts as chunk " << t.partials.front().chunk << "'s partial)\n";
+    o << "\nmerge in chunk order (acc starts as chunk " << t.partials.front().chunk << "'s partial"
+      << (t.sink2 != -INFINITY ? ", which holds the sink: counted once)\n" : ")\n");
     for (const auto& m : t.merges)
-      o << "  + " << (m.sink ? std::string("sink (once per row)") : "chunk " + std::to_string(m.chunk)) << ": LSE2 "
-        << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights " << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0)
-        << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
+      o << "  + chunk " << m.chunk << ": LSE2 " << g(m.lse_acc, 0) << " & " << g(m.lse_chunk, 0) << " -> weights "
+        << g(m.w_acc, 0) << " / " << g(m.w_chunk, 0) << ", LSE2 " << g(m.lse_after, 0) << ", O = " << head(m.o_head) << "\n";
   }
   o << "\nfinal   LSE " << g(t.lse, 0) << " (natural log)  O = " << head(t.o, 8) << "   " << backend_for_role(Role::kPlanTwin)
     << "'s bits\n";
@@ -78,7 +81,8 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
     << " (fp64)\n";
   o << "diff    O max abs " << g(t.max_abs_diff, 0) << ", LSE " << g(t.lse_diff, 0) << "\n";
   if (t.sink != -INFINITY)
-    o << "sink    logit " << g(t.sink, 0) << " (no value vector): " << g(t.sink_prob, 0) << " of the exact probability mass\n";
+    o << "sink    logit " << g(t.sink, 0) << " (no value vector; it started the row's state, m = " << g(t.sink2, 0)
+      << ", d = 1): " << g(t.sink_prob, 0) << " of the exact probability mass\n";
 }
 
 }  // namespace attnscope::cli

@@ -104,15 +104,17 @@ nlohmann::json trace_to_json(const SoftmaxTrace& t) {
                      {"o_head", nums(p.o_head)}});
   j["partials"] = parts;
   nlohmann::json merges = nlohmann::json::array();
-  for (const auto& m : t.merges) {
-    nlohmann::json x = {{"chunk", m.chunk},        {"lse_acc", num(m.lse_acc)}, {"lse_chunk", num(m.lse_chunk)},
-                        {"w_acc", num(m.w_acc)},   {"w_chunk", num(m.w_chunk)}, {"lse_after", num(m.lse_after)},
-                        {"o_head", nums(m.o_head)}};
-    if (m.sink) x["sink"] = true;  // the row's attention sink (lse_chunk is its base-2 logit), chunk -1
-    merges.push_back(x);
-  }
+  for (const auto& m : t.merges)
+    merges.push_back({{"chunk", m.chunk},
+                      {"lse_acc", num(m.lse_acc)},
+                      {"lse_chunk", num(m.lse_chunk)},
+                      {"w_acc", num(m.w_acc)},
+                      {"w_chunk", num(m.w_chunk)},
+                      {"lse_after", num(m.lse_after)},
+                      {"o_head", nums(m.o_head)}});
   j["merges"] = merges;
-  if (t.sink != -INFINITY) j["sink"] = {{"logit", num(t.sink)}, {"p", num(t.sink_prob)}};
+  // the sink has no merge step: logit2 is the row's starting m (d = 1) in its output or first chunk
+  if (t.sink != -INFINITY) j["sink"] = {{"logit", num(t.sink)}, {"logit2", num(t.sink2)}, {"p", num(t.sink_prob)}};
   nlohmann::json ref = nlohmann::json::array();
   for (double x : t.ref_o) ref.push_back(num(x));
   j["final"] = {{"o", nums(t.o)}, {"lse", num(t.lse)}};

@@ -1,6 +1,7 @@
 // The softmax step-through of one row (softmax_trace.h): cpu.tiled's own row arithmetic
 // (tiled_row.cpp) over the row's work items in chunk order, the fold of their partials, and
-// cpu.reference's row (reference_row.h) beside it.
+// cpu.reference's row (reference_row.h) beside it. A sink has no step of its own: it is the state the
+// row's output or first chunk starts from (m = sink2, d = 1), which the tile steps show.
 #include "attnscope/softmax_trace.h"
 
 #include <algorithm>
@@ -88,9 +89,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
       tr.partials.push_back(cp);
       continue;
     }
-    MergeStep sink_step;  // the sink joins the row's first chunk's partial (tiled_partial)
-    cp.lse2 = cpu::tiled_partial(a, st, part.data(), it.kv_chunk == 0, &sink_step);
-    if (sink_step.sink) tr.merges.push_back(sink_step);
+    cp.lse2 = cpu::tiled_partial(a, st, part.data());
     cp.o_head.assign(part.begin(), part.begin() + std::min(Dv, kTraceHeadValues));
     tr.partials.push_back(cp);
     if (n == 0) {  // the fold starts from chunk 0's partial, as cpu.tiled's merge does
@@ -106,12 +105,6 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   if (sp.split_kv) {
     for (int d = 0; d < Dv; ++d) tr.o[d] = round_to(c.dtype, acc[d]);
     tr.lse = lse2_to_e(lse2);
-  } else if (!a.sink2.empty()) {  // tiled_final folded the sink in: the same step, for the record
-    MergeStep ms;
-    float l = tr.partials.back().lse2;
-    cpu::tiled_fold_sink(0, nullptr, &l, a.sink2[head], &ms);
-    ms.o_head.assign(tr.o.begin(), tr.o.begin() + std::min(Dv, kTraceHeadValues));
-    tr.merges.push_back(ms);
   }
 
   // the exact softmax (cpu.reference's row), per-key logits in the tiled arithmetic, probabilities
@@ -119,6 +112,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   std::vector<double> probs;
   const std::vector<float> sinks = sink_logits(c);
   tr.sink = sinks.empty() ? -INFINITY : sinks[head];
+  tr.sink2 = a.sink2.empty() ? -INFINITY : a.sink2[head];
   tr.ref_lse = cpu::reference_row(c, p, w, a.kv, request, query, tr.token, head, tr.ref_o.data(), &probs, tr.sink);
   tr.sink_prob = sinks.empty() ? 0.0 : std::exp(tr.sink - tr.ref_lse);
   for (int d = 0; d < Dv; ++d) tr.max_abs_diff = std::max(tr.max_abs_diff, std::fabs(tr.o[d] - tr.ref_o[d]));

@@ -1,9 +1,9 @@
 // cpu.tiled: fp32 online softmax that executes the SplitPlan exactly: its work items (query tile x
 // KV chunk), KV tiles of kKvTile keys from each chunk's start, partial states, and the merge in
 // chunk order. P is rounded to the dtype before P.V, as a tensor-core kernel feeds P to the MMA.
-// It shows split effects without a GPU and is the CPU twin of cuda.flash. A sink joins each row once,
-// after its last tile (unsplit) or into its first KV chunk's partial before that is rounded (split). The per-row arithmetic is
-// in tiled_row.cpp, shared with the softmax step-through.
+// It shows split effects without a GPU and is the CPU twin of cuda.flash. A sink starts each row's
+// state (m = the sink, d = 1) in its output or its first KV chunk, whose partial then carries it through
+// the merge. The per-row arithmetic is in tiled_row.cpp, shared with the softmax step-through.
 #include <cmath>
 #include <limits>
 
@@ -41,7 +41,7 @@ class Tiled final : public Backend {
         const RowState st = tiled_item_row(a, it, row, kvh, scratch);
         if (sp.split_kv) {
           const int64_t pr = sp.o_indptr[it.unit] + static_cast<int64_t>(ql) * sp.unit_chunks[it.unit] + it.kv_chunk;
-          part_lse[pr * Hq + h] = tiled_partial(a, st, part_o.data() + (pr * Hq + h) * Dv, it.kv_chunk == 0);
+          part_lse[pr * Hq + h] = tiled_partial(a, st, part_o.data() + (pr * Hq + h) * Dv);
         } else {
           const int64_t t = a.unit_tok[it.unit] + ql;
           res.lse[t * Hq + h] = tiled_final(a, st, res.o.data() + (t * Hq + h) * Dv);

@@ -213,8 +213,13 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   sc.pv.resize(kKvTile);
   sc.way_o.resize(W);
   for (auto& o : sc.way_o) o.assign(a.Dv, 0.f);  // keeps the capacity of the previous row
-  sc.way_m.assign(W, -INFINITY);
+  // A sink starts the row (cuda.flash's start_rows): every way's m = the sink, way 0's d = 1 (its term,
+  // no value vector), in the final output or the row's first KV chunk; the online softmax and the
+  // merges carry it, so the store adds nothing and a fully masked row ends with O = 0, LSE = the sink.
+  const bool sink = !a.sink2.empty() && (!sp.split_kv || it.kv_chunk == 0);
+  sc.way_m.assign(W, sink ? a.sink2[h] : -INFINITY);
   sc.way_d.assign(W, 0.f);
+  if (sink) sc.way_d[0] = 1.f;
   sc.scale.assign(W, 1.f);
   for (int w = 0; w < W; ++w) {
     float& mx = sc.way_m[w];
@@ -308,7 +313,6 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   }
   r.o = sc.way_o[0].data();
   r.v_scale = a.head_v_scale[kvh];
-  if (!a.sink2.empty()) r.sink2 = a.sink2[h];
   if (part) {
     part->chunk = it.kv_chunk;
     part->kv_begin = it.kv_begin;
@@ -322,11 +326,10 @@ RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kv
   return r;
 }
 
-float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk, MergeStep* sink_step) {
-  const bool empty = st.den == 0.f;
-  float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
+float tiled_partial(const TiledArith& a, const RowState& st, float* out) {
+  const bool empty = st.den == 0.f;  // no visible key and no sink (a sink starts d at 1)
+  const float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
   for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
-  if (first_chunk && st.sink2 != -INFINITY) tiled_fold_sink(a.Dv, out, &lse, st.sink2, sink_step);
   if (a.c.split.partials == PartialPrecision::kDtype)
     for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);
   return lse;
@@ -334,28 +337,9 @@ float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool fi
 
 float tiled_final(const TiledArith& a, const RowState& st, float* out) {
   const bool empty = st.den == 0.f;
-  float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
-  for (int d = 0; d < a.Dv; ++d) out[d] = empty ? 0.f : (st.o[d] / st.den) * st.v_scale;
-  if (st.sink2 != -INFINITY) tiled_fold_sink(a.Dv, out, &lse, st.sink2);
-  for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, out[d]);  // one rounding, as before the sink existed
+  const float lse = empty ? -INFINITY : st.mx + std::log2(st.den);
+  for (int d = 0; d < a.Dv; ++d) out[d] = round_to(a.dt, empty ? 0.f : (st.o[d] / st.den) * st.v_scale);
   return lse2_to_e(lse);
-}
-
-void tiled_fold_sink(int Dv, float* acc, float* lse, float sink2, MergeStep* step) {
-  float wa, wb, l;
-  merge_weights(*lse, sink2, &wa, &wb, &l);
-  for (int d = 0; d < Dv; ++d) acc[d] = wa * acc[d];  // the sink's side has no value vector
-  if (step) {
-    step->sink = true;
-    step->chunk = -1;
-    step->lse_acc = *lse;
-    step->lse_chunk = sink2;
-    step->w_acc = wa;
-    step->w_chunk = wb;
-    step->lse_after = l;
-    step->o_head.assign(acc, acc + std::min(Dv, kTraceHeadValues));
-  }
-  *lse = l;
 }
 
 void tiled_fold(int Dv, float* acc, float* lse, float lse_b, const float* ob, MergeStep* step) {

@@ -33,7 +33,7 @@ struct TiledArith {
   // without FP8 (x * 1 = x: the same bits).
   std::vector<float> head_exp_scale, head_logit_scale, head_v_scale;
   // Per qo head, the sink logit in base 2 (sink_logits x log2(e), one float product); empty without
-  // sinks. It joins a row's state once, after its last KV tile or its partials' merge (tiled_fold_sink).
+  // sinks. It starts a row's state (m = sink2, d = 1) in its final output or first KV chunk (tiled_item_row).
   std::vector<float> sink2;
 };
 
@@ -52,8 +52,7 @@ float tiled_logit(const TiledArith& a, const float* qv, int request, int key, in
 struct RowState {
   const float* o = nullptr;
   float mx = -INFINITY, den = 0.f;
-  float v_scale = 1.f;      // the row's KV head's V scale (TiledArith::head_v_scale)
-  float sink2 = -INFINITY;  // the row's qo head's sink (base 2), -inf without: tiled_final folds it in
+  float v_scale = 1.f;  // the row's KV head's V scale (TiledArith::head_v_scale)
 };
 
 // Scratch reused across the rows of one thread: cpu.tiled's inner loop allocates nothing per row.
@@ -76,24 +75,20 @@ struct RowScratch {
 
 // Row `row` (packed: q_local * G + g) of work item `it` for KV head `kvh`: each of the plan's
 // kv_warp_split ways runs its online softmax over its keys of every KV tile, then the ways merge in
-// way order. `steps` / `part` (may be null) receive every tile step and the ways' merge.
+// way order. A sink starts the row's state when the item is the row's output or first KV chunk: every
+// way's m = the sink (base 2), way 0's d = 1, as cuda.flash's start_rows. `steps` / `part` (may be
+// null) receive every tile step and the ways' merge.
 RowState tiled_item_row(const TiledArith& a, const WorkItem& it, int row, int kvh, RowScratch& scratch,
                         std::vector<TileStep>* steps = nullptr, ChunkPartial* part = nullptr);
 
 // The item's partial of a split row: O / den (rounded to the dtype when the case asks for
-// dtype partials), 0 for an empty row; returns its base-2 LSE. first_chunk: the row's sink (if any)
-// is folded in before the rounding (tiled_fold_sink; `sink_step` records it): once per row, and the
-// merge carries it, so the sink adds no rounding of its own.
-float tiled_partial(const TiledArith& a, const RowState& st, float* out, bool first_chunk = false,
-                    MergeStep* sink_step = nullptr);
+// dtype partials), 0 for an empty row; returns its base-2 LSE. The first chunk's partial holds the
+// row's sink (its state started there), so the merge counts it once.
+float tiled_partial(const TiledArith& a, const RowState& st, float* out);
 
 // The final output of an unsplit row: O / den rounded to the dtype (0 when empty); returns the
-// natural-log LSE. With a sink, O / den and its LSE are folded with the sink first (tiled_fold_sink).
+// natural-log LSE (the sink, if any, is already in m and d).
 float tiled_final(const TiledArith& a, const RowState& st, float* out);
-
-// Folds a sink (base-2 logit, no value vector) into a row's normalised acc / *lse, as a partial with
-// LSE sink2 and O = 0: counted once per row, in its final output or its first chunk's partial.
-void tiled_fold_sink(int Dv, float* acc, float* lse, float sink2, MergeStep* step = nullptr);
 
 // Folds partial b (base-2 LSE, normalised O) into the accumulated acc / *lse (merge_weights).
 // `step` (may be null) receives the weights.

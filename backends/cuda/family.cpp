@@ -16,8 +16,9 @@ BackendFamily cuda_family() {
   BackendFamily f;
   f.name = "cuda";
   const std::string every = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format";
-  // Every backend takes attention sinks (folded into each row at its store or merge) and trees (the
-  // plan's mask bits). The naive kernels take both MLA forms at any head dims (tests/gpu/test_mla_gpu.cpp).
+  // Every backend takes attention sinks (a term of each row's denominator: the naive kernels add it, the
+  // flash kernels start the row's state with it) and trees (the plan's mask bits). The naive kernels
+  // take both MLA forms at any head dims (tests/gpu/test_mla_gpu.cpp).
   f.backends = {
       {.id = "cuda.reference",
        .summary = "fp64 naive attention on the GPU (ground truth at any size)",

@@ -49,8 +49,8 @@ struct FlashParams {
   const float* k_scale;
   const float* v_scale;
   int scale_stride;
-  // attention sinks (docs/conventions.md section 12): [hq] each qo head's sink logit in base 2, folded
-  // into the row once: at its final store, or into its first KV chunk's partial (tiled_fold_sink); nullptr: none
+  // attention sinks (docs/conventions.md section 12): [hq] each qo head's sink logit in base 2, which
+  // starts its rows' state (m = sink, d = 1) unsplit or in their first KV chunk (start_rows); nullptr: none
   const float* sink2;
   // MLA absorbed decode (flash_mla_kernel.cuh): CTA x runs items mla_items[x * n + s], n = slots per CTA,
   // each of mla_item_blocks 16-row blocks (-1: an empty slot); the items of a CTA share their keys

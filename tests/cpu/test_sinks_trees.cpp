@@ -251,6 +251,58 @@ TEST(Sinks, SplitRowCountsTheSinkOnce) {
   for (size_t i = 0; i < ref.o.size(); ++i) EXPECT_NEAR(tl.o[i], ref.o[i], 2e-2 * (1 + std::fabs(ref.o[i]))) << i;
 }
 
+// Worked by hand: one head, sink s = 2, two keys with logits 0 and 1 (q = e_0, k_0 = 0, k_1 = e_0,
+// sm_scale 1), V rows 1 and -2 in every element. O = (e^0 x 1 + e^1 x (-2)) / (e^2 + e^0 + e^1) and
+// LSE = log(e^2 + 1 + e), the sink's term e^2 having no value vector. The sink is the row's max, so
+// the row starts at m = 2 log2(e) and P = e^-2, e^-1 enter P.V rounded to fp16 (2^-11 relative),
+// O once more at the store. A second request, all padding, is fully masked: O = 0, LSE = s exactly
+// (m = s log2(e), d = 1: log2(1) adds nothing).
+TEST(Sinks, CpuTiledRowWithASinkAndTwoKeysByHand) {
+  CaseSpec c;
+  c.name = "sink-by-hand";
+  c.requests = {{1, 2}, {1, 2}};
+  c.requests[1].pad_start = 0;
+  c.num_qo_heads = c.num_kv_heads = 1;
+  c.head_dim_qk = c.head_dim_vo = 16;
+  c.dtype = DType::kFp16;
+  c.attention.sm_scale = 1.0;
+  c.attention.sinks = SinksSpec{{2.0}};
+  c.split.planner = Planner::kOff;
+  validate_case(c);
+  const Plan p = make_plan(c);
+  ASSERT_FALSE(p.split.split_kv);
+  Workload w = make_workload(c, p.pages);
+  const int D = c.head_dim_qk, ps = p.pages.page_size;
+  for (int t = 0; t < 2; ++t)
+    for (int d = 0; d < D; ++d) w.q[t * D + d] = d == 0 ? 1.f : 0.f;
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 2; ++k)
+      for (int d = 0; d < D; ++d) {
+        const size_t at = kv_offset(c.kv_cache.layout, p.pages.page_of(r, k), k % ps, 0, d, ps, 1, D);
+        w.k_pool[at] = k == 1 && d == 0 ? 1.f : 0.f;
+        w.v_pool[at] = k == 0 ? 1.f : -2.f;
+      }
+  const Result tl = run("cpu.tiled", c, p, w);
+  ASSERT_TRUE(tl.ok()) << tl.message;
+  const double e = std::exp(1.0), den = e * e + 1 + e;
+  const double o = (1.0 - 2.0 * e) / den, lse = std::log(den);
+  for (int d = 0; d < D; ++d) EXPECT_NEAR(tl.o[d], o, 3 * std::ldexp(std::fabs(o), -11)) << "O[" << d << "]";
+  EXPECT_NEAR(tl.lse[0], lse, 1e-6 * lse);
+  for (int d = 0; d < D; ++d) EXPECT_EQ(tl.o[D + d], 0.f) << "fully masked O[" << d << "]";
+  EXPECT_FLOAT_EQ(tl.lse[1], 2.f);
+  // the step-through shows the same order: every key-split way's one tile starts from m = s log2(e),
+  // way 0 (both keys) with d = 1, so its d ends at 1 + e^-2 + e^-1; the other ways see no key
+  const SoftmaxTrace tr = explain_row(c, p, w, 0, 0, 0);
+  ASSERT_EQ(tr.steps.size(), static_cast<size_t>(p.split.kv_warp_split));
+  for (const TileStep& st : tr.steps) {
+    EXPECT_EQ(st.m_old, tr.sink2) << "way " << st.way;
+    EXPECT_EQ(st.m_new, tr.sink2) << "way " << st.way;
+    EXPECT_EQ(st.rescale, 1.f) << "way " << st.way;
+    EXPECT_NEAR(st.den, st.way == 0 ? 1 + std::exp(-1.0) + std::exp(-2.0) : 0.0, 1e-6) << "way " << st.way;
+  }
+  EXPECT_TRUE(tr.merges.empty());
+}
+
 // A row with no visible key: O = 0 and LSE = the sink's logit, in every CPU backend.
 TEST(Sinks, FullyMaskedRowHasZeroOutputAndTheSinkAsLse) {
   CaseSpec c = small_case();
@@ -474,8 +526,8 @@ TEST(Trees, HeapTreeEqualsTheZooMaskMod) {
 }
 
 // The step-through with sinks and trees ends on cpu.tiled's bits (split or not) and shows the sink as
-// one step of its own (the first: into the first chunk's partial, or the unsplit row's output), with its
-// share of the exact probability mass.
+// the state the row starts from (the first tile's m_old, in the first chunk or the unsplit row's
+// output), with its share of the exact probability mass.
 TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
   int split = 0;
   for (uint64_t s = 401; s <= 412; ++s) {
@@ -491,8 +543,12 @@ TEST(SinksTrees, StepThroughEndsOnCpuTiledsBits) {
     const int64_t row = t.token * c.num_qo_heads + h;
     EXPECT_EQ(t.lse, tl.lse[row]);
     for (int d = 0; d < c.head_dim_vo; ++d) EXPECT_EQ(t.o[d], tl.o[row * c.head_dim_vo + d]);
-    ASSERT_FALSE(t.merges.empty());
-    EXPECT_TRUE(t.merges.front().sink);
+    if (!t.steps.empty()) {  // a row of no KV tile (a padded one) ends on the start: O = 0, LSE = the sink
+      EXPECT_EQ(t.steps.front().chunk, 0);
+      EXPECT_EQ(t.steps.front().m_old, t.sink2);
+    }
+    EXPECT_EQ(t.sink2, sink_logits(c)[h] * static_cast<float>(kLog2e));
+    EXPECT_EQ(t.merges.size() + 1, t.partials.size()) << "no merge step of the sink's own";
     EXPECT_EQ(t.sink, sink_logits(c)[h]);
     double pr = t.sink_prob;
     for (double x : t.probs) pr += x;

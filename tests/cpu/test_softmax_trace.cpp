@@ -2,8 +2,8 @@
 // bit on every example and on seeded random cases (split or not, key-split ways, GQA, windows,
 // chunked local attention, soft-cap, ALiBi, padding); the steps add up (the running max is the max
 // of the tile maxima, the rescale is exp2(m_old - m_new)); a fully masked row ends in O = 0 and
-// LSE = -inf (the sink's logit with sinks, whose share of the mass is its own step); the exact
-// softmax beside it is cpu.reference's row.
+// LSE = -inf (the sink's logit with sinks, which start the state of the row's output or first
+// chunk); the exact softmax beside it is cpu.reference's row.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -75,14 +75,16 @@ int check_case(const CaseSpec& c) {
       }
       EXPECT_LE(s.visible, s.kv_end - s.kv_begin);
     }
-    // a sink is one merge step of its own, the first: folded into the final O of an unsplit row or into
-    // a split row's first chunk's partial (docs/conventions.md section 12)
-    const size_t sink_steps = std::count_if(t.merges.begin(), t.merges.end(), [](const MergeStep& m) { return m.sink; });
-    EXPECT_EQ(sink_steps, c.has_sinks() ? 1u : 0u);
-    if (sink_steps) {
-      EXPECT_TRUE(t.merges.front().sink);
+    // a sink has no step of its own: every way of the row's output or first chunk starts from m = the
+    // sink (docs/conventions.md section 12), the other chunks from -inf; one merge per later chunk
+    EXPECT_EQ(std::isinf(t.sink2), !c.has_sinks());
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+      const TileStep& s = t.steps[i];
+      if (i > 0 && t.steps[i - 1].chunk == s.chunk && t.steps[i - 1].way == s.way) continue;
+      const bool sink = c.has_sinks() && (!t.split || s.chunk == 0);
+      EXPECT_EQ(s.m_old, sink ? t.sink2 : -INFINITY) << "chunk " << s.chunk << " way " << s.way;
     }
-    EXPECT_EQ(t.partials.size(), t.split ? t.merges.size() - sink_steps + 1 : 1u);
+    EXPECT_EQ(t.partials.size(), t.split ? t.merges.size() + 1 : 1u);
     if (t.visible == 0) {  // a fully masked row: LSE -inf, or the sink's logit
       if (c.has_sinks()) {
         EXPECT_NEAR(t.lse, t.sink, 1e-5 * (1 + std::fabs(t.sink)));

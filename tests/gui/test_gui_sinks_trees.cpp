@@ -177,58 +177,61 @@ TEST(GuiTree, NoTreeNoNodesAndTheGeometryHoldsTheRows) {
   }
 }
 
-// The sink is a term of its own: one fold step (after the last tile here), its share of the mass
-// beside the keys' probabilities (together 1), and d + e^(s_h - m) beside d at every tile.
-TEST(GuiSoftmax, SinkIsItsOwnTermWithItsShareOfTheMass) {
+// The sink is a term of its own: one step, the first, that starts the row's state (m = s_h x log2(e),
+// d = 1); its share of the mass beside the keys' probabilities (together 1), and its term inside d at
+// every tile whose d holds it.
+TEST(GuiSoftmax, SinkStartsTheRowWithItsShareOfTheMass) {
   const CaseSpec c = read_case_file(example("gpt-oss-sinks-sliding.json")).spec;
   const SoftmaxTrace t = explain_case(c, 0, 0, 0);
   ASSERT_FALSE(std::isinf(t.sink));
   const SoftmaxView v = build_softmax_view(t, -1);
   ASSERT_TRUE(v.has_sink);
-  EXPECT_EQ(v.events.size(), t.steps.size() + t.partials.size() + t.merges.size() + 1);
-  const int n = static_cast<int>(v.events.size());
+  EXPECT_EQ(v.events.size(), 1 + t.steps.size() + t.partials.size() + t.merges.size() + 1);
   EXPECT_EQ(std::count_if(v.events.begin(), v.events.end(), [](const SoftmaxEvent& e) { return e.kind == SoftmaxEvent::kSink; }),
             1);
-  ASSERT_EQ(v.events[n - 2].kind, SoftmaxEvent::kSink) << "the sink folds last, once";
-  const MergeStep& ms = t.merges[v.events[n - 2].index];
-  ASSERT_TRUE(ms.sink);
-  EXPECT_EQ(v.sink2, ms.lse_chunk);
+  ASSERT_EQ(v.events[0].kind, SoftmaxEvent::kSink) << "the sink starts the row, before any key";
+  ASSERT_FALSE(t.steps.empty());
+  EXPECT_EQ(t.steps[0].m_old, t.sink2);
+  EXPECT_EQ(v.sink2, t.sink2);
   EXPECT_NEAR(v.sink2, t.sink * std::log2(std::exp(1.0)), 1e-5);
-  EXPECT_NE(v.events[n - 2].text.find("no value"), std::string::npos) << v.events[n - 2].text;
+  EXPECT_NE(v.events[0].text.find("no value"), std::string::npos) << v.events[0].text;
+  EXPECT_NE(v.events[0].state.find("d = 1"), std::string::npos) << v.events[0].state;
   EXPECT_EQ(v.sink_logit, t.sink);
   EXPECT_EQ(v.sink_prob, t.sink_prob);
   EXPECT_GT(v.sink_prob, 0.0);
-  EXPECT_NEAR(ms.w_chunk, v.sink_prob, 1e-4) << "the fold's weight is the sink's share";
   double keys = 0;
   for (float p : v.probs) keys += p;
   EXPECT_NEAR(keys + v.sink_prob, 1.0, 1e-5);
   EXPECT_LT(keys, 1.0 - v.sink_prob / 2) << "the keys alone no longer sum to 1";
-  // the line names the sink's logit and share, in the header and the final state
+  // the line names the sink's logit, its start of the state and its share, in the header and the final state
   char share[32];
   std::snprintf(share, sizeof share, "%.5g", t.sink_prob);
   EXPECT_NE(v.sink_line.find(share), std::string::npos) << v.sink_line;
+  EXPECT_NE(v.sink_line.find("starts the row's state"), std::string::npos) << v.sink_line;
   EXPECT_NE(v.header.find(v.sink_line), std::string::npos);
   EXPECT_NE(v.events.back().state.find(v.sink_line), std::string::npos);
-  // per tile: d with the sink's term against that state
+  // per tile: the sink's term inside d where d holds it (way 0 of the output), else not drawn
   ASSERT_EQ(v.sink_series.size(), v.d_series.size());
+  int held = 0;
   for (size_t i = 0; i < v.sink_series.size(); ++i) {
-    if (std::isinf(t.steps[i].m_new)) {
+    if (t.steps[i].way != 0) {
       EXPECT_TRUE(std::isnan(v.sink_series[i]));
       continue;
     }
-    EXPECT_NEAR(v.sink_series[i], t.steps[i].den + std::exp2(v.sink2 - t.steps[i].m_new), 1e-3 * v.sink_series[i]);
-    EXPECT_GT(v.sink_series[i], v.d_series[i]);
+    ++held;
+    EXPECT_NEAR(v.sink_series[i], std::exp2(v.sink2 - t.steps[i].m_new), 1e-6 * v.sink_series[i]);
+    EXPECT_LE(v.sink_series[i], v.d_series[i] * (1 + 1e-6));
   }
+  EXPECT_GT(held, 0);
   for (const SoftmaxEvent& e : v.events)
-    if (e.kind == SoftmaxEvent::kTile && e.state.find("nothing") == std::string::npos) {
+    if (e.kind == SoftmaxEvent::kTile) {
       EXPECT_NE(e.state.find("sink's term"), std::string::npos) << e.state;
     }
 }
 
-// A split row (a decode row over KV chunks): the sink folds once, after every chunk's merge.
-// A split row: the sink joins the first chunk's partial (cpu.tiled / cuda.flash), so its step comes
-// before the chunks' merges.
-TEST(GuiSoftmax, SplitRowFoldsTheSinkOnceIntoTheFirstChunk) {
+// A split row (a decode row over KV chunks): the sink starts the first chunk's state, so its step
+// comes first, its partial carries it and the merges count it once.
+TEST(GuiSoftmax, SplitRowStartsTheFirstChunkAtTheSink) {
   const CaseSpec c = read_case_file(example("gpt-oss-sinks-full.json")).spec;
   const SoftmaxTrace t = explain_case(c, 1, 0, 3);
   ASSERT_TRUE(t.split);
@@ -241,8 +244,16 @@ TEST(GuiSoftmax, SplitRowFoldsTheSinkOnceIntoTheFirstChunk) {
   }
   EXPECT_EQ(sinks, 1);
   EXPECT_GT(first_merge, 0);
-  EXPECT_LT(sink_at, first_merge);
-  EXPECT_NE(v.sink_line.find("first chunk's partial"), std::string::npos) << v.sink_line;
+  EXPECT_EQ(sink_at, 0);
+  EXPECT_EQ(t.merges.size() + 1, t.partials.size());
+  EXPECT_NE(v.sink_line.find("first chunk"), std::string::npos) << v.sink_line;
+  for (size_t i = 0; i < t.steps.size(); ++i) {
+    const bool first = i == 0 || t.steps[i - 1].chunk != t.steps[i].chunk || t.steps[i - 1].way != t.steps[i].way;
+    if (first) {
+      EXPECT_EQ(t.steps[i].m_old, t.steps[i].chunk == 0 ? t.sink2 : -INFINITY) << "step " << i;
+    }
+    EXPECT_EQ(std::isnan(v.sink_series[i]), t.steps[i].chunk != 0 || t.steps[i].way != 0) << "step " << i;
+  }
   double keys = 0;
   for (float p : v.probs) keys += p;
   EXPECT_NEAR(keys + v.sink_prob, 1.0, 1e-5);

@@ -42,13 +42,21 @@ std::string keys(int a, int b) {
   return r;
 }
 
-// A tile step's state with the sink's term beside d: what the denominator holds once the sink joins.
-std::string sink_term_line(float sink2, float m, float den, bool split) {
-  const double term = std::exp2(static_cast<double>(sink2) - m);
-  return "\nsink's term against this m: exp2(s_h x log2(e) - m) = " + num(term) + "; d + it = " + num(den + term) + " (" +
-         "the sink's share " + num(100.0 * term / (den + term)) + "%)" +
-         (split ? "; it joins once, into the first chunk's partial (the merge carries it)"
-                : "; it joins once, after the last tile");
+// Whether tile step `st`'s d holds the sink's term: way 0 of the row's output or first chunk, whose
+// state the sink started (d = 1 at m = s_h x log2(e)).
+bool holds_sink(const SoftmaxTrace& t, const TileStep& st) { return st.way == 0 && (!t.split || st.chunk == 0); }
+
+// A tile step's line on the sink: its term inside d, or where the sink is instead.
+std::string sink_term_line(const SoftmaxTrace& t, float sink2, const TileStep& st) {
+  if (!holds_sink(t, st))
+    return st.chunk == 0 || !t.split
+               ? "\nthis way started at m = s_h x log2(e) too (as the kernel's key-split warps), d = 0: way 0's d holds the "
+                 "sink's term"
+               : "\nno sink in this chunk: chunk 0's partial holds it and the merge carries it";
+  const double term = std::exp2(static_cast<double>(sink2) - st.m_new);
+  return "\nd holds the sink's term exp2(s_h x log2(e) - m) = " + num(term) +
+         " (it started d at 1, rescaled like any key's): the keys' part is " + num(st.den - term) + ", the sink's share of d " +
+         num(100.0 * term / st.den) + "%";
 }
 
 }  // namespace
@@ -62,22 +70,35 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
              (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split")) +
              (t.kv_warp_split > 1 ? ", " + std::to_string(t.kv_warp_split) + " key-split ways per KV tile" : std::string()) +
              "\nlogits in base 2: " + logit_formula(t) + "; m running max, d running sum of exp2(logit - m)";
-  // the sink, as the kernel holds it: the base-2 logit its merge step folded in
+  // the sink, as the kernel holds it: the base-2 logit the row's state starts from
   v.has_sink = !std::isinf(t.sink);
   if (v.has_sink) {
     v.sink_logit = t.sink;
-    v.sink2 = static_cast<float>(t.sink * 1.4426950408889634);
-    for (const MergeStep& m : t.merges)
-      if (m.sink) v.sink2 = m.lse_chunk;
+    v.sink2 = t.sink2;
     v.sink_prob = t.sink_prob;
-    v.sink_line =
-        "sink s_h = " + num(t.sink) + " (head " + std::to_string(t.head) + "; " + num(v.sink2) +
-        " in base 2): e^(s_h - m) joins the denominator d once per row" +
-        (t.split ? ", into the first chunk's partial before it is rounded (the merge carries it)" : ", after the last tile") +
-        ", no value vector; share of the mass e^(s_h - LSE) = " + num(t.sink_prob) + ", the keys' " + num(1.0 - t.sink_prob);
+    v.sink_line = "sink s_h = " + num(t.sink) + " (head " + std::to_string(t.head) + "; " + num(v.sink2) +
+                  " in base 2): it starts the row's state, m = s_h x log2(e), d = 1 (its term), O = 0 (no value vector)" +
+                  (t.split ? ", in the first chunk, whose partial carries it through the merge" : "") +
+                  "; share of the mass e^(s_h - LSE) = " + num(t.sink_prob) + ", the keys' " + num(1.0 - t.sink_prob);
     v.header += "\n" + v.sink_line;
   }
-  // events in the order the plan computes them
+  // events in the order the plan computes them: the sink's start first, before any key
+  if (v.has_sink) {
+    SoftmaxEvent e;
+    e.kind = SoftmaxEvent::kSink;
+    e.text = "sink s_h = " + num(t.sink) + " (no value) starts the row: m = " + num(v.sink2) + ", d = 1";
+    const std::string ways =
+        t.kv_warp_split > 1
+            ? "\nEvery key-split way starts at this m; way 0 alone holds d = 1, so the ways' merge counts it once."
+            : "";
+    const std::string chunks = t.split ? "\nThe first chunk's partial holds it and the merge carries it, counted once." : "";
+    e.state = "The sink starts the row's state before any key" + std::string(t.split ? " (in the first chunk)" : "") +
+              ": m = s_h x log2(e) = " + num(v.sink2) + ", d = 1 (its term exp2(s_h x log2(e) - m) at that m), O = 0 (no " +
+              "value vector)." + ways + "\nA key above it rescales its term like any other's; the store adds nothing." + chunks +
+              "\nA fully masked row ends with O = 0 and LSE = s_h, the sink's term alone.\nIts exact share of " +
+              "the probability mass: " + num(t.sink_prob) + " (fp64)";
+    v.events.push_back(e);
+  }
   size_t s = 0;
   for (size_t pi = 0; pi < t.partials.size(); ++pi) {
     const ChunkPartial& p = t.partials[pi];
@@ -95,7 +116,7 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
                                  "\nrescale exp2(m_old - m_new) = " + num(st.rescale) + " applied to d and O" +
                                  "\nd = " + num(st.den) + "   |O| = " + num(st.o_norm) + "   O = " + vec(st.o_head) +
                                  "\n(O is unnormalised until the chunk ends: O / d is the chunk's output)" +
-                                 (v.has_sink ? sink_term_line(v.sink2, st.m_new, st.den, t.split) : std::string());
+                                 (v.has_sink ? sink_term_line(t, v.sink2, st) : std::string());
       v.events.push_back(e);
     }
     SoftmaxEvent e;
@@ -114,18 +135,6 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
     const MergeStep& m = t.merges[mi];
     SoftmaxEvent e;
     e.index = static_cast<int>(mi);
-    if (m.sink) {
-      e.kind = SoftmaxEvent::kSink;
-      e.text = "sink s_h = " + num(t.sink) + " (no value)  weights " + num(m.w_acc) + " / " + num(m.w_chunk);
-      e.state = "The sink joins as one more term: a partial with LSE2 s_h x log2(e) = " + num(m.lse_chunk) +
-                " and O = 0 (no value vector), once per row.\nkeys' LSE2 " + num(m.lse_acc) +
-                ": weights exp2(lse - max) / sum = " + num(m.w_acc) + " (keys), " + num(m.w_chunk) +
-                " (sink): d_final = d + e^(s_h - m)\nLSE2 after = " + num(m.lse_after) + "   O = keys' O x " + num(m.w_acc) +
-                " = " + vec(m.o_head) + "\nthe sink's share of the probability mass: " + num(m.w_chunk) + " here, " +
-                num(t.sink_prob) + " exact (fp64)";
-      v.events.push_back(e);
-      continue;
-    }
     e.kind = SoftmaxEvent::kMerge;
     e.text = "merge chunk " + std::to_string(m.chunk) + "  weights " + num(m.w_acc) + " / " + num(m.w_chunk);
     e.state = "acc LSE2 " + num(m.lse_acc) + " and chunk LSE2 " + num(m.lse_chunk) +
@@ -159,8 +168,7 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
   for (int i = 0; i <= last_tile; ++i) {
     v.m_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].m_new);
     v.d_series.push_back(t.steps[i].den);
-    if (v.has_sink)
-      v.sink_series.push_back(std::isinf(t.steps[i].m_new) ? kNaN : t.steps[i].den + std::exp2(v.sink2 - t.steps[i].m_new));
+    if (v.has_sink) v.sink_series.push_back(holds_sink(t, t.steps[i]) ? std::exp2(v.sink2 - t.steps[i].m_new) : kNaN);
     if (i == 0) continue;
     if (t.steps[i].chunk != t.steps[i - 1].chunk)
       v.breaks.push_back({i, "chunk " + std::to_string(t.steps[i].chunk)});
@@ -179,8 +187,8 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
 
 namespace {
 
-// What a plot draws beside its series: chunk / way breaks, a second series (the denominator with the
-// sink's term), a bar of its own right of the keys (the sink's share of the mass).
+// What a plot draws beside its series: chunk / way breaks, a second series (the sink's term inside
+// the denominator), a bar of its own right of the keys (the sink's share of the mass).
 struct PlotExtras {
   const std::vector<SeriesBreak>* breaks = nullptr;
   const std::vector<float>* second = nullptr;  // drawn under the series, in the sink's colour
@@ -389,7 +397,8 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
        breaks);
   PlotExtras den = breaks;
   if (v.has_sink) den.second = &v.sink_series;
-  plot(v.has_sink ? "running denominator d after each tile (yellow); d + e^(s_h - m), with the sink's term (magenta)"
+  plot(v.has_sink ? "running denominator d after each tile (yellow); the sink's term e^(s_h - m) inside it (magenta: the sink "
+                    "started d at 1)"
                   : "running denominator d after each tile",
        "tile step", v.d_series, ImVec2(w, 110), false, 0, -1, -1, den);
   plot("logit (base 2) per key; masked keys shaded", "key", v.logits, ImVec2(w, 110), false, v.key0, v.visible_lo, v.visible_hi);

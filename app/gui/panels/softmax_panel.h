@@ -15,11 +15,12 @@
 
 namespace attnscope::gui {
 
-// One event of the step-through, in order: the tiles of chunk 0 (way by way), chunk 0's partial,
-// ..., the merges in chunk order, the attention sink's fold (once per row), the final result.
+// One event of the step-through, in order: the attention sink's start of the row's state (with a
+// sink), the tiles of chunk 0 (way by way), chunk 0's partial, ..., the merges in chunk order, the
+// final result.
 struct SoftmaxEvent {
   enum Kind { kTile, kPartial, kMerge, kSink, kFinal } kind = kTile;
-  int index = 0;      // into steps / partials / merges (kSink: the merge step that folds the sink)
+  int index = 0;      // into steps / partials / merges (kSink: 0, the state the first tile starts from)
   std::string text;   // one line, as the list shows it
   std::string state;  // the state after the event, several lines
 };
@@ -41,13 +42,14 @@ struct SoftmaxView {
   int key0 = 0;                           // first key of the unit
   int visible_lo = 0, visible_hi = 0;
   // The head's attention sink (docs/conventions.md section 12): a term of the denominator with no
-  // value vector. sink_series: per tile step in m_series, d + exp2(s_h x log2(e) - m), the
-  // denominator with the sink's term against that state (NaN while m = -inf).
+  // value vector, which starts the row's state (m = s_h x log2(e), d = 1) in its output or first
+  // chunk, way 0. sink_series: per tile step in m_series, the sink's term exp2(s_h x log2(e) - m)
+  // inside d at the steps whose d holds it (NaN at the others: other ways, later chunks).
   bool has_sink = false;
   double sink_logit = 0;  // s_h, natural log
   float sink2 = 0;        // s_h x log2(e), as the kernel holds it
   double sink_prob = 0;   // its exact share of the probability mass, e^(s_h - LSE)
-  std::string sink_line;  // one line: s_h, its term in d, its share
+  std::string sink_line;  // one line: s_h, where it starts the state, its share
   std::vector<float> sink_series;
 };
 

@@ -43,6 +43,9 @@ struct SoftmaxTrace {
   // the head's attention sink (docs/conventions.md section 12): its logit (natural log, -inf: none)
   // and its exact share of the probability mass, e^sink / e^ref_lse (the keys' probs sum to 1 - it)
   double sink = -INFINITY, sink_prob = 0;
+  // the sink in base 2 as the plan twin holds it (sink x log2(e), one float product; -inf: none): the
+  // row's starting m in its output or first chunk, with d = 1 in way 0 (its term), O = 0
+  float sink2 = -INFINITY;
 };
 
 // The step-through of query `query` of request `request`, head `head`. Throws std::invalid_argument

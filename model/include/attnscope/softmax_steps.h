@@ -35,8 +35,7 @@ struct ChunkPartial {
 };
 
 struct MergeStep {
-  int chunk = 0;                     // the partial folded in (-1: the sink)
-  bool sink = false;                 // the row's attention sink, folded once: final O or chunk 0's partial
+  int chunk = 0;                     // the partial folded in
   float lse_acc = -INFINITY;         // accumulated LSE before (base 2)
   float lse_chunk = -INFINITY;       // the partial's LSE
   float w_acc = 0.f, w_chunk = 0.f;  // merge weights (merge_weights in softmax_state.h)
