@@ -88,8 +88,8 @@ void print_flash_attn_plan(std::ostream& o, const FlashAttnPlan& f) {
 // the call runs, so `run` shows the two side by side (Result::library_plan).
 void print_fa3_plan(std::ostream& o, const Fa3LibraryPlan& f) {
   if (!f.asked) return;
-  o << "\nFLASHATTENTION-3'S SPLIT (attnscope's model: get_num_splits, get_pack_gqa, prepare_varlen_num_blocks; "
-    << f.source << ")\n";
+  o << "\nFLASHATTENTION-3'S SPLIT (attnscope's model: get_num_splits, get_pack_gqa, prepare_varlen_num_blocks; " << f.source
+    << ")\n";
   o << fa3_plan_text(f.model, nullptr);
 }
 
@@ -328,9 +328,10 @@ void print_session(std::ostream& o, const Session& s) {
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   for (const auto& r : s.results) o << graph_report_text(r);  // /cuda_graph replays
-  for (const auto& r : s.results)  // a library's own plan read back from its call, beside the model
-    if (!r.library_plan.empty()) o << "\nLIBRARY PLAN OF " << r.backend << " (its own beside attnscope's model)\n" << r.library_plan;
-  print_partition_run(o, s);                                  // /parallel
+  for (const auto& r : s.results)                             // a library's own plan read back from its call, beside the model
+    if (!r.library_plan.empty())
+      o << "\nLIBRARY PLAN OF " << r.backend << " (its own beside attnscope's model)\n" << r.library_plan;
+  print_partition_run(o, s);  // /parallel
   if (!s.diffs.empty()) {
     // each row names its rule: a case may compare the same pair under two rules
     std::vector<std::string> names;

@@ -41,7 +41,9 @@ const char* dtype_code(DType t) { return t == DType::kFp32 ? "f32" : t == DType:
 // left out (no adapter takes them). Null without FP8.
 nlohmann::json fp8_scales(const CaseSpec& c, const cuda::DeviceWorkload& w) {
   if (!w.fp8) return nullptr;
-  const char* gran = w.granularity == ScaleGranularity::kTensor ? "tensor" : w.granularity == ScaleGranularity::kHead ? "head" : "token";
+  const char* gran = w.granularity == ScaleGranularity::kTensor ? "tensor"
+                     : w.granularity == ScaleGranularity::kHead ? "head"
+                                                                : "token";
   nlohmann::json f = {{"format", *w.fp8 == Fp8Format::kE4M3 ? "e4m3" : "e5m2"}, {"granularity", gran}};
   f["q_scale"] = c.fp8_attention ? nlohmann::json(w.q_scale) : nlohmann::json(nullptr);
   if (w.granularity == ScaleGranularity::kToken) return f;

@@ -170,11 +170,12 @@ std::string fa3_refusal(const CaseSpec& c) {
   }
   const int d = c.head_dim_qk, dv = c.head_dim_vo, align = c.fp8_kv() ? 16 : 8;
   if (d > 256 || d % align || dv % align)
-    return "python.fa3: FA3 takes head dims up to 256 in multiples of " + std::to_string(align) + " (this case: " +
-           std::to_string(d) + " / " + std::to_string(dv) + ")";
+    return "python.fa3: FA3 takes head dims up to 256 in multiples of " + std::to_string(align) +
+           " (this case: " + std::to_string(d) + " / " + std::to_string(dv) + ")";
   if (dv != d && !((d > 128 && d <= 192 && dv > 96 && dv <= 128) || (d <= 64 && dv <= 512)))
     return "python.fa3: FA3 takes a V head dim unlike Q/K's only for Q/K in (128, 192] with V in (96, 128], or Q/K <= 64 "
-           "with V <= 512 (this case: " + std::to_string(d) + " / " + std::to_string(dv) + ")";
+           "with V <= 512 (this case: " +
+           std::to_string(d) + " / " + std::to_string(dv) + ")";
   return "";
 }
 
@@ -202,7 +203,8 @@ std::string fa3_plan_lines(const CaseSpec& c, const nlohmann::json& j) {
     if (j.contains("metadata_error"))
       s += "  get_scheduler_metadata failed: " + j.value("metadata_error", std::string()) + "\n";
     else
-      s += "  scheduler metadata (" + std::to_string(own.metadata_size) + " int32): " + nlohmann::json(own.metadata).dump() + "\n";
+      s +=
+          "  scheduler metadata (" + std::to_string(own.metadata_size) + " int32): " + nlohmann::json(own.metadata).dump() + "\n";
   }
   return s;
 }

@@ -140,8 +140,8 @@ Fa3PlanModel model_fa3_plan(const Fa3PlanInputs& in) {
     m.num_splits = in.num_splits_arg;
     m.split_rule = "as passed";
   } else {
-    m.num_splits = splits_heuristic(m.total_mblocks, in.num_sms, m.num_n_blocks, m.num_m_blocks, m.size_one_kv_head,
-                                    m.is_causal, 128, &m.split_rule);
+    m.num_splits = splits_heuristic(m.total_mblocks, in.num_sms, m.num_n_blocks, m.num_m_blocks, m.size_one_kv_head, m.is_causal,
+                                    128, &m.split_rule);
   }
   // get_pack_gqa: always with splits; never with one query head per KV head; varlen otherwise always
   m.pack_gqa = in.pack_gqa_arg >= 0 ? in.pack_gqa_arg == 1 : (m.num_splits > 1 || group > 1);
@@ -174,7 +174,8 @@ std::vector<PlanFieldDiff> compare_fa3_plan(const Fa3PlanModel& m, const Fa3OwnP
   };
   add("num_splits", std::to_string(m.num_splits), std::to_string(own.num_splits));
   if (own.pack_gqa >= 0) add("pack_gqa", m.pack_gqa ? "true" : "false", own.pack_gqa ? "true" : "false");
-  if (!own.request_m_blocks.empty()) add("request_m_blocks", list(m.request_m_blocks, 1 << 20), list(own.request_m_blocks, 1 << 20));
+  if (!own.request_m_blocks.empty())
+    add("request_m_blocks", list(m.request_m_blocks, 1 << 20), list(own.request_m_blocks, 1 << 20));
   if (!own.request_splits.empty()) add("request_splits", list(m.request_splits, 1 << 20), list(own.request_splits, 1 << 20));
   return d;
 }
@@ -184,14 +185,17 @@ std::string fa3_plan_text(const Fa3PlanModel& m, const Fa3OwnPlan* own) {
   const auto& in = m.in;
   o << "  inputs  " << in.q_lens.size() << " requests, max_seqlen_q " << m.max_seqlen_q << ", max_seqlen_k " << m.max_seqlen_k
     << ", heads " << in.num_heads << " (kv " << in.num_heads_k << "), head dims " << in.head_dim << "/" << in.head_dim_v
-    << (in.element_bytes == 1 ? ", e4m3" : ", bf16") << (m.is_causal ? ", causal" : in.causal ? ", causal dropped (one query row)" : "")
+    << (in.element_bytes == 1 ? ", e4m3" : ", bf16")
+    << (m.is_causal ? ", causal"
+        : in.causal ? ", causal dropped (one query row)"
+                    : "")
     << (in.softcap ? ", soft-cap" : "") << ", " << in.num_sms << " SMs (model), " << in.num_splits_from << "\n";
   o << "  rule    tile " << m.block_m << " x " << m.block_n << " (head dims rounded " << m.d_rounded << "/" << m.dv_rounded
-    << "), m_blocks " << m.num_m_blocks << " x kv heads " << in.num_heads_k << " = " << m.total_mblocks << " vs 0.8 x SMs, n_blocks "
-    << m.num_n_blocks << ": " << m.split_rule << "\n";
+    << "), m_blocks " << m.num_m_blocks << " x kv heads " << in.num_heads_k << " = " << m.total_mblocks
+    << " vs 0.8 x SMs, n_blocks " << m.num_n_blocks << ": " << m.split_rule << "\n";
   o << "  sched   per request m_blocks " << list(m.request_m_blocks) << ", n_blocks " << list(m.request_n_blocks) << ", "
-    << m.total_blocks << " blocks x " << (m.pack_gqa ? in.num_heads_k : in.num_heads) << " heads x 1.1 / SMs = " << m.blocks_per_sm
-    << " per SM\n";
+    << m.total_blocks << " blocks x " << (m.pack_gqa ? in.num_heads_k : in.num_heads)
+    << " heads x 1.1 / SMs = " << m.blocks_per_sm << " per SM\n";
   if (!own) {
     o << "  model   num_splits " << m.num_splits << ", pack_gqa " << (m.pack_gqa ? "true" : "false") << ", per request splits "
       << list(m.request_splits) << "\n";
@@ -202,7 +206,6 @@ std::string fa3_plan_text(const Fa3PlanModel& m, const Fa3OwnPlan* own) {
       << list(m.request_splits) << "\n  FA3's own: not read back: " << own->why << "\n";
     return o.str();
   }
-  o << "  field             model" << std::string(19, ' ') << "FA3 (" << own->device << ")\n";
   auto row = [&](const std::string& f, const std::string& a, const std::string& b, bool compared = true) {
     std::string line = "  " + f;
     line.resize(20, ' ');
@@ -211,8 +214,12 @@ std::string fa3_plan_text(const Fa3PlanModel& m, const Fa3OwnPlan* own) {
     line += " " + b;
     o << line << (compared && a != b ? "  <- differs" : "") << "\n";
   };
+  row("field", "model", "FA3 (" + own->device + ")", false);
   row("num_splits", std::to_string(m.num_splits), std::to_string(own->num_splits));
-  row("pack_gqa", m.pack_gqa ? "true" : "false", own->pack_gqa < 0 ? "(not observable)" : own->pack_gqa ? "true" : "false",
+  row("pack_gqa", m.pack_gqa ? "true" : "false",
+      own->pack_gqa < 0 ? "(not observable)"
+      : own->pack_gqa   ? "true"
+                        : "false",
       own->pack_gqa >= 0);
   if (!own->request_m_blocks.empty()) row("request_m_blocks", list(m.request_m_blocks), list(own->request_m_blocks));
   if (!own->request_splits.empty()) row("request_splits", list(m.request_splits), list(own->request_splits));

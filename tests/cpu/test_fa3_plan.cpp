@@ -17,14 +17,14 @@ using namespace attnscope;
 namespace {
 
 // bf16 requests (q_len, kv_len) on pages of 16, heads h / hk, head dim d.
-CaseSpec build_case(const testing::QKv& q_kv, int h, int hk, int d) {
+CaseSpec build_case(const attnscope::testing::QKv& q_kv, int h, int hk, int d) {
   CaseSpec c;
   c.dtype = DType::kBf16;
   c.num_qo_heads = h;
   c.num_kv_heads = hk;
   c.head_dim_qk = c.head_dim_vo = d;
   c.kv_cache.page_size = 16;
-  testing::add_requests(c, q_kv);
+  attnscope::testing::add_requests(c, q_kv);
   return c;
 }
 

@@ -413,7 +413,8 @@ TEST_F(PythonGpu, Fa3Fp8AgainstTheDequantisedIdeal) {
     validate_case(c);
     const Plan p = plan_case(c);
     const Workload w = make_workload(c, p.pages);
-    const Result a = attnscope::testing::run_id("python.fa3", c, p, w), ref = attnscope::testing::run_id("cpu.reference", c, p, w),
+    const Result a = attnscope::testing::run_id("python.fa3", c, p, w),
+                 ref = attnscope::testing::run_id("cpu.reference", c, p, w),
                  low = attnscope::testing::run_id("cpu.lowp", c, p, w);
     ASSERT_TRUE(a.ok()) << c.name << ": " << a.message;
     std::cout << "  python.fa3 on " << c.name << ": " << a.message << "\n";
@@ -432,7 +433,8 @@ TEST_F(PythonGpu, Fa3Fp8AgainstTheDequantisedIdeal) {
       if (std::isfinite(ref.o[i])) lowp_max = std::max(lowp_max, std::abs(double(low.o[i]) - ref.o[i]));
     int64_t bad = 0;
     for (size_t i = 0; i < ref.o.size(); ++i) {
-      const double allowed = std::max(2 * lowp_max, 1e-5) + std::ldexp(1.0, -4) * oabs.o[i] + kv_max * std::ldexp(1.0, -10) / 256 * vmax;
+      const double allowed =
+          std::max(2 * lowp_max, 1e-5) + std::ldexp(1.0, -4) * oabs.o[i] + kv_max * std::ldexp(1.0, -10) / 256 * vmax;
       const double e = std::abs(double(a.o[i]) - ref.o[i]);
       worst_excess = std::max(worst_excess, e - allowed);
       bad += !(e <= allowed);

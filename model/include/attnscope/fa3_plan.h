@@ -26,16 +26,16 @@ struct Fa3PlanInputs {
   int element_bytes = 2;
   bool causal = false, softcap = false;
   int num_sms = 132;
-  int num_splits_arg = 0;   // 0: FA3's heuristic; >= 1 the count passed
+  int num_splits_arg = 0;       // 0: FA3's heuristic; >= 1 the count passed
   std::string num_splits_from;  // where num_splits_arg comes from, in words
-  int pack_gqa_arg = -1;    // -1: None (FA3 decides), 0 / 1 as passed
+  int pack_gqa_arg = -1;        // -1: None (FA3 decides), 0 / 1 as passed
 };
 
 struct Fa3PlanModel {
   Fa3PlanInputs in;
   int max_seqlen_q = 0, max_seqlen_k = 0;
   int d_rounded = 0, dv_rounded = 0;
-  bool is_causal = false;  // after mha_fwd's rewrite: a one-row query (max_seqlen_q 1) is not causal there
+  bool is_causal = false;        // after mha_fwd's rewrite: a one-row query (max_seqlen_q 1) is not causal there
   int block_m = 0, block_n = 0;  // tile_size_fwd_sm90
   // get_num_splits: varlen, so FA3 pretends batch 1 (one long sequence) and gets an upper bound
   int num_m_blocks = 0, num_n_blocks = 0;
