@@ -11,6 +11,7 @@
 #include "attnscope/plan.h"
 #include "attnscope/registry.h"
 #include "case_builders.h"
+#include "fa3_case_gen.h"
 
 using namespace attnscope;
 
@@ -164,4 +165,18 @@ TEST(Fa3Plan, ThePlanCarriesTheModelForACaseThatRunsIt) {
   ASSERT_TRUE(p.library.fa3.asked);
   EXPECT_EQ(p.library.fa3.model.in.q_lens, (std::vector<int>{1, 1}));
   EXPECT_EQ(p.library.fa3.model.num_splits, model_fa3_plan(fa3_plan_inputs(c, c.split.num_sms)).num_splits);
+}
+
+// The GPU test's random cases (fa3_case_gen.h) are valid cases python.fa3 takes, and the model plans them.
+TEST(Fa3Plan, TheGpuTestsRandomCasesAreTakenAndPlanned) {
+  for (int seed = 1; seed <= 24; ++seed) {
+    const CaseSpec c = attnscope::testing::fa3_random_case(seed);
+    SCOPED_TRACE(c.name);
+    ASSERT_NO_THROW(validate_case(c));
+    EXPECT_EQ(refusal("python.fa3", c), "");
+    const Fa3PlanModel m = model_fa3_plan(fa3_plan_inputs(c, 132));
+    EXPECT_GE(m.num_splits, 1);
+    EXPECT_EQ(m.request_splits.size(), c.requests.size());
+    for (int s : m.request_splits) EXPECT_TRUE(s >= 1 && s <= m.num_splits);
+  }
 }

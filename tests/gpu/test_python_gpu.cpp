@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <random>
 #include <regex>
 
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
 #include "case_gen.h"
+#include "fa3_case_gen.h"
 #include "gpu_test_util.h"
 
 using namespace attnscope;
@@ -317,34 +317,14 @@ TEST_F(PythonGpu, EngineAdaptersAgainstStandIns) {
 #define REQUIRE_FA3() \
   if (!fa3_) GTEST_SKIP() << "fa3_fwd_interface does not import in " << py_ << " (pip install fa3-fwd==0.0.3; PYTHONPATH)"
 
-// Seeded random cases FA3 takes: 1-4 requests (decode, short and long prefills), GQA / MQA / MHA, every
-// head dim it has, causal or not, soft-cap, paged NHD / HND or ragged storage, under the 2x rule.
+// Seeded random cases FA3 takes (fa3_case_gen.h: 1-4 requests, decode and prefill, GQA / MQA / MHA, every
+// head dim it has, causal or not, soft-cap, paged NHD / HND or ragged storage), under the 2x rule.
 TEST_F(PythonGpu, Fa3RandomCasesMeetTheTwiceLowpRule) {
   REQUIRE_FA3();
   const int n = attnscope::testing::gpu_cases(24, 6);
-  const int heads[][2] = {{8, 2}, {16, 16}, {32, 8}, {8, 1}, {4, 4}};
-  const int dims[] = {64, 96, 128, 192, 256};
   int passed = 0;
   for (int seed = 1; seed <= n; ++seed) {
-    std::mt19937 g(seed);
-    auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); };
-    std::vector<RequestSpec> reqs;
-    for (int r = pick(1, 4); r > 0; --r) {
-      const int kv = pick(1, 1500), q = pick(0, 2) == 0 ? 1 : pick(1, std::min(kv, 300));
-      reqs.push_back({q, kv});
-    }
-    CaseSpec c = fixed(reqs, pick(0, 1) == 1);
-    c.name = "fa3-random-" + std::to_string(seed);
-    const auto* h = heads[pick(0, 4)];
-    c.num_qo_heads = h[0];
-    c.num_kv_heads = h[1];
-    c.head_dim_qk = c.head_dim_vo = dims[pick(0, 4)];
-    if (pick(0, 3) == 0) c.attention.soft_cap = 30;
-    const int store = pick(0, 3);
-    if (store == 0) c.kv_cache.storage = KvStorage::kRagged;
-    if (store == 1) c.kv_cache.layout = KvLayout::kHND;
-    c.kv_cache.page_size = store == 0 ? 1 : (pick(0, 1) ? 16 : 64);
-    c.data.seed = seed;
+    CaseSpec c = attnscope::testing::fa3_random_case(seed);
     validate_case(c);
     ASSERT_EQ(refusal("python.fa3", c), "") << c.name;
     passed += meets_twice_lowp("python.fa3", c);
