@@ -84,6 +84,15 @@ void print_flash_attn_plan(std::ostream& o, const FlashAttnPlan& f) {
   o << "  " << flash_attn_agreement_line(f) << "\n";
 }
 
+// FlashAttention-3's split decision as attnscope models it (fa3_plan.h); FA3's own is read back when
+// the call runs, so `run` shows the two side by side (Result::library_plan).
+void print_fa3_plan(std::ostream& o, const Fa3LibraryPlan& f) {
+  if (!f.asked) return;
+  o << "\nFLASHATTENTION-3'S SPLIT (attnscope's model: get_num_splits, get_pack_gqa, prepare_varlen_num_blocks; " << f.source
+    << ")\n";
+  o << fa3_plan_text(f.model, nullptr);
+}
+
 // FlashInfer's own plan of the same units beside the model's, and where the two differ.
 void print_library_plans(std::ostream& o, const Plan& p) {
   const FlashInferPlan& f = p.library.flashinfer;
@@ -115,6 +124,7 @@ void print_library_plans(std::ostream& o, const Plan& p) {
   }
   o << "  " << flashinfer_agreement_line(p.split, f) << "\n";
   print_flash_attn_plan(o, p.library.flash_attn);
+  print_fa3_plan(o, p.library.fa3);
 }
 
 // FlashInfer's MLA planner (absorbed MLA cases) beside attnscope's model of it.
@@ -318,7 +328,10 @@ void print_session(std::ostream& o, const Session& s) {
       << pad(r.ok() ? result_digest(r) : "-", 18) << r.message << "\n";
   }
   for (const auto& r : s.results) o << graph_report_text(r);  // /cuda_graph replays
-  print_partition_run(o, s);                                  // /parallel
+  for (const auto& r : s.results)                             // a library's own plan read back from its call, beside the model
+    if (!r.library_plan.empty())
+      o << "\nLIBRARY PLAN OF " << r.backend << " (its own beside attnscope's model)\n" << r.library_plan;
+  print_partition_run(o, s);  // /parallel
   if (!s.diffs.empty()) {
     // each row names its rule: a case may compare the same pair under two rules
     std::vector<std::string> names;

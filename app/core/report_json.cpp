@@ -286,6 +286,8 @@ ordered_json result_to_json(const Result& r) {
   j["message"] = r.message;
   j["sampled"] = !r.row_valid.empty();
   if (r.ok()) j["digest"] = result_digest(r);
+  // a library's own plan read back from its call beside attnscope's model (text lines, as `run` prints them)
+  if (!r.library_plan.empty()) j["library_plan"] = r.library_plan;
   if (r.graph) {  // /cuda_graph: the capture and replay (docs/conventions.md, "CUDA-graph replay")
     const GraphReplayReport& g = *r.graph;
     auto grid = [](const GraphGrid& x) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "attnscope/backend.h"
+#include "attnscope/library_plan.h"
 #if ATTNSCOPE_FAMILY_COMPILED
 #include "python_family.h"
 #endif
@@ -97,6 +98,30 @@ BackendFamily python_family() {
                         .summary = "vLLM's FlashAttention build (vllm.vllm_flash_attn.flash_attn_varlen_func) fed as vLLM's "
                                    "FlashAttentionImpl feeds it (block_table, seqused_k, cu_seqlens_q), on the GPU inputs",
                         .takes = engine_takes});
+  // FlashAttention-3 from the fa3-fwd wheel, forward only (docs/python-backends.md, "FlashAttention-3")
+  f.backends.push_back(
+      {.id = "python.fa3",
+       .summary = "FlashAttention-3 (fa3-fwd 0.0.3's fa3_fwd_interface.flash_attn_varlen_func) on the GPU inputs, K / V "
+                  "gathered from the pages into one varlen buffer (this build has no paged KV); FA3's own num_splits and "
+                  "scheduler metadata read back beside attnscope's model of them",
+       .takes = "bf16, or FP8 e4m3 with /fp8_attention (Q, K, V in e4m3; tensor or head scales as FA3's descale "
+                "factors), head dims up to 256 (multiples of 8; 16 in FP8), GQA, causal (bottom-right) or no mask, "
+                "padding (seqused_q / seqused_k), soft-cap, paged or ragged storage; not fp16, sliding windows or "
+                "local chunks (compiled out of the wheel), ALiBi, prefix-LM, documents, mask_mod / score_mod, sinks, "
+                "trees nor MLA; needs fa3_fwd (\"not installed: fa3_fwd\" otherwise) and PyTorch with CUDA",
+       .library_plan = true,
+       .fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
+       .fp8_attention = true,
+       .lse_base = LseBase::kE});  // FA3's softmax_lse is natural log (its softmax.h: max * scale * ln 2 + log(sum))
+  // attnscope's model of FA3's split decision, for `plan`; FA3's own is read back when the call runs
+  f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>&, LibraryPlans* out) {
+    bool asked = false;
+    for (const auto& id : c.backends) asked = asked || id == "python.fa3";
+    if (!asked) return;
+    out->fa3.asked = true;
+    out->fa3.source = "python.fa3 reads FA3's own choice back from the call (run)";
+    out->fa3.model = model_fa3_plan(fa3_plan_inputs(c, c.split.num_sms));
+  };
   f.compiled = ATTNSCOPE_FAMILY_COMPILED;
 #if ATTNSCOPE_FAMILY_COMPILED
   f.note = "Python backends through attnscope's worker (PyTorch tensors over CUDA IPC where PyTorch has CUDA, else NumPy)";

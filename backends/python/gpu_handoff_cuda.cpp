@@ -35,6 +35,27 @@ nlohmann::json shared(const std::string& name, const DeviceBuffer& b, size_t off
 
 const char* dtype_code(DType t) { return t == DType::kFp32 ? "f32" : t == DType::kFp16 ? "f16" : "bf16"; }
 
+// An FP8 case's format and scales for the header: the device pools hold the FP8 values themselves (in
+// the case dtype, exactly), so an adapter that runs FP8 (python.fa3's descale factors) needs the scales
+// the device workload computed. Tensor and head scales only (1 or kv_heads numbers); token scales are
+// left out (no adapter takes them). Null without FP8.
+nlohmann::json fp8_scales(const CaseSpec& c, const cuda::DeviceWorkload& w) {
+  if (!w.fp8) return nullptr;
+  const char* gran = w.granularity == ScaleGranularity::kTensor ? "tensor"
+                     : w.granularity == ScaleGranularity::kHead ? "head"
+                                                                : "token";
+  nlohmann::json f = {{"format", *w.fp8 == Fp8Format::kE4M3 ? "e4m3" : "e5m2"}, {"granularity", gran}};
+  f["q_scale"] = c.fp8_attention ? nlohmann::json(w.q_scale) : nlohmann::json(nullptr);
+  if (w.granularity == ScaleGranularity::kToken) return f;
+  const size_t n = w.granularity == ScaleGranularity::kTensor ? 1 : static_cast<size_t>(c.num_kv_heads);
+  std::vector<float> k(n), v(n);
+  check(cudaMemcpy(k.data(), w.k_scale.as<void>(), n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy of the K scales");
+  check(cudaMemcpy(v.data(), w.v_scale.as<void>(), n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy of the V scales");
+  f["k_scale"] = k;
+  f["v_scale"] = v;
+  return f;
+}
+
 // The sizes that decide whether a call can reuse the previous call's allocations.
 struct Sizes {
   size_t q = 0, k = 0, v = 0, meta = 0, out = 0;
@@ -86,10 +107,15 @@ class CudaHandoff final : public GpuHandoff {
     check(cudaMemset(out_.as<void>(), 0xff, out_.bytes()), "cudaMemset of the output");
     buffers_.push_back(shared("o", out_, 0, "f32", {tq, c.num_qo_heads, c.head_dim_vo}));
     buffers_.push_back(shared("lse", out_, lse_off_, "f32", {tq, c.num_qo_heads}));
+    fp8_ = fp8_scales(c, w);
     check(cudaGetDevice(&device_), "cudaGetDevice");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before the hand-off");  // the worker reads them at once
   }
-  nlohmann::json header() const override { return {{"device", device_}, {"epoch", epoch_}, {"buffers", buffers_}}; }
+  nlohmann::json header() const override {
+    nlohmann::json h = {{"device", device_}, {"epoch", epoch_}, {"buffers", buffers_}};
+    if (!fp8_.is_null()) h["fp8"] = fp8_;
+    return h;
+  }
   void download(bool with_lse, std::vector<float>* o, std::vector<float>* lse) override {
     o->resize(o_elems_);
     check(cudaMemcpy(o->data(), out_.as<void>(), o_elems_ * 4, cudaMemcpyDeviceToHost), "cudaMemcpy of O");
@@ -104,6 +130,7 @@ class CudaHandoff final : public GpuHandoff {
   int epoch_ = 0;
   DeviceBuffer q_, k_, v_, meta_, out_;
   nlohmann::json buffers_ = nlohmann::json::array();
+  nlohmann::json fp8_;  // an FP8 case's format and scales (null otherwise)
   size_t o_elems_ = 0, lse_elems_ = 0, lse_off_ = 0;
   int device_ = 0;
 };

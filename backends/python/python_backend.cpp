@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "attnscope/fa3_plan.h"
+#include "attnscope/library_plan.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/registry.h"
@@ -144,6 +146,69 @@ std::string non_finite(const std::vector<float>& v, const char* name, int64_t pe
          " value(s), the first at token " + std::to_string(t) + ", head " + std::to_string(head);
 }
 
+// Why FA3 as the fa3-fwd 0.0.3 wheel built it cannot take the case ("" when it can): what the build
+// compiled out named by its flag (fa3_fwd_config.CONFIG), else FA3's own rule (hopper/flash_api.cpp
+// mha_fwd's checks). worker_fa3.py checks the same on its side.
+std::string fa3_refusal(const CaseSpec& c) {
+  const std::string out = "python.fa3: compiled out of fa3-fwd: FLASHATTENTION_DISABLE_";
+  const auto& at = c.attention;
+  if (c.dtype == DType::kFp16) return out + "FP16 (/dtype fp16; this build runs bf16 and FP8 e4m3)";
+  if (c.dtype != DType::kBf16) return "python.fa3: FA3 takes bf16 or FP8 e4m3 (/dtype is fp32)";
+  if (at.window) return out + "LOCAL (/attention/window: a sliding window is FA3's local attention)";
+  if (at.local_chunk) return out + "LOCAL (/attention/local_chunk: FA3's attention_chunk is local attention)";
+  if (at.alibi) return "python.fa3: FA3 has no ALiBi (/attention/alibi); python.flex_attention runs it";
+  bool other = at.prefix_lm;
+  for (const auto& r : c.requests) other = other || !r.doc_starts.empty();
+  if (other) return "python.fa3: FA3 takes a causal mask (bottom-right) or none, with padding; not prefix-LM or documents";
+  if (c.fp8_kv()) {
+    if (*c.kv_cache.fp8 != Fp8Format::kE4M3) return "python.fa3: FA3 takes FP8 e4m3 only (/kv_cache/dtype is fp8_e5m2)";
+    if (c.kv_cache.scales.granularity == ScaleGranularity::kToken)
+      return "python.fa3: FA3's descale factors are per (request, KV head); per-token scales (/kv_cache/scales/granularity "
+             "token) have no form there";
+    if (!c.fp8_attention)
+      return "python.fa3: FA3 runs FP8 with Q, K and V all e4m3: an FP8 KV cache needs /fp8_attention (Q in FP8)";
+  }
+  const int d = c.head_dim_qk, dv = c.head_dim_vo, align = c.fp8_kv() ? 16 : 8;
+  if (d > 256 || d % align || dv % align)
+    return "python.fa3: FA3 takes head dims up to 256 in multiples of " + std::to_string(align) +
+           " (this case: " + std::to_string(d) + " / " + std::to_string(dv) + ")";
+  if (dv != d && !((d > 128 && d <= 192 && dv > 96 && dv <= 128) || (d <= 64 && dv <= 512)))
+    return "python.fa3: FA3 takes a V head dim unlike Q/K's only for Q/K in (128, 192] with V in (96, 128], or Q/K <= 64 "
+           "with V <= 512 (this case: " +
+           std::to_string(d) + " / " + std::to_string(dv) + ")";
+  return "";
+}
+
+// FA3's own plan as the worker read it back (worker_fa3.py), beside attnscope's model of it for the
+// device's SM count, as the Result's text.
+std::string fa3_plan_lines(const CaseSpec& c, const nlohmann::json& j) {
+  Fa3OwnPlan own;
+  own.available = j.is_object();
+  own.why = "the worker returned no plan";
+  if (own.available) {
+    own.num_sms = j.value("num_sms", 0);
+    own.device = j.value("device", std::string("the device")) + ", " + std::to_string(own.num_sms) + " SMs";
+    own.num_splits = j.value("num_splits", 1);
+    own.request_splits = j.value("request_splits", std::vector<int>{});
+    own.request_m_blocks = j.value("request_m_blocks", std::vector<int>{});
+    own.metadata = j.value("metadata", std::vector<int>{});
+    own.metadata_size = j.value("metadata_size", 0);
+  }
+  const Fa3PlanModel m = model_fa3_plan(fa3_plan_inputs(c, own.num_sms > 0 ? own.num_sms : c.split.num_sms));
+  std::string s = fa3_plan_text(m, &own);
+  if (own.available) {
+    const auto diffs = compare_fa3_plan(m, own);
+    s += diffs.empty() ? "  FA3 agrees with the model on every field read back\n"
+                       : "  FA3 differs from the model in " + std::to_string(diffs.size()) + " field(s)\n";
+    if (j.contains("metadata_error"))
+      s += "  get_scheduler_metadata failed: " + j.value("metadata_error", std::string()) + "\n";
+    else
+      s +=
+          "  scheduler metadata (" + std::to_string(own.metadata_size) + " int32): " + nlohmann::json(own.metadata).dump() + "\n";
+  }
+  return s;
+}
+
 class PythonBackend final : public Backend {
  public:
   // file empty: fn is one of the worker's named adapters (python.sdpa's "sdpa")
@@ -155,6 +220,7 @@ class PythonBackend final : public Backend {
                          : "the function " + fn_ + " in " + file_ + ", run by attnscope's Python worker";
   }
   std::string check(const CaseSpec& c) const override {
+    if (fn_ == "fa3") return fa3_refusal(c);
     if (c.attention.alibi && fn_ != "flex_attention")
       return id_ + " is not handed ALiBi slopes (docs/python-backends.md); python.flex_attention runs ALiBi";
     if (!file_.empty()) return "";
@@ -242,6 +308,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   if (file_.empty()) h["adapter"] = fn_;
   h["reps"] = std::max(1, opt.bench_reps);
   h["meta"] = metadata(c, p, &a);
+  if (fn_ == "fa3") h["meta"]["fa3_num_splits"] = fa3_plan_inputs(c, c.split.num_sms).num_splits_arg;
   const int64_t tq = c.total_q(), kvh = c.num_kv_heads;
   Reply rep;
   bool gpu = false;
@@ -343,6 +410,7 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   }
   for (float& x : r.o) x = round_to(c.dtype, x);  // O in the case dtype, as every backend returns it
   if (const auto bm = rep.header.find("block_mask"); bm != rep.header.end() && bm->is_object()) r.block_mask = bm->dump();
+  if (const auto fp = rep.header.find("fa3_plan"); fp != rep.header.end()) r.library_plan = fa3_plan_lines(c, *fp);
   note_timing(rep, gpu, opt, &r);
   return r;
 }

@@ -554,7 +554,7 @@ def gpu_flex_prepare(b):
 
 GPU_ADAPTERS = {"sdpa": gpu_sdpa(None), "flex_attention": gpu_flex_prepare,
                 "sgl_fa3": gpu_engine("sgl_kernel.flash_attn", "flash_attn_with_kvcache"),
-                "vllm_fa": gpu_engine("vllm.vllm_flash_attn", "flash_attn_varlen_func")}
+                "vllm_fa": gpu_engine("vllm.vllm_flash_attn", "flash_attn_varlen_func"), "fa3": gpu_fa3}
 GPU_ADAPTERS.update({"sdpa_" + k: gpu_sdpa(k) for k in SDPA_BACKENDS})
 
 
@@ -575,6 +575,14 @@ def _cpu_needs_gpu(name, module=None):
 CPU_ADAPTERS.update({"sdpa_" + k: _cpu_needs_gpu("python.sdpa_" + k) for k in ("flash", "cudnn", "efficient", "math")})
 CPU_ADAPTERS["sgl_fa3"] = _cpu_needs_gpu("python.sgl_fa3", "sgl_kernel.flash_attn")
 CPU_ADAPTERS["vllm_fa"] = _cpu_needs_gpu("python.vllm_fa", "vllm.vllm_flash_attn")
+
+
+def _cpu_fa3(b):
+    _fa3_module()  # worker_fa3.py: "not installed: fa3_fwd (pip install ...)" first, as the engines' adapters
+    return _cpu_needs_gpu("python.fa3")(b)
+
+
+CPU_ADAPTERS["fa3"] = _cpu_fa3
 
 
 def checked(value, name, shape):
@@ -633,7 +641,8 @@ def call_gpu(header, fn, adapter):
             wants = getattr(fn, "__globals__", {}).get("ATTNSCOPE_INPUTS", "torch")
         if wants == "numpy":
             arrays = {k: _as_numpy(v) for k, v in arrays.items()}
-        batch = types.SimpleNamespace(**meta, **arrays, inputs=wants)
+        fp8 = {"fp8": header["cuda"]["fp8"]} if "fp8" in header["cuda"] else {}  # an FP8 case's scales
+        batch = types.SimpleNamespace(**meta, **arrays, **fp8, inputs=wants)
         setup_ms = 0.0
         if adapter is not None:  # the adapter's set-up (gathers, masks, BlockMask) is timed apart
             s = time.perf_counter()
@@ -662,6 +671,8 @@ def call_gpu(header, fn, adapter):
                  "call_wall_ms": wall, "setup_ms": setup_ms, "lse": lse is not None, "buffers": [], "ipc": ipc}
         if adapter is not None and header.get("adapter") == "flex_attention":
             reply["block_mask"] = block_mask_summary()
+        if adapter is not None and header.get("adapter") == "fa3":
+            reply["fa3_plan"] = last_fa3_plan
         del batch, arrays, out_o, out_lse, o, lse, ret
     finally:
         close()

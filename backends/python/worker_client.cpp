@@ -21,7 +21,7 @@ extern char** environ;
 
 namespace attnscope::python {
 
-extern const char* const kWorkerScript;  // worker_flex.py + worker.py, embedded by CMake (worker_script.cpp)
+extern const char* const kWorkerScript;  // worker_flex.py + worker_fa3.py + worker.py, embedded by CMake (worker_script.cpp)
 
 namespace {
 

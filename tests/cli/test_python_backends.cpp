@@ -559,3 +559,99 @@ TEST_F(PythonBackends, FlexAttentionRunsTheCasesMaskModAndScoreMod) {
     EXPECT_TRUE(d.verdict.pass) << d.verdict.detail;
   }
 }
+
+// python.fa3 refuses by name what the fa3-fwd 0.0.3 wheel compiled out (fa3_fwd_config.CONFIG's
+// FLASHATTENTION_DISABLE_ flags) and what FA3 cannot take, before any worker or GPU (attnscope's check);
+// a bf16 causal GQA case, ragged or paged, and FP8 e4m3 attention with tensor or head scales pass it.
+TEST(PythonFa3, RefusesByNameWhatTheWheelCompiledOutOrFa3CannotTake) {
+  CaseSpec c;
+  c.requests = {{5, 40}, {1, 33}};
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim_qk = c.head_dim_vo = 64;
+  c.dtype = DType::kBf16;
+  c.attention.causal = true;
+  c.kv_cache.page_size = 8;
+  validate_case(c);
+  auto why = [](const CaseSpec& x) { return refusal("python.fa3", x); };
+  EXPECT_EQ(why(c), "");
+  auto refused = [&](CaseSpec x, const std::string& part) {
+    const std::string w = why(x);
+    EXPECT_NE(w.find(part), std::string::npos) << "wanted \"" << part << "\" in: " << w;
+  };
+  CaseSpec x = c;
+  x.dtype = DType::kFp16;
+  refused(x, "compiled out of fa3-fwd: FLASHATTENTION_DISABLE_FP16");
+  x = c;
+  x.dtype = DType::kFp32;
+  refused(x, "FA3 takes bf16 or FP8 e4m3");
+  x = c;
+  x.attention.window = 16;
+  refused(x, "compiled out of fa3-fwd: FLASHATTENTION_DISABLE_LOCAL");
+  x = c;
+  x.attention.causal = false;
+  x.attention.local_chunk = 16;
+  refused(x, "FLASHATTENTION_DISABLE_LOCAL");
+  x = c;
+  x.attention.alibi = true;
+  refused(x, "FA3 has no ALiBi");
+  x = c;
+  x.requests[0].doc_starts = {0, 20};
+  refused(x, "not prefix-LM or documents");
+  x = c;
+  x.requests[0].pad_start = 38;
+  EXPECT_EQ(why(x), "") << "padding: the rows past seqused_q";
+  x = c;
+  x.head_dim_qk = x.head_dim_vo = 20;
+  refused(x, "head dims up to 256 in multiples of 8");
+  x = c;
+  x.head_dim_qk = x.head_dim_vo = 512;
+  refused(x, "head dims up to 256");
+  x = c;
+  x.head_dim_qk = 128;
+  x.head_dim_vo = 64;
+  refused(x, "a V head dim unlike Q/K's");
+  x = c;
+  x.attention.mask_mod = "kv_idx <= q_idx";
+  EXPECT_NE(why(x), "") << "a mask_mod";
+  x = c;
+  x.attention.sinks = SinksSpec{};
+  EXPECT_NE(why(x), "") << "sinks";
+  // FP8: e4m3 with Q in FP8 and tensor / head scales; e5m2, token scales and bf16 Q refused by name
+  x = c;
+  x.kv_cache.fp8 = Fp8Format::kE4M3;
+  x.fp8_attention = Fp8AttentionSpec{};
+  EXPECT_EQ(why(x), "");
+  x.kv_cache.scales.granularity = ScaleGranularity::kHead;
+  EXPECT_EQ(why(x), "");
+  x.kv_cache.scales.granularity = ScaleGranularity::kToken;
+  refused(x, "token");
+  x.kv_cache.scales.granularity = ScaleGranularity::kTensor;
+  x.head_dim_qk = x.head_dim_vo = 72;
+  refused(x, "multiples of 16");
+  x.head_dim_qk = x.head_dim_vo = 64;
+  x.kv_cache.fp8 = Fp8Format::kE5M2;
+  refused(x, "FA3 takes FP8 e4m3 only");
+  x.kv_cache.fp8 = Fp8Format::kE4M3;
+  x.fp8_attention.reset();
+  refused(x, "needs /fp8_attention");
+  x = c;
+  x.kv_cache.storage = KvStorage::kRagged;
+  EXPECT_EQ(why(x), "") << "ragged storage is already the varlen buffer";
+  const BackendInfo* info = backend_info("python.fa3");
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->lse_base, LseBase::kE) << "FA3's softmax_lse is natural log";
+  EXPECT_TRUE(info->fp8_attention);
+}
+
+// Without the fa3_fwd package (CI): unsupported, "not installed: fa3_fwd (pip install fa3-fwd==0.0.3)",
+// as the engines' adapters say it; never an error.
+TEST_F(PythonBackends, Fa3SaysNotInstalledWithoutItsPackage) {
+  if (std::system((py_ + " -c 'import fa3_fwd_interface' >/dev/null 2>&1").c_str()) == 0)
+    GTEST_SKIP() << "fa3_fwd imports in " << py_ << " (the GPU tests run it)";
+  CaseSpec c = small_case();
+  c.dtype = DType::kBf16;
+  const Result r = run("python.fa3", c);
+  EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  EXPECT_EQ(r.message.rfind("not installed: fa3_fwd (pip install fa3-fwd==0.0.3)", 0), 0u) << r.message;
+}

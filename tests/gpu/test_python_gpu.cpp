@@ -5,6 +5,8 @@
 // or without PyTorch with CUDA (or Triton) in the worker's Python.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
 #include "case_gen.h"
+#include "fa3_case_gen.h"
 #include "gpu_test_util.h"
 
 using namespace attnscope;
@@ -60,8 +63,11 @@ class PythonGpu : public ::testing::Test {
     const std::string probe = py_ + " -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1";
     torch_ = std::system(probe.c_str()) == 0;
     triton_ = std::system((py_ + " -c 'import triton' >/dev/null 2>&1").c_str()) == 0;
+    // fa3-fwd's FlashAttention-3 where the worker's Python (with its PYTHONPATH) imports it
+    fa3_ = std::system((py_ + " -c 'import fa3_fwd_interface' >/dev/null 2>&1").c_str()) == 0;
     // the engines' stand-ins on the worker's path (the worker starts after this)
-    setenv("PYTHONPATH", src("tests/python/standins").c_str(), 1);
+    const char* pp = std::getenv("PYTHONPATH");  // kept after the stand-ins: where fa3_fwd may be installed
+    setenv("PYTHONPATH", (src("tests/python/standins") + (pp && *pp ? std::string(":") + pp : "")).c_str(), 1);
     dir_ = fs::temp_directory_path() / ("attnscope_pygpu_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     std::ofstream(dir_ / "g.py") << kModule;
@@ -128,11 +134,11 @@ class PythonGpu : public ::testing::Test {
     return out;
   }
   static std::string py_;
-  static bool torch_, triton_;
+  static bool torch_, triton_, fa3_;
   static fs::path dir_;
 };
 std::string PythonGpu::py_;
-bool PythonGpu::torch_ = false, PythonGpu::triton_ = false;
+bool PythonGpu::torch_ = false, PythonGpu::triton_ = false, PythonGpu::fa3_ = false;
 fs::path PythonGpu::dir_;
 
 }  // namespace
@@ -302,5 +308,141 @@ TEST_F(PythonGpu, EngineAdaptersAgainstStandIns) {
     const Plan p = plan_case(docs);
     const Result r = attnscope::testing::run_id(bid, docs, p, make_workload(docs, p.pages));
     EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  }
+}
+
+// ---- python.fa3: FlashAttention-3 from the fa3-fwd wheel (docs/python-backends.md, "FlashAttention-3").
+// Skips, saying why, where fa3_fwd_interface does not import in the worker's Python (pip install
+// --no-deps --target DIR the wheel, then PYTHONPATH=DIR).
+#define REQUIRE_FA3() \
+  if (!fa3_) GTEST_SKIP() << "fa3_fwd_interface does not import in " << py_ << " (pip install fa3-fwd==0.0.3; PYTHONPATH)"
+
+// Seeded random cases FA3 takes (fa3_case_gen.h: 1-4 requests, decode and prefill, GQA / MQA / MHA, every
+// head dim it has, causal or not, soft-cap, paged NHD / HND or ragged storage), under the 2x rule.
+TEST_F(PythonGpu, Fa3RandomCasesMeetTheTwiceLowpRule) {
+  REQUIRE_FA3();
+  const int n = attnscope::testing::gpu_cases(24, 6);
+  int passed = 0;
+  for (int seed = 1; seed <= n; ++seed) {
+    CaseSpec c = attnscope::testing::fa3_random_case(seed);
+    validate_case(c);
+    ASSERT_EQ(refusal("python.fa3", c), "") << c.name;
+    passed += meets_twice_lowp("python.fa3", c);
+  }
+  EXPECT_EQ(passed, n);
+}
+
+// FA3's own plan read back from the call (num_splits from its partials, get_scheduler_metadata per
+// request) beside attnscope's model for the device's SMs: printed, and equal on every field read back.
+TEST_F(PythonGpu, Fa3ReadsBackItsOwnPlanBesideTheModel) {
+  REQUIRE_FA3();
+  CaseSpec decode = fixed({{1, 1000}, {1, 2000}, {1, 500}, {1, 3000}});
+  decode.num_qo_heads = 32;
+  decode.num_kv_heads = 8;
+  CaseSpec prefill = fixed({{300, 900}, {64, 64}, {1, 2048}});
+  CaseSpec off = decode;
+  off.split.planner = Planner::kOff;
+  CaseSpec pinned = decode;
+  pinned.split.planner = Planner::kFixed;
+  pinned.split.fixed_split_size = 16;  // 256 keys: ceil(3000 / 256) = 12 splits
+  for (CaseSpec* c : {&decode, &prefill, &off, &pinned}) {
+    validate_case(*c);
+    const Plan p = plan_case(*c);
+    const Result r = attnscope::testing::run_id("python.fa3", *c, p, make_workload(*c, p.pages));
+    ASSERT_TRUE(r.ok()) << r.message;
+    std::cout << r.library_plan;
+    EXPECT_NE(r.library_plan.find("FA3 agrees with the model on every field read back"), std::string::npos) << r.library_plan;
+    EXPECT_EQ(r.library_plan.find("get_scheduler_metadata failed"), std::string::npos) << r.library_plan;
+  }
+}
+
+// Padding (pad_start): FA3 computes the rows before it over the keys before it (seqused_q / seqused_k);
+// the rows past it see no key: O 0 and LSE -inf, where cpu.reference has them.
+TEST_F(PythonGpu, Fa3FullyMaskedRowsArePaddingRows) {
+  REQUIRE_FA3();
+  for (bool causal : {true, false}) {
+    CaseSpec c = fixed({{8, 40}, {1, 33}, {6, 20}}, causal);
+    c.requests[0].pad_start = 36;  // rows at positions 36..39 fully masked
+    c.requests[2].pad_start = 10;  // every row of request 2 (positions 14..19)
+    validate_case(c);
+    EXPECT_EQ(meets_twice_lowp("python.fa3", c), 1);
+    const Plan p = plan_case(c);
+    const Result r = attnscope::testing::run_id("python.fa3", c, p, make_workload(c, p.pages));
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_EQ(r.lse.size(), static_cast<size_t>(c.total_q()) * c.num_qo_heads);
+    for (int t : {4, 5, 6, 7, 9, 10, 11, 12, 13, 14})
+      for (int hd = 0; hd < c.num_qo_heads; ++hd) {
+        EXPECT_TRUE(std::isinf(r.lse[t * c.num_qo_heads + hd]) && r.lse[t * c.num_qo_heads + hd] < 0) << "token " << t;
+        EXPECT_EQ(r.o[(static_cast<size_t>(t) * c.num_qo_heads + hd) * c.head_dim_vo], 0.0f) << "token " << t;
+      }
+  }
+}
+
+// FP8 e4m3 attention (Q, K, V in FP8; tensor and head scales as FA3's descale factors) against the
+// dequantised ideal. FA3's FP8 path rounds P to e4m3 for the P.V product (scaled by 2^8 first: hopper/
+// softmax.h's max_offset), so the bound is 2 x cpu.lowp's error plus P's rounding, as FlashInferFp8's
+// (test_flashinfer_fp8.cpp): 2^-4 relative of sum P |v|, plus kv x e4m3's half subnormal spacing / 2^8.
+TEST_F(PythonGpu, Fa3Fp8AgainstTheDequantisedIdeal) {
+  REQUIRE_FA3();
+  for (ScaleGranularity gr : {ScaleGranularity::kTensor, ScaleGranularity::kHead}) {
+    CaseSpec c = fixed({{40, 300}, {1, 700}, {17, 17}}, gr == ScaleGranularity::kTensor);
+    c.name = std::string("fa3-fp8-") + (gr == ScaleGranularity::kTensor ? "tensor" : "head");
+    c.kv_cache.fp8 = Fp8Format::kE4M3;
+    c.kv_cache.scales.granularity = gr;
+    c.fp8_attention = Fp8AttentionSpec{};
+    validate_case(c);
+    const Plan p = plan_case(c);
+    const Workload w = make_workload(c, p.pages);
+    const Result a = attnscope::testing::run_id("python.fa3", c, p, w),
+                 ref = attnscope::testing::run_id("cpu.reference", c, p, w),
+                 low = attnscope::testing::run_id("cpu.lowp", c, p, w);
+    ASSERT_TRUE(a.ok()) << c.name << ": " << a.message;
+    std::cout << "  python.fa3 on " << c.name << ": " << a.message << "\n";
+    Workload wa = w;  // sum_j P_j |v_j| / l: the reference over |V|
+    double vmax = 0;
+    const double smax = *std::max_element(w.v_scale.begin(), w.v_scale.end());
+    for (float& x : wa.v_pool) {
+      x = std::abs(x);
+      if (std::isfinite(x)) vmax = std::max(vmax, x * smax);
+    }
+    const Result oabs = attnscope::testing::run_id("cpu.reference", c, p, wa);
+    int kv_max = 0;
+    for (const RequestSpec& r : c.requests) kv_max = std::max(kv_max, r.kv_len);
+    double lowp_max = 0, worst_excess = -1;
+    for (size_t i = 0; i < ref.o.size(); ++i)
+      if (std::isfinite(ref.o[i])) lowp_max = std::max(lowp_max, std::abs(double(low.o[i]) - ref.o[i]));
+    int64_t bad = 0;
+    for (size_t i = 0; i < ref.o.size(); ++i) {
+      const double allowed =
+          std::max(2 * lowp_max, 1e-5) + std::ldexp(1.0, -4) * oabs.o[i] + kv_max * std::ldexp(1.0, -10) / 256 * vmax;
+      const double e = std::abs(double(a.o[i]) - ref.o[i]);
+      worst_excess = std::max(worst_excess, e - allowed);
+      bad += !(e <= allowed);
+    }
+    EXPECT_EQ(bad, 0) << c.name << ": worst excess " << worst_excess;
+    const DiffReport d = compare_results(c, a, ref, {"python.fa3", "cpu.reference", CompareRule::kMaxAbs, 0, 1.0, ""}, &low);
+    EXPECT_EQ(d.lse.nonfinite_mismatch, 0);
+    EXPECT_LT(d.lse.max_abs, 0.02) << c.name << ": FP8 Q.K in the wgmma's ~14-bit accumulation";
+    EXPECT_NE(a.library_plan.find("e4m3"), std::string::npos) << a.library_plan;
+  }
+}
+
+// On the GPU too, what the wheel compiled out is refused by name, with no call.
+TEST_F(PythonGpu, Fa3RefusesWhatTheWheelCompiledOut) {
+  REQUIRE_FA3();
+  CaseSpec fp16 = fixed({{5, 40}});
+  fp16.dtype = DType::kFp16;
+  CaseSpec win = fixed({{5, 40}});
+  win.attention.window = 8;
+  CaseSpec docs = fixed({{20, 20}});
+  docs.requests[0].doc_starts = {0, 8};
+  const std::pair<CaseSpec*, const char*> want[] = {
+      {&fp16, "FLASHATTENTION_DISABLE_FP16"}, {&win, "FLASHATTENTION_DISABLE_LOCAL"}, {&docs, "not prefix-LM or documents"}};
+  for (const auto& [c, part] : want) {
+    validate_case(*c);
+    const Plan p = plan_case(*c);
+    const Result r = attnscope::testing::run_id("python.fa3", *c, p, make_workload(*c, p.pages));
+    EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+    EXPECT_NE(r.message.find(part), std::string::npos) << r.message;
   }
 }

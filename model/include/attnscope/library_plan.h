@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/fa3_plan.h"
 #include "attnscope/mla_plan.h"
 #include "attnscope/split_plan.h"
 
@@ -119,12 +120,22 @@ struct FlashAttnPlan {
   SplitPlan model;
 };
 
+// FlashAttention-3's split decision as attnscope models it (fa3_plan.h), for a case that runs the
+// FA3 adapter: FA3's own choice exists only once the call ran, so the run's Result carries the two
+// side by side (Result::library_plan) and the plan shows the model alone.
+struct Fa3LibraryPlan {
+  bool asked = false;  // the case runs a backend whose family planned it
+  std::string source;  // who answers for the library at run time, in words
+  Fa3PlanModel model;
+};
+
 // Filled by the backends floor (plan_case asks each family with a planner of its own); make_plan
 // alone leaves them unplanned, with that as the reason.
 struct LibraryPlans {
   FlashInferPlan flashinfer;         // for the flashinfer / fixed / off planner models; why says when not run
   FlashInferMlaPlan flashinfer_mla;  // absorbed MLA cases: FlashInfer's MLAPlan
   FlashAttnPlan flash_attn;          // FlashAttention-2's num_splits for the case (flash_attn family)
+  Fa3LibraryPlan fa3;                // FlashAttention-3's, modelled (python family's FA3 adapter)
   LibraryPlans() {
     flashinfer.why = "not planned: the library planners run in plan_case (backends floor)";
     flashinfer_mla.why = flashinfer.why;
@@ -169,5 +180,9 @@ std::vector<PlanFieldDiff> compare_flash_attn_plan(const FlashAttnPlan& lib);
 // "FlashAttention-2's own num_splits (profile H100 SXM, 132 SMs, ...): agrees with the model on every
 // field (num_splits N, ...)", the differing fields, or why not run.
 std::string flash_attn_agreement_line(const FlashAttnPlan& lib);
+
+// The fields where the FA3 model and FA3's own choice differ: "num_splits", "pack_gqa",
+// "request_m_blocks", "request_splits". Empty when they agree or FA3's is not available.
+std::vector<PlanFieldDiff> compare_fa3_plan(const Fa3PlanModel& m, const Fa3OwnPlan& own);
 
 }  // namespace attnscope

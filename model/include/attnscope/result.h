@@ -124,6 +124,9 @@ struct Result {
   Timing timing;
   std::optional<GraphReplayReport> graph;  // cases with /cuda_graph only
   std::string block_mask;  // python.flex_attention: FlexAttention's BlockMask (the worker's summary, JSON), else ""
+  // A library's own plan read back from the call beside attnscope's model of it, as text lines with the
+  // differing fields marked (python.fa3: FA3's num_splits and scheduler metadata), else ""
+  std::string library_plan;
   std::shared_ptr<const DeviceResultCopy> device;    // o and lse on the device too, where the run kept them
   std::shared_ptr<const PartitionReport> partition;  // a partitioned run (/parallel): o and lse are the merge
   bool ok() const { return status == Status::kOk; }
