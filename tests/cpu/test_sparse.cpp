@@ -437,3 +437,43 @@ TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   EXPECT_NE(r.message.find("cpu.tiled does not take DeepSeek sparse attention (/sparse"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("cpu.reference, cpu.lowp and cpu.tiled do"), std::string::npos) << r.message;
 }
+
+// examples/dsa-index-bug.json: request 1 is request 0 (same seed, same buffer) with token 0's softmax
+// weight multiplied by 1949, what a gathering kernel computes from a 2048-wide buffer of 100 tokens whose
+// 1948 -1 slots hold 0; checked here against that sum written out, and the buggy buffer itself is refused.
+TEST(Sparse, IndexBugExampleIsTokenZeroCountedOncePerRepeat) {
+  const CaseSpec c = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/dsa-index-bug.json").spec;
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const Result ref = run("cpu.reference", c, p, w);
+  ASSERT_TRUE(ref.ok()) << ref.message;
+  const int Hq = c.num_qo_heads, Dq = c.head_dim_qk, Dv = c.head_dim_vo, n = c.requests[1].kv_len;
+  ASSERT_EQ(c.requests[0].kv_len, n);
+  for (int h = 0; h < Hq; ++h) {
+    std::vector<double> x(n), o(Dv, 0.0);
+    double mx = -INFINITY, den = 0, moved = 0;
+    for (int k = 0; k < n; ++k) {
+      const float* kr = pool_row(c, p, w.k_pool, 1, k, 0, Dq);
+      double dot = 0;
+      for (int d = 0; d < Dq; ++d) dot += static_cast<double>(w.q_row(1, h, c)[d]) * kr[d];
+      x[k] = dot * c.scale();
+      mx = std::max(mx, x[k]);
+    }
+    for (int k = 0; k < n; ++k) {
+      const double e = std::exp(x[k] - mx) * (k == 0 ? 1949.0 : 1.0);  // token 0 gathered 1 + 1948 times
+      den += e;
+      const float* vr = pool_row(c, p, w.v_pool, 1, k, 0, Dv);
+      for (int d = 0; d < Dv; ++d) o[d] += e * vr[d];
+    }
+    for (int d = 0; d < Dv; ++d) {
+      const double got = ref.o[(static_cast<size_t>(Hq) + h) * Dv + d];
+      EXPECT_NEAR(got, o[d] / den, 1e-6 * std::max(1.0, std::fabs(o[d] / den))) << h << " " << d;
+      moved = std::max(moved, std::fabs(got - ref.o[static_cast<size_t>(h) * Dv + d]));
+    }
+    EXPECT_GT(moved, 0.05) << "head " << h << ": the bug must change the output visibly";
+  }
+  CaseSpec bad = c;
+  bad.attention.score_mod.reset();
+  bad.sparse->indices[1][0].resize(2048, 0);  // the engine's buffer: 0 where -1 belongs
+  expect_refused(bad, "/sparse/indices/1/0/100", "repeats entry 0 of this row");
+}
