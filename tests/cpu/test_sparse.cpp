@@ -477,3 +477,32 @@ TEST(Sparse, IndexBugExampleIsTokenZeroCountedOncePerRepeat) {
   bad.sparse->indices[1][0].resize(2048, 0);  // the engine's buffer: 0 where -1 belongs
   expect_refused(bad, "/sparse/indices/1/0/100", "repeats entry 0 of this row");
 }
+
+// The indexer reads positions, not the batch: a decode step that replays query j of a prefill (kv_len
+// j + 1 + prefix, q_offset j) selects what the prefill's row j selected; a request run alone (sub_case,
+// given indices following their request) keeps its selection.
+TEST(Sparse, SelectionFollowsPositionsNotTheBatch) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    CaseSpec c = sparse_case(seed, true);
+    c.requests = {RequestSpec{6, 40}, RequestSpec{1, 25}};
+    validate_case(c);
+    const SparseSelection pre = sparse_selection(c, 0);
+    for (int j = 0; j < 6; ++j) {
+      CaseSpec d = c;
+      d.requests = {RequestSpec{1, 40 - 6 + j + 1}};
+      d.requests[0].seed = c.request_seed(0);
+      d.requests[0].q_offset = j;
+      const SparseSelection step = sparse_selection(d, 0);
+      EXPECT_EQ(std::vector<int>(step.row(0), step.row(0) + step.top_k), std::vector<int>(pre.row(j), pre.row(j) + pre.top_k))
+          << seed << " " << j;
+    }
+    CaseSpec g = c;
+    g.sparse->top_k = std::max(g.sparse->top_k, 2);
+    g.sparse->indices = {{{0, 1}, {2}, {}, {3, 4}, {5}, {39, 38}}, {{24}}};
+    validate_case(g);
+    const CaseSpec alone = sub_case(g, {1});
+    validate_case(alone);
+    EXPECT_EQ(sparse_selection(alone, 0).idx, sparse_selection(g, 1).idx);
+    EXPECT_EQ(sparse_selection(sub_case(c, {1}), 0).idx, sparse_selection(c, 1).idx);
+  }
+}
