@@ -352,13 +352,17 @@ void validate_sparse(const CaseSpec& c) {
                 " with scoring fp8: a row is one e4m3 quantisation block of at most 128 dims (the reference's block_size "
                 "128), use at most 128 or scoring fp64");
   validate_sparse_masks(c);
-  int64_t macs = 0, bytes = 0;
+  int64_t macs = 0, bytes = 0, entries = 0;
   constexpr int64_t kSat = int64_t{1} << 61;
   for (const RequestSpec& r : c.requests) {
     const int64_t q = std::max(0, r.q_len), kv = std::max(0, r.kv_len);
     macs = std::min(kSat, macs + std::min(kSat / 1048576, q * kv) * s.index_heads * s.index_head_dim);
     bytes = std::min(kSat, bytes + q * ((kv + 63) / 64 * 8 + 2 * static_cast<int64_t>(sizeof(int))));
+    entries += q * s.top_k;  // at most 2^12 requests x 2^22 x 2^22: no overflow
   }
+  require(entries <= kMaxSelectionEntries, "/sparse/top_k",
+          std::to_string(s.top_k) + " makes an index buffer of " + std::to_string(entries) +
+              " entries (the sum of q_len x top_k), more than the " + std::to_string(kMaxSelectionEntries) + " a case may have");
   require(bytes <= kMaxMaskBytes, "/sparse",
           "the selection makes " + std::to_string(bytes) +
               " bytes of mask bits (q_len x kv_len bits per request), more than the " + std::to_string(kMaxMaskBytes) +

@@ -363,6 +363,17 @@ TEST(Sparse, RulesNameThePath) {
   c.sparse->scoring = SparseScoring::kFp64;
   validate_case(c);
   c = base;
+  c.requests[0] = RequestSpec{64, 64};  // 65 queries x 2^20 entries: past the index buffer's 2^26
+  c.sparse->top_k = static_cast<int>(kMaxSelectionEntries / 64);
+  expect_refused(c, "/sparse/top_k", "makes an index buffer of 68157440 entries");
+  c = base;
+  c.sparse->index_heads = 64;
+  c.sparse->index_head_dim = 128;
+  c.requests = {RequestSpec{64, 4096}};  // 64 x 4096 x 64 x 128 = 2^31 multiply-adds: allowed
+  validate_case(c);
+  c.requests = {RequestSpec{1024, 4096}};  // 2^35: refused
+  expect_refused(c, "/sparse", "the indexer would take 34359738368 multiply-adds");
+  c = base;
   c.attention.window = 4;
   expect_refused(c, "/attention/window", "not with /sparse");
   c = base;
