@@ -16,6 +16,7 @@
 #include "attnscope/sparse.h"
 #include "case_json.h"
 #include "mla_case_gen.h"
+#include "stage_cache.h"
 
 using namespace attnscope;
 
@@ -340,6 +341,9 @@ TEST(Sparse, InputsAreTheDenseCasesInputs) {
   EXPECT_EQ(a.k_pool.size(), b.k_pool.size());
   EXPECT_TRUE(std::equal(a.k_pool.begin(), a.k_pool.end(), b.k_pool.begin(),
                          [](float x, float y) { return f32_bits(x) == f32_bits(y); }));
+  // so the live run's inputs stage is shared, and each backend's result is not (its key reads /sparse)
+  EXPECT_EQ(inputs_key(c), inputs_key(dense));
+  EXPECT_NE(backend_key(c, "cpu.reference", std::nullopt), backend_key(dense, "cpu.reference", std::nullopt));
   // and the indexer is deterministic
   EXPECT_EQ(indexer_selection(c, 0, SparseScoring::kFp8).idx, indexer_selection(c, 0, SparseScoring::kFp8).idx);
 }
