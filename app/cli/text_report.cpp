@@ -8,6 +8,7 @@
 #include "attnscope/compare.h"
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
+#include "attnscope/sparse.h"
 #include "attnscope/workload.h"
 #include "cuda_graph_run.h"
 #include "fp8_stats.h"
@@ -154,6 +155,36 @@ void print_mla_library_plan(std::ostream& o, const Plan& p) {
   o << "  " << flashinfer_mla_agreement_line(m, f) << "\n";
 }
 
+// /sparse's selection per request (sparse.h): what the plan's mask bits hold, counted, and the last query's
+// first kept tokens with their physical slots.
+void print_sparse(std::ostream& o, const CaseSpec& c, const Plan& p) {
+  const SparseSpec& sp = *c.sparse;
+  o << "sparse DeepSeek sparse attention (ANDed with it): top_k " << sp.top_k << ", "
+    << (sp.indices.empty() ? "indexer " + std::to_string(sp.index_heads) + " heads x " + std::to_string(sp.index_head_dim) +
+                                 " dims, " + scoring_name(sp.scoring) + " scores"
+                           : std::string("indices given (/sparse/indices)"))
+    << "\n";
+  for (int r = 0; r < static_cast<int>(c.requests.size()) && r < 8; ++r) {
+    const SparseSelection& s = (*p.sparse)[r];
+    int64_t kept = 0, padding = 0, nans = 0;
+    for (int q = 0; q < s.q_len; ++q) {
+      kept += s.kept(q);
+      padding += s.padding(q);
+      nans += s.nans[q];
+    }
+    const std::vector<int64_t> slots = sparse_slots(s, p.pages, r);
+    const int last = s.q_len - 1, n = std::min(s.kept(last), 8);
+    o << "      request " << r << ": " << kept << " kept, " << padding << " -1 padding"
+      << (nans ? ", " + std::to_string(nans) + " NaN scores" : "") << "; its last query keeps "
+      << list(std::vector<int>(s.row(last), s.row(last) + n), 8) << (s.kept(last) > n ? " ..." : "") << " at slots "
+      << list(std::vector<int>(slots.begin() + static_cast<int64_t>(last) * s.top_k,
+                               slots.begin() + static_cast<int64_t>(last) * s.top_k + n),
+              8)
+      << "\n";
+  }
+  o << "      allowed pairs per head: " << allowed_pairs(c, p) << "\n";
+}
+
 }  // namespace
 
 std::string case_summary(const CaseSpec& c) {
@@ -218,6 +249,7 @@ void print_plan(std::ostream& o, const CaseSpec& c, const Plan& p) {
     ++shown;
   }
   if (c.has_trees()) o << "      allowed pairs per head: " << allowed_pairs(c, p) << "\n";
+  if (p.sparse) print_sparse(o, c, p);
   if (c.has_sinks()) {
     const std::vector<float> s = sink_logits(c);
     o << "sinks one logit per query head in the denominator, no value vector"

@@ -14,6 +14,7 @@
 #include "attnscope/mask_expr.h"
 #include "attnscope/partition.h"
 #include "attnscope/registry.h"
+#include "attnscope/sparse.h"
 #include "json_strict.h"
 #include "recorded_json.h"
 
@@ -254,6 +255,38 @@ void read_shape(const Obj& top, CaseSpec& c) {
   }
 }
 
+// /sparse (DeepSeek Sparse Attention): the indexer's shape and scoring, or the selection given as an
+// engine's buffer (the rules on its values are validate_sparse's; here only its JSON shape).
+void read_sparse(const Obj& top, CaseSpec& c) {
+  if (!top.has("sparse")) return;
+  Obj o(top.raw("sparse"), "/sparse", {"top_k", "index_heads", "index_head_dim", "scoring", "indices"});
+  SparseSpec s;
+  s.top_k = o.get_int("top_k", s.top_k);
+  s.index_heads = o.get_int("index_heads", s.index_heads);
+  s.index_head_dim = o.get_int("index_head_dim", s.index_head_dim);
+  s.scoring = o.get_enum("scoring", s.scoring, {{"fp8", SparseScoring::kFp8}, {"fp64", SparseScoring::kFp64}});
+  if (o.has("indices")) {
+    const json& reqs = o.array("indices");
+    if (reqs.empty()) throw CaseError(o.at("indices"), "is empty, give one list of rows per request (or leave the key out)");
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      const std::string pr = o.at("indices") + "/" + std::to_string(r);
+      if (!reqs[r].is_array()) throw CaseError(pr, "must be an array (one row per query token), got " + json_kind(reqs[r]));
+      s.indices.emplace_back();
+      for (size_t q = 0; q < reqs[r].size(); ++q) {
+        const json& row = reqs[r][q];
+        const std::string pq = pr + "/" + std::to_string(q);
+        if (!row.is_array()) throw CaseError(pq, "must be an array of token indices (-1: padding), got " + json_kind(row));
+        std::vector<int> v;
+        for (size_t j = 0; j < row.size(); ++j)
+          v.push_back(static_cast<int>(Obj::integer(row[j], pq + "/" + std::to_string(j), std::numeric_limits<int>::min(),
+                                                    std::numeric_limits<int>::max())));
+        s.indices.back().push_back(std::move(v));
+      }
+    }
+  }
+  c.sparse = s;
+}
+
 // /cuda_graph (docs/case-format.md): the bucket a graph was captured at and whose padding replays it.
 void read_cuda_graph(const Obj& top, CaseSpec& c) {
   if (!top.has("cuda_graph")) return;
@@ -300,7 +333,7 @@ void read_parallel(const Obj& top, CaseSpec& c) {
 CaseFile parse_case(const json& j) {
   Obj top(j, "", {"schema",    "name",      "description", "requests",   "heads",  "head_dim",      "mla",      "dtype",
                   "kv_cache",  "attention", "split",       "cuda_graph", "data",   "fp8_attention", "backends", "comparisons",
-                  "reference", "kernels",   "environment", "recorded",   "engine", "parallel"});
+                  "reference", "kernels",   "environment", "recorded",   "engine", "parallel",      "sparse"});
   top.require("schema");
   const std::string schema = top.get_str("schema", "");
   if (schema != kCaseSchema) throw CaseError("/schema", "\"" + schema + "\" is not supported, must be \"" + kCaseSchema + "\"");
@@ -319,6 +352,7 @@ CaseFile parse_case(const json& j) {
   for (size_t i = 0; i < reqs.size(); ++i) c.requests.push_back(parse_request(reqs[i], "/requests/" + std::to_string(i)));
 
   read_shape(top, c);
+  read_sparse(top, c);
   top.require("dtype");
   c.dtype = top.get_enum("dtype", DType::kBf16, kDtypes);
 
@@ -460,7 +494,10 @@ CaseFile parse_case_text(const std::string& text) {
     // a duplicate key is a CaseError naming its object; an array past its limit stops the read
     j = parse_json_strict(text, {{"/requests", kMaxRequests, "requests"},
                                  {"/requests/*/doc_starts", kMaxTokens, "document starts (each a key position)"},
-                                 {"/requests/*/tree_parents", kMaxTokens, "tree parents (one per new token)"}});
+                                 {"/requests/*/tree_parents", kMaxTokens, "tree parents (one per new token)"},
+                                 {"/sparse/indices", kMaxRequests, "lists of rows (one per request)"},
+                                 {"/sparse/indices/*", kMaxTokens, "rows (one per query token)"},
+                                 {"/sparse/indices/*/*", kMaxTokens, "token indices"}});
   } catch (const json::parse_error& e) {
     // byte offset -> line and column
     size_t line = 1, col = 1;
@@ -530,6 +567,13 @@ ordered_json case_to_json(const CaseSpec& c) {
                 {"absorbed", c.mla->absorbed},
                 {"qk_nope_dim", c.mla->qk_nope_dim},
                 {"v_head_dim", c.mla->v_head_dim}};
+  if (c.sparse) {  // written only when set, so the canonical text of every other case is unchanged
+    j["sparse"] = {{"top_k", c.sparse->top_k},
+                   {"index_heads", c.sparse->index_heads},
+                   {"index_head_dim", c.sparse->index_head_dim},
+                   {"scoring", scoring_name(c.sparse->scoring)}};
+    if (!c.sparse->indices.empty()) j["sparse"]["indices"] = c.sparse->indices;
+  }
   j["dtype"] = dtype_name(c.dtype);
   const auto& k = c.kv_cache;
   j["kv_cache"] = {{"storage", storage_name(k.storage)},   {"page_size", k.page_size},

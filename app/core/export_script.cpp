@@ -143,7 +143,7 @@ std::string header(const Session& s, const std::string& target, const Choice& ch
                       (c.fp8_kv() ? std::string("the values named below") : dtype_name(c.dtype) + std::string(" values")) +
                       ", token by token, request after request; o_<backend>.npy / lse_<backend>.npy (natural log) of "
                       "each backend attnscope ran (NaN rows: not computed);" +
-                      fp8_files_note(c) + ch.part.files_note);
+                      fp8_files_note(c) + sparse_files_note(c) + ch.part.files_note);
   o << "#           case.json replays everything with `attnscope-cli run case.json`\n"
     << "# usage     python3 repro.py                   runs " << ch.part.label << " on the GPU and compares\n"
     << "#           python3 repro.py --reference-only  numpy only: this script's fp64 "
@@ -228,7 +228,7 @@ std::string batch_fns(const CaseSpec& c) {
       << (has_documents(c) ? "DOC_STARTS[r]" : "[]") << ", NUM_QO_HEADS)\n"
       << "    m &= np.broadcast_to((value != 0) & (value == value), m.shape)  # non-zero allows, NaN does not\n";
   }
-  o << "    return m\n" << tree_fn(c);
+  o << "    return m\n" << tree_fn(c) << sparse_fn(c);
   if (c.attention.mask_mod) {
     const Expr e = Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask);
     o << expr_numpy_helpers(e) << "\n\n" << expr_numpy_def(e, "mask_mod");
@@ -633,6 +633,12 @@ int export_script(const Session& s, const std::string& dir, const std::string& t
   int files = write_input_npys(c, s.plan.pages, w, dir);
   files += write_result_npys(s, dir);
   files += write_fp8_npys(s, w, dir);
+  if (s.plan.sparse) {  // the selection the plan made into the mask bits: allowed() reads it (sparse_kept)
+    std::vector<int> idx;
+    for (const SparseSelection& sel : *s.plan.sparse) idx.insert(idx.end(), sel.idx.begin(), sel.idx.end());
+    write_npy_in(dir, "sparse_indices.npy", idx, {c.total_q(), c.sparse->top_k});
+    ++files;
+  }
   const Choice ch = choose(script_case(c), s.plan, target);
   if (ch.part.write_arrays) {
     const ScriptNpyWriter out{[&](const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& shape) {

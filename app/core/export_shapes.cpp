@@ -36,7 +36,35 @@ std::string shapes_constants(const CaseSpec& c) {
 }
 
 std::string tree_mask_line(const CaseSpec& c) {
-  return c.has_trees() ? "    m &= tree_visible(r, q_abs, k)  # the request's draft tree\n" : "";
+  return std::string(c.has_trees() ? "    m &= tree_visible(r, q_abs, k)  # the request's draft tree\n" : "") +
+         (c.is_sparse() ? "    m &= sparse_kept(r, q_abs, k)  # DeepSeek sparse attention: the tokens each query keeps\n" : "");
+}
+
+std::string sparse_files_note(const CaseSpec& c) {
+  return c.is_sparse() ? " sparse_indices.npy [" + std::to_string(c.total_q()) + ", " + std::to_string(c.sparse->top_k) +
+                             "] int32: each query's kept tokens (logical indices, -1 padding);"
+                       : "";
+}
+
+std::string sparse_fn(const CaseSpec& c) {
+  if (!c.is_sparse()) return "";
+  return R"PY(
+
+SPARSE_INDICES = None
+
+
+def sparse_kept(r, q_abs, k):
+    """DeepSeek sparse attention: the tokens each query of request r keeps (sparse_indices.npy, one row of
+    top_k logical token indices per query token, -1 padding), ANDed with the causal mask above."""
+    global SPARSE_INDICES
+    if SPARSE_INDICES is None:
+        SPARSE_INDICES = np.load(os.path.join(HERE, "sparse_indices.npy"))
+    first = sum(Q_LEN[:r])
+    keep = np.zeros((Q_LEN[r], KV_LEN[r]), dtype=bool)
+    for i, row in enumerate(SPARSE_INDICES[first:first + Q_LEN[r]]):
+        keep[i, row[row >= 0]] = True
+    return keep[q_abs[:, 0] - (KV_LEN[r] - Q_LEN[r])][:, k[0]]
+)PY";
 }
 
 std::string tree_fn(const CaseSpec& c) {
@@ -65,6 +93,7 @@ std::string shapes_case_text(const CaseSpec& c) {
   std::string s;
   if (c.has_sinks()) s += ", attention sinks";
   if (c.has_trees()) s += ", speculative-decoding trees";
+  if (c.is_sparse()) s += ", DeepSeek sparse attention (top_k " + std::to_string(c.sparse->top_k) + ")";
   if (c.mla) s += std::string(", MLA ") + (c.mla->absorbed ? "absorbed" : "non-absorbed");
   return s;
 }

@@ -21,8 +21,9 @@ nlohmann::ordered_json stage_json(const CaseSpec& c) {
 
 std::string inputs_key(const CaseSpec& c) {
   nlohmann::ordered_json j = stage_json(c);
-  // make_workload reads shapes, dtype, /kv_cache, /data, /fp8_attention and /mla; never these
-  for (const char* k : {"attention", "split", "cuda_graph", "reference", "kernels", "engine"}) j.erase(k);
+  // make_workload reads shapes, dtype, /kv_cache, /data, /fp8_attention and /mla; never these (/sparse is the
+  // plan's mask: the indexer's inputs are its own streams)
+  for (const char* k : {"attention", "split", "cuda_graph", "reference", "kernels", "engine", "sparse"}) j.erase(k);
   return sha256_hex("inputs\n" + j.dump());
 }
 

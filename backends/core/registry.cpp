@@ -188,6 +188,9 @@ std::string shapes_for(const BackendInfo& b, const CaseSpec& c) {
       return b.id + " does not take " + what + "; " + who_runs([form](const BackendInfo& i) { return (i.mla & form) != 0; }) +
              " do";
   }
+  if (c.is_sparse() && !b.sparse)
+    return b.id + " does not take DeepSeek sparse attention (/sparse: the indexer's top-k selection as the mask); " +
+           who_runs([](const BackendInfo& i) { return i.sparse; }) + " do";
   if (c.has_sinks() && !b.sinks)
     return b.id + " does not take attention sinks (/attention/sinks); " + who_runs([](const BackendInfo& i) { return i.sinks; }) +
            " do";

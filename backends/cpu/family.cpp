@@ -13,7 +13,8 @@ BackendFamily cpu_family() {
   BackendFamily f;
   f.name = "cpu";
   // Every backend takes sinks and trees (tests/cpu/test_sinks_trees.cpp) and both MLA forms, ordinary
-  // attention over the derived tensors (tests/cpu/test_mla.cpp).
+  // attention over the derived tensors (tests/cpu/test_mla.cpp), and /sparse through the plan's mask bits
+  // (tests/cpu/test_sparse.cpp).
   f.backends = {
       {.id = "cpu.reference",
        .summary = "fp64 naive softmax on the CPU (ground truth)",
@@ -25,7 +26,8 @@ BackendFamily cpu_family() {
        .fp8_attention = true,
        .sinks = true,
        .trees = true,
-       .mla = kMlaBoth},
+       .mla = kMlaBoth,
+       .sparse = true},
       {.id = "cpu.lowp",
        .summary = "naive attention rounded like an eager low-precision implementation",
        .takes = any,
@@ -36,7 +38,8 @@ BackendFamily cpu_family() {
        .fp8_attention = true,
        .sinks = true,
        .trees = true,
-       .mla = kMlaBoth},
+       .mla = kMlaBoth,
+       .sparse = true},
       {.id = "cpu.tiled",
        .summary = "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
        .takes = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
@@ -48,7 +51,8 @@ BackendFamily cpu_family() {
        .fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
        .sinks = true,
        .trees = true,
-       .mla = kMlaBoth},
+       .mla = kMlaBoth,
+       .sparse = true},
   };
   f.compiled = true;
   f.note = "attnscope's CPU backends";

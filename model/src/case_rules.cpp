@@ -11,6 +11,7 @@
 #include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/partition.h"
+#include "attnscope/sparse.h"
 
 namespace attnscope {
 
@@ -344,10 +345,13 @@ CaseSpec with_planner(const CaseSpec& base, Planner p, std::optional<int> split,
 CaseSpec sub_case(const CaseSpec& c, const std::vector<int>& ids) {
   CaseSpec s = c;
   s.requests.clear();
+  if (s.sparse) s.sparse->indices.clear();
   for (int id : ids) {
     RequestSpec r = c.requests[id];
     r.seed = c.request_seed(id);
     s.requests.push_back(r);
+    if (c.sparse && !c.sparse->indices.empty())
+      s.sparse->indices.push_back(c.sparse->indices[id]);  // a given selection follows its request
   }
   return s;
 }
@@ -422,6 +426,7 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   for (size_t i = 0; i < c.requests.size(); ++i) validate_request(c, i);
 
   check_tree_budget(c);  // after the requests' own rules: it sums their lengths
+  validate_sparse(c);    // after them too: given indices are checked against q_len and kv_len
 
   // the block table's width as flash_attn_with_kvcache sees it (checked after the requests: it
   // must address every request's keys, as FlashAttention checks max(seqlens_k) against it)

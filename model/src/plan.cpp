@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "attnscope/sparse.h"
+
 namespace attnscope {
 
 RowMask row_mask(const CaseSpec& c, int r) {
@@ -53,10 +55,18 @@ Plan make_plan(const CaseSpec& c) {
   }
   // a mask_mod or a tree becomes every request's bits (one verdict per pair for every consumer)
   if (c.attention.mask_mod) p.mask_mod = std::make_shared<const Expr>(Expr::parse(*c.attention.mask_mod, Expr::Kind::kMask));
-  if (p.mask_mod || c.has_trees()) {
+  if (p.mask_mod || c.has_trees() || c.sparse) {
     auto store = std::make_shared<std::vector<MaskBits>>();
-    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
-      store->push_back(make_mask_bits(c, r, p.masks[r], p.mask_mod.get()));
+    auto sel = std::make_shared<std::vector<SparseSelection>>();
+    for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+      if (c.sparse) {  // DSA's selection ANDed with the causal mask (/sparse refuses a mask_mod and trees)
+        sel->push_back(sparse_selection(c, r));
+        store->push_back(sparse_mask_bits(sel->back(), p.masks[r]));
+      } else {
+        store->push_back(make_mask_bits(c, r, p.masks[r], p.mask_mod.get()));
+      }
+    }
+    if (c.sparse) p.sparse = sel;
     for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
       p.masks[r].bits = (*store)[r].bits.data();
       p.masks[r].bounds = (*store)[r].bounds.data();

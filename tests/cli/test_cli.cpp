@@ -546,3 +546,18 @@ TEST(Cli, SweepRowsMatchSeparateRuns) {
   }
   fs::remove_all(dir);
 }
+
+// plan's text shows /sparse's selection per request; the counts follow from the lengths by hand: a query at
+// position p keeps min(p + 1, 2048) tokens (request 1's queries sit at 2044 to 2051: 2045 + 2046 + 2047 +
+// 5 x 2048 kept, 3 + 2 + 1 padding)
+TEST(Cli, PlanShowsTheSparseSelection) {
+  const Out o = cli("plan " + src("examples/dsa-short-context.json"));
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("sparse DeepSeek sparse attention (ANDed with it): top_k 2048, indexer 64 heads x 128 dims, fp64 scores"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("request 0: 300 kept, 1748 -1 padding;"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("request 1: 16378 kept, 6 -1 padding;"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("request 2: 2048 kept, 0 -1 padding;"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("allowed pairs per head: 18726"), std::string::npos) << o.out;  // 300 + 16378 + 2048
+}

@@ -30,7 +30,8 @@ void describe(std::ostream& s, const BackendInfo& b) {
     << " score_mod: " << expr_name(b.score_mod) << " gpu: " << b.gpu << " bench_default: " << b.bench_default
     << " library_plan: " << b.library_plan << " role: " << role_name(b.role) << "\n  fp8_kv_scales: " << b.fp8_kv_scales
     << " fp8_attention: " << b.fp8_attention << " sinks: " << b.sinks << " trees: " << b.trees << " mla: " << b.mla
-    << "\n  script_sdpa_backend: " << b.script_sdpa_backend << "\n  script_sdpa_note: " << b.script_sdpa_note << "\n";
+    << " sparse: " << b.sparse << "\n  script_sdpa_backend: " << b.script_sdpa_backend
+    << "\n  script_sdpa_note: " << b.script_sdpa_note << "\n";
 }
 
 std::string describe_all() {

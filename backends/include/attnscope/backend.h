@@ -87,6 +87,9 @@ struct BackendInfo {
   // MLA (/mla, docs/conventions.md section 13): the forms it runs, bits kMlaAbsorbed / kMlaNonAbsorbed
   // (0: refuses MLA cases).
   unsigned mla = 0;
+  // DeepSeek Sparse Attention (/sparse, model/include/attnscope/sparse.h): runs the selection as the
+  // plan's mask bits. False: the registry refuses a /sparse case, naming who takes it.
+  bool sparse = false;
   // The base of the LSE its library returns (Result::lse is always natural log, converted once): a merge
   // of its partials (/parallel, partition.h) reads them in this base unless the case says otherwise.
   LseBase lse_base = LseBase::kE;

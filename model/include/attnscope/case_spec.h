@@ -119,6 +119,21 @@ struct MlaSpec {
   int vo_dim() const { return absorbed ? kv_lora_rank : v_head_dim; }
 };
 
+// /sparse: DeepSeek Sparse Attention (DSA, DeepSeek-V3.2) over /mla (model/include/attnscope/sparse.h): a
+// "lightning indexer" scores every visible token for each query and only the top_k best are attended.
+// The indexer's inputs are seeded; `indices` instead gives an engine's buffer directly.
+enum class SparseScoring { kFp8, kFp64 };  // the indexer's FP8 form (the reference kernel's) or its fp64 twin
+struct SparseSpec {
+  int top_k = 2048;          // DeepSeek-V3.2's index_topk
+  int index_heads = 64;      // index_n_heads
+  int index_head_dim = 128;  // index_head_dim
+  SparseScoring scoring = SparseScoring::kFp8;
+  // Given selection: [request][query][at most top_k] logical token indices, -1 only as padding after the
+  // real ones. Empty: the indexer selects.
+  std::vector<std::vector<std::vector<int>>> indices;
+  bool operator==(const SparseSpec&) const = default;
+};
+
 enum class Planner { kFlashInfer, kFlashAttn, kFixed, kOff };
 enum class PartialPrecision { kFp32, kDtype };  // split-KV partial outputs kept in fp32 or rounded
 
@@ -223,6 +238,7 @@ struct CaseSpec {
   DataSpec data;
   std::optional<Fp8AttentionSpec> fp8_attention;  // needs kv_cache.fp8
   std::optional<MlaSpec> mla;                     // sets num_kv_heads and the head dims (validate_case)
+  std::optional<SparseSpec> sparse;               // DeepSeek Sparse Attention over /mla (sparse.h)
   std::optional<CudaGraphSpec> cuda_graph;        // needs split.cuda_graph
   std::vector<std::string> backends;              // backend ids to run, in order
   std::vector<ComparisonSpec> comparisons;
@@ -259,6 +275,7 @@ struct CaseSpec {
   bool has_trees() const;  // any request has tree_parents
   bool is_mla() const { return mla.has_value(); }
   bool mla_absorbed() const { return mla && mla->absorbed; }
+  bool is_sparse() const { return sparse.has_value(); }
   // Dims of the generator's Q row: the case's head_dim_qk, or MLA's non-absorbed qk_nope + rope (the
   // absorbed Q is derived from it, docs/conventions.md section 13).
   int q_gen_dim() const { return mla ? mla->qk_nope_dim + mla->rope_dim : head_dim_qk; }

@@ -20,7 +20,9 @@
 
 namespace attnscope {
 
-enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3, kSink = 4, kWuk = 5, kWuv = 6 };
+// kIdx*: DeepSeek Sparse Attention's indexer inputs (sparse.h), streams of their own so that no other
+// tensor's values change.
+enum class TensorId : uint32_t { kQ = 1, kK = 2, kV = 3, kSink = 4, kWuk = 5, kWuv = 6, kIdxQ = 7, kIdxW = 8, kIdxK = 9 };
 
 AS_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

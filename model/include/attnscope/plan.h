@@ -13,6 +13,7 @@
 #include "attnscope/mask_bits.h"
 #include "attnscope/mask_expr.h"
 #include "attnscope/paging.h"
+#include "attnscope/sparse.h"
 #include "attnscope/split_plan.h"
 
 namespace attnscope {
@@ -29,6 +30,8 @@ struct Plan {
   // same reason as doc_store)
   std::shared_ptr<const Expr> mask_mod, score_mod;
   std::shared_ptr<const std::vector<MaskBits>> mask_store;
+  // /sparse: each request's selection (sparse.h), which mask_store holds as bits; nullptr without /sparse
+  std::shared_ptr<const std::vector<SparseSelection>> sparse;
   SplitPlan split;
   LibraryPlans library;  // the libraries' own plans for the same units (FlashInfer's PrefillPlan), beside `split`
   BlockMap blocks;
