@@ -115,9 +115,10 @@ void App::adopt(const CaseFile& f) {
   edit_error_.clear();
   run_pending_ = true;
   planned_.reset();
-  // a mask_mod is evaluated on every (query, key) pair when planning: a large one is planned by
-  // the runner, whose first snapshot is the plan, and the views keep the last plan until then
-  if (mask_mod_pairs(f.spec) > kPlanInlinePairs) return;
+  // a mask_mod is evaluated on every (query, key) pair when planning, and /sparse's indexer scores every
+  // visible key: a large one is planned by the runner, whose first snapshot is the plan, and the views keep
+  // the last plan until then
+  if (plan_on_runner(f.spec)) return;
   // plan now, on this thread: the plan views follow the edit in this frame; the results shown stay
   // the last edit's, marked stale, until the runner replaces them
   const auto t0 = Clock::now();

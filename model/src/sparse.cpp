@@ -335,6 +335,17 @@ void validate_indices(const CaseSpec& c) {
 
 }  // namespace
 
+int64_t indexer_macs(const CaseSpec& c) {
+  if (!c.sparse || !c.sparse->indices.empty()) return 0;
+  constexpr int64_t kSat = int64_t{1} << 61;
+  int64_t macs = 0;
+  for (const RequestSpec& r : c.requests) {
+    const int64_t q = std::max(0, r.q_len), kv = std::max(0, r.kv_len);
+    macs = std::min(kSat, macs + std::min(kSat / 1048576, q * kv) * c.sparse->index_heads * c.sparse->index_head_dim);
+  }
+  return macs;
+}
+
 void validate_sparse(const CaseSpec& c) {
   if (!c.sparse) return;
   const SparseSpec& s = *c.sparse;
@@ -352,11 +363,10 @@ void validate_sparse(const CaseSpec& c) {
                 " with scoring fp8: a row is one e4m3 quantisation block of at most 128 dims (the reference's block_size "
                 "128), use at most 128 or scoring fp64");
   validate_sparse_masks(c);
-  int64_t macs = 0, bytes = 0, entries = 0;
+  int64_t bytes = 0, entries = 0;
   constexpr int64_t kSat = int64_t{1} << 61;
   for (const RequestSpec& r : c.requests) {
     const int64_t q = std::max(0, r.q_len), kv = std::max(0, r.kv_len);
-    macs = std::min(kSat, macs + std::min(kSat / 1048576, q * kv) * s.index_heads * s.index_head_dim);
     bytes = std::min(kSat, bytes + q * ((kv + 63) / 64 * 8 + 2 * static_cast<int64_t>(sizeof(int))));
     entries += q * s.top_k;  // at most 2^12 requests x 2^22 x 2^22: no overflow
   }
@@ -368,6 +378,7 @@ void validate_sparse(const CaseSpec& c) {
               " bytes of mask bits (q_len x kv_len bits per request), more than the " + std::to_string(kMaxMaskBytes) +
               " a case may have");
   if (!s.indices.empty()) return validate_indices(c);
+  const int64_t macs = indexer_macs(c);
   require(macs <= kMaxIndexerMacs, "/sparse",
           "the indexer would take " + std::to_string(macs) +
               " multiply-adds (q_len x kv_len x index_heads x index_head_dim summed over the requests), more than the " +

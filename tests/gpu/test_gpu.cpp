@@ -109,7 +109,9 @@ TEST(Gpu, EveryExamplePassesTheTwiceLowpRule) {
       const bool may_refuse = (std::string(id) == "cuda.flash" && (c.fp8_kv() || (c.mla && !c.mla->absorbed))) ||
                               (c.is_sparse() && why.find("/sparse") != std::string::npos);
       EXPECT_TRUE(why.empty() || may_refuse) << why;
-      if (c.is_sparse()) EXPECT_FALSE(why.empty()) << id << " ran a /sparse case: this test's rule needs updating";
+      if (c.is_sparse()) {
+        EXPECT_FALSE(why.empty()) << id << " ran a /sparse case: this test's rule needs updating";
+      }
     }
     ++n;
   }

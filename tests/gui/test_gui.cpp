@@ -18,6 +18,7 @@
 #include "attnscope/mask_expr.h"
 #include "attnscope/plan.h"
 #include "attnscope/registry.h"
+#include "attnscope/sparse.h"
 #include "case_gen.h"
 #include "case_json.h"
 #include "desktop.h"
@@ -508,6 +509,15 @@ TEST(GuiItems, BuiltinMaskAsMaskModKeepsTheMask) {
   EXPECT_GT(mask_mod_pairs(natten), kPlanInlinePairs);
   EXPECT_LE(mask_mod_pairs(read_case_file(example("zoo/tree-speculative.json")).spec), kPlanInlinePairs);
   EXPECT_EQ(mask_mod_pairs(c), 0);
+  EXPECT_TRUE(plan_on_runner(natten));
+  EXPECT_FALSE(plan_on_runner(c));
+  // /sparse's indexer likewise (it scored every visible key in the frame of the edit: 128 ms a frame on
+  // DeepSeek-V3.2's decode example); given indices run no indexer
+  const CaseSpec dsa = read_case_file(example("deepseek-v32-dsa-decode.json")).spec;
+  EXPECT_EQ(indexer_macs(dsa), int64_t{4096 + 5000 + 6656 + 8192} * 64 * 128);  // q_len 1 each, 64 heads x 128 dims
+  EXPECT_TRUE(plan_on_runner(dsa));
+  EXPECT_EQ(indexer_macs(read_case_file(example("dsa-index-bug.json")).spec), 0);
+  EXPECT_FALSE(plan_on_runner(read_case_file(example("dsa-index-bug.json")).spec));
 }
 
 // The hover readout's score is the score_mod's, the same as its built-in twin's.

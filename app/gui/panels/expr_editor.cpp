@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "attnscope/mask_expr.h"
+#include "attnscope/sparse.h"
 #include "draw/text_fit.h"
 
 namespace attnscope::gui {
@@ -126,6 +127,10 @@ int64_t mask_mod_pairs(const CaseSpec& c) {
   int64_t n = 0;
   for (const auto& r : c.requests) n += static_cast<int64_t>(r.q_len) * r.kv_len;
   return n;
+}
+
+bool plan_on_runner(const CaseSpec& c) {
+  return mask_mod_pairs(c) > kPlanInlinePairs || indexer_macs(c) > kPlanInlineIndexerMacs;
 }
 
 namespace {

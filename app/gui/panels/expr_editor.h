@@ -57,6 +57,11 @@ std::string mask_mod_and_note(const CaseSpec& c, int r);
 // (about 100 ns a pair: a 4096-token prefill takes seconds).
 int64_t mask_mod_pairs(const CaseSpec& c);
 constexpr int64_t kPlanInlinePairs = int64_t{1} << 19;
+// /sparse's indexer runs in make_plan too (about 0.6 ns a multiply-add on two cores): above this many
+// (indexer_macs, about 40 ms) the runner plans it, as a large mask_mod.
+constexpr int64_t kPlanInlineIndexerMacs = int64_t{1} << 26;
+// Whether the plan is the runner's to make (a large mask_mod or indexer) rather than this frame's.
+bool plan_on_runner(const CaseSpec& c);
 
 class ExprEditor {
  public:

@@ -91,6 +91,8 @@ std::vector<double> recall_of_mass(const CaseSpec& c, const PageTable& pt, const
 void validate_sparse(const CaseSpec& c);
 // What the indexer may cost: the sum over requests of q_len x kv_len x index_heads x index_head_dim.
 constexpr int64_t kMaxIndexerMacs = int64_t{1} << 34;
+// The indexer's multiply-adds for the case (saturating): 0 without /sparse or with /sparse/indices given.
+int64_t indexer_macs(const CaseSpec& c);
 // The selection's buffer, [q_len][top_k] int32 per request, summed over the requests (256 MiB).
 constexpr int64_t kMaxSelectionEntries = int64_t{1} << 26;
 
