@@ -148,7 +148,7 @@ std::string non_finite(const std::vector<float>& v, const char* name, int64_t pe
 
 // Why FA3 as the fa3-fwd 0.0.3 wheel built it cannot take the case ("" when it can): what the build
 // compiled out named by its flag (fa3_fwd_config.CONFIG), else FA3's own rule (hopper/flash_api.cpp
-// mha_fwd's checks). worker_fa3.py checks the same on its side.
+// mha_fwd's checks). The one list: the worker trusts it (worker_fa3.py checks only the rows' key ranges).
 std::string fa3_refusal(const CaseSpec& c) {
   const std::string out = "python.fa3: compiled out of fa3-fwd: FLASHATTENTION_DISABLE_";
   const auto& at = c.attention;

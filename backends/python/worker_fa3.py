@@ -5,8 +5,8 @@
 # _t_request_kv, Unavailable, _DEV) are looked up when called.
 
 FA3_PIP = "pip install fa3-fwd==0.0.3"
-# what the fa3-fwd 0.0.3 build compiled out (its fa3_fwd_config.CONFIG build_flags), named in refusals
-FA3_OUT = "compiled out of fa3-fwd: FLASHATTENTION_DISABLE_"
+# What the wheel compiled out and what FA3 cannot take is refused before a call reaches the worker, by the
+# backend's check() (python_backend.cpp fa3_refusal): one list of rules, tested in CI without PyTorch.
 last_fa3_plan = None  # the last python.fa3 call's read-back of FA3's own plan, for the reply
 
 
@@ -16,26 +16,6 @@ def _fa3_module():
     except Exception as e:
         raise Unavailable("not installed: fa3_fwd (%s) (%s: %s)" % (FA3_PIP, type(e).__name__, e))
     return fa3
-
-
-def fa3_refusal(b):
-    """Why FA3 as fa3-fwd built it cannot take the case, naming the build flag or FA3's rule; "" when it can.
-    attnscope's check() refuses the same before the call (python_backend.cpp); this is the worker's own."""
-    if b.dtype == "fp16":
-        return FA3_OUT + "FP16 (/dtype fp16; this build runs bf16 and FP8 e4m3)"
-    if b.dtype != "bf16":
-        return "FA3 takes bf16 or FP8 e4m3 (/dtype is %s)" % b.dtype
-    if b.window_left >= 0 or b.local_chunk:
-        return FA3_OUT + "LOCAL (a sliding window or chunked local attention)"
-    d, dv = b.head_dim_qk, b.head_dim_vo
-    align = 16 if getattr(b, "fp8", None) else 8
-    if d > 256 or d % align or dv % align:
-        return "FA3 takes head dims up to 256 in multiples of %d (this case: %d / %d)" % (align, d, dv)
-    if dv != d and not ((128 < d <= 192 and 96 < dv <= 128) or (d <= 64 and dv <= 512)):
-        return "FA3 takes a V head dim unlike Q/K's only for Q/K in (128, 192] with V in (96, 128], or Q/K <= 64 with V <= 512"
-    if b.num_qo_heads % b.num_kv_heads:
-        return "FA3 needs the query heads a multiple of the KV heads"
-    return ""
 
 
 def _fa3_lengths(b, h):
@@ -63,14 +43,6 @@ def _fa3_descales(b, torch, fp8):
     """q/k/v_descale of shape (batch, kv_heads), float32, from the case's FP8 scales (tensor: one
     number, head: one per KV head); the device values are the FP8 values themselves, so FA3 multiplies
     the scales back in as its descale factors."""
-    if fp8["format"] != "e4m3":
-        raise Unavailable("FA3 takes FP8 e4m3 only (this cache is %s)" % fp8["format"])
-    if fp8["granularity"] not in ("tensor", "head"):
-        raise Unavailable("FA3's descale factors are per (request, KV head); per-token scales (granularity %s) have "
-                          "no form there" % fp8["granularity"])
-    if fp8.get("q_scale") is None:
-        raise Unavailable("FA3 runs FP8 with Q, K and V all e4m3: an FP8 KV cache needs /fp8_attention (Q in FP8)")
-
     def per_head(x):
         t = torch.tensor([float(s) for s in x], dtype=torch.float32, device=_DEV)
         t = t.expand(b.num_kv_heads) if t.numel() == 1 else t
@@ -119,10 +91,7 @@ def gpu_fa3(b):
     last_fa3_plan = None
     fa3 = _fa3_module()
     torch = _torch()
-    fp8 = getattr(b, "fp8", None)
-    why = fa3_refusal(b)
-    if why:
-        raise Unavailable(why)
+    fp8 = getattr(b, "fp8", None)  # e4m3 with tensor or head scales and Q in FP8 (check() refused the rest)
     h = _host_lists(b)
     used_q, used_k = _fa3_lengths(b, h)
     qlens = [h["cu_seqlens_q"][r + 1] - h["cu_seqlens_q"][r] for r in range(b.num_requests)]
