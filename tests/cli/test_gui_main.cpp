@@ -9,6 +9,7 @@
 
 #include "environment.h"
 #include "shell.h"
+#include "xvfb_run.h"
 
 namespace fs = std::filesystem;
 using attnscope::testing::sh;
@@ -58,16 +59,16 @@ TEST(GuiMain, ScreenshotOfACaseThatCannotBeOpenedSpeaksOfNoSession) {
   fs::create_directories(dir);
   const std::string bad = (dir / "bad.json").string();
   std::ofstream(bad) << "{\"schema\": \"attnscope/case@1\", \"requests\": 3}";
-  const auto o = sh("HOME=" + dir.string() + " xvfb-run -a -s '-screen 0 800x600x24' " + kGui + " " + bad + " --screenshot " +
-                    (dir / "shot.png").string());
+  const auto o = sh(attnscope::testing::under_xvfb(kGui, bad + " --screenshot " + (dir / "shot.png").string(),
+                                                   "HOME=" + dir.string(), "800x600x24"));
   EXPECT_EQ(o.code, 2) << o.out;
   EXPECT_NE(o.out.find("Cannot open " + bad), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("/requests"), std::string::npos) << "the error names the JSON path: " << o.out;
   EXPECT_EQ(o.out.find("unchanged"), std::string::npos) << o.out;
   // a missing file is named as a file, not with the JSON path "/"
   const std::string nope = (dir / "nope.json").string();
-  const auto m = sh("HOME=" + dir.string() + " xvfb-run -a -s '-screen 0 800x600x24' " + kGui + " " + nope + " --screenshot " +
-                    (dir / "shot.png").string());
+  const auto m = sh(attnscope::testing::under_xvfb(kGui, nope + " --screenshot " + (dir / "shot.png").string(),
+                                                   "HOME=" + dir.string(), "800x600x24"));
   EXPECT_EQ(m.code, 2) << m.out;
   EXPECT_NE(m.out.find("error: " + nope + ": no such file"), std::string::npos) << m.out;
   EXPECT_EQ(m.out.find("unchanged"), std::string::npos) << m.out;

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 
+#include "gui_shot.h"
 #include "panels/consistency_panel.h"
 
 using namespace attnscope;
@@ -60,19 +61,15 @@ TEST(ConsistencyPanel, PlotKindsAndDecades) {
 }
 
 TEST(ConsistencyPanel, ScreenshotShowsVerdictsAndChart) {
-  const fs::path out = fs::temp_directory_path() / ("attnscope_consistency_" + std::to_string(::getpid()) + ".png");
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " +
-                          std::string(ATTNSCOPE_SOURCE_DIR) +
-                          "/examples/fully-masked-rows.json --size 1280x800 --tab consistency --consistency 32 --screenshot " +
-                          out.string() + " > " + out.string() + ".log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream lf(out.string() + ".log");
-  const std::string log{std::istreambuf_iterator<char>(lf), {}};
-  ASSERT_EQ(rc, 0) << log;
-  EXPECT_NE(log.find("tab consistency"), std::string::npos) << log;
-  int w = 0, h = 0, n = 0;
-  unsigned char* px = stbi_load(out.string().c_str(), &w, &h, &n, 4);
-  ASSERT_NE(px, nullptr);
+  attnscope::testing::GuiShot s = attnscope::testing::gui_screenshot(
+      ATTNSCOPE_GUI,
+      std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/fully-masked-rows.json --size 1280x800 --tab consistency --consistency 32",
+      "consistency");
+  ASSERT_EQ(s.rc, 0) << s.log;
+  EXPECT_NE(s.log.find("tab consistency"), std::string::npos) << s.log;
+  ASSERT_FALSE(s.px.empty());
+  const int w = s.w, h = s.h;
+  const unsigned char* px = s.px.data();
   // the verdicts' colours: green "bit-identical" (cpu.reference, cpu.lowp), amber "differs" (cpu.tiled)
   int64_t green = 0, amber = 0;
   for (int y = 0; y < h; ++y)
@@ -81,9 +78,6 @@ TEST(ConsistencyPanel, ScreenshotShowsVerdictsAndChart) {
       green += p[1] > 180 && p[0] < 150 && p[2] < 150;
       amber += p[0] > 230 && p[1] > 170 && p[1] < 220 && p[2] < 110;
     }
-  stbi_image_free(px);
-  fs::remove(out);
-  fs::remove(out.string() + ".log");
   EXPECT_GT(green, 200);
   EXPECT_GT(amber, 200);
 }

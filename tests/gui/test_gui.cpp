@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include "gui_shot.h"  // before the implementation below: stb_image.h is not guarded against both
+
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 
@@ -603,21 +605,11 @@ struct Image {
 };
 
 bool shoot(const std::string& case_file, const std::string& tab, Image* img, std::string* log) {
-  const fs::path out = fs::temp_directory_path() / ("attnscope_shot_" + tab + "_" + std::to_string(::getpid()) + ".png");
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file +
-                          " --size 1280x800 --screenshot " + out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream lf(out.string() + ".log");
-  log->assign(std::istreambuf_iterator<char>(lf), {});
-  if (rc != 0) return false;
-  int n = 0;
-  unsigned char* data = stbi_load(out.string().c_str(), &img->w, &img->h, &n, 4);
-  if (!data) return false;
-  img->px.assign(data, data + static_cast<size_t>(img->w) * img->h * 4);
-  stbi_image_free(data);
-  fs::remove(out);
-  fs::remove(out.string() + ".log");
-  return true;
+  attnscope::testing::GuiShot s =
+      attnscope::testing::gui_screenshot(ATTNSCOPE_GUI, case_file + " --size 1280x800 --tab " + tab, "gui_" + tab);
+  *log = s.log;
+  img->w = s.w, img->h = s.h, img->px = std::move(s.px);
+  return s.rc == 0 && !img->px.empty();
 }
 
 // Distinct colours (quantised) in the panel area right of the sidebar.
@@ -652,8 +644,7 @@ void PrintTo(const Shot& s, std::ostream* os) { *os << s.tab << " on " << s.file
 class Screenshot : public ::testing::TestWithParam<Shot> {};
 
 TEST_P(Screenshot, TabRendersItsContent) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   const auto [tab, file] = GetParam();
   Image img;
   std::string log;
@@ -703,8 +694,7 @@ INSTANTIATE_TEST_SUITE_P(EveryTab, Screenshot,
 
 // A mask zoo case: the heatmap, and the mask_mod printed above it in its own colour.
 TEST(Gui, ZooMaskTabShowsTheExpression) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   Image img;
   std::string log;
   ASSERT_TRUE(shoot(example("zoo/dilated-window.json"), "mask", &img, &log)) << log;

@@ -16,6 +16,7 @@
 #include "attnscope/registry.h"
 #include "attnscope/workload.h"
 #include "case_json.h"
+#include "gui_shot.h"
 #include "gui_state.h"
 #include "panels/diff_panel.h"
 #include "panels/editor_panel.h"
@@ -317,18 +318,10 @@ struct Image {
 };
 
 bool shoot(const std::string& args, Image* img, std::string* log) {
-  const fs::path out = fs::temp_directory_path() / ("attnscope_fp8_shot_" + std::to_string(::getpid()) + ".png");
-  const auto o = attnscope::testing::sh("xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + args +
-                                        " --size 1280x800 --screenshot " + out.string());
-  *log = o.out;
-  if (o.code != 0) return false;
-  int n = 0;
-  unsigned char* data = stbi_load(out.string().c_str(), &img->w, &img->h, &n, 4);
-  if (!data) return false;
-  img->px.assign(data, data + static_cast<size_t>(img->w) * img->h * 4);
-  stbi_image_free(data);
-  fs::remove(out);
-  return true;
+  attnscope::testing::GuiShot s = attnscope::testing::gui_screenshot(ATTNSCOPE_GUI, args + " --size 1280x800", "fp8");
+  *log = s.log;
+  img->w = s.w, img->h = s.h, img->px = std::move(s.px);
+  return s.rc == 0 && !img->px.empty();
 }
 
 // Pixels right of the sidebar that pass `pred`.
@@ -349,8 +342,7 @@ bool saturated_red(const unsigned char* p) {
 // The Pages tab's FP8 views on the saturating example: the saturated slots marked in the pool map,
 // the outlier channels' bars; the Diff tab with the original ideal as the reference.
 TEST(Fp8Gui, ScreenshotsOfTheFp8Views) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   const std::string e5m2 = example("fp8-e5m2-outliers-saturate.json");
   Image img;
   std::string log;

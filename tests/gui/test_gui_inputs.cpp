@@ -29,6 +29,7 @@
 #include "panels/softmax_panel.h"
 #include "panels/sweep_panel.h"
 #include "panels/timing_panel.h"
+#include "xvfb_run.h"
 
 using namespace attnscope;
 using namespace attnscope::gui;
@@ -394,12 +395,11 @@ TEST(GuiInputs, EditLatencyPercentilesAndDragSpec) {
 
 namespace {
 
-bool have_xvfb() { return std::system("command -v xvfb-run > /dev/null 2>&1") == 0; }
+using attnscope::testing::have_xvfb;
 
 int run_gui(const std::string& args, std::string* out, const std::string& env = "", const char* gui = ATTNSCOPE_GUI) {
   const fs::path log = scratch("gui.log");
-  const std::string cmd =
-      env + " xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(gui) + " " + args + " > " + log.string() + " 2>&1";
+  const std::string cmd = attnscope::testing::under_xvfb(gui, args, env) + " > " + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream in(log);
   out->assign(std::istreambuf_iterator<char>(in), {});

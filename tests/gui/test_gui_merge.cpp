@@ -14,6 +14,7 @@
 
 #include "attnscope/partition.h"
 #include "case_json.h"
+#include "gui_shot.h"
 #include "live_session.h"
 #include "panels/merge_panel.h"
 #include "session.h"
@@ -225,20 +226,10 @@ struct Shot {
 };
 
 Shot shoot_merge(const std::string& file) {
+  attnscope::testing::GuiShot g =
+      attnscope::testing::gui_screenshot(ATTNSCOPE_GUI, example(file) + " --size 1280x800 --tab merge", "merge");
   Shot s;
-  const fs::path out = fs::temp_directory_path() / ("attnscope_merge_" + std::to_string(::getpid()) + ".png");
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + example(file) +
-                          " --size 1280x800 --tab merge --screenshot " + out.string() + " > " + out.string() + ".log 2>&1";
-  s.rc = std::system(cmd.c_str());
-  std::ifstream lf(out.string() + ".log");
-  s.log.assign(std::istreambuf_iterator<char>(lf), {});
-  int n = 0;
-  if (unsigned char* data = stbi_load(out.string().c_str(), &s.w, &s.h, &n, 4)) {
-    s.px.assign(data, data + static_cast<size_t>(s.w) * s.h * 4);
-    stbi_image_free(data);
-  }
-  fs::remove(out);
-  fs::remove(out.string() + ".log");
+  s.rc = g.rc, s.log = std::move(g.log), s.w = g.w, s.h = g.h, s.px = std::move(g.px);
   return s;
 }
 
@@ -254,8 +245,7 @@ class MergeScreenshot : public ::testing::TestWithParam<const char*> {};
 // The tab draws every example without a view failing (a view that throws makes the screenshot run exit 1
 // naming it), with its key axes and bars in the partitions' colours; only the base-mix example has red.
 TEST_P(MergeScreenshot, DrawsWithoutError) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   const std::string file = GetParam();
   const Shot s = shoot_merge(file);
   ASSERT_EQ(s.rc, 0) << s.log;

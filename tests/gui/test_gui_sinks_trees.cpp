@@ -15,6 +15,7 @@
 #include "attnscope/mask_bits.h"
 #include "case_json.h"
 #include "explain.h"
+#include "gui_shot.h"
 #include "panels/mla_plan_view.h"
 #include "panels/mla_view.h"
 #include "panels/softmax_panel.h"
@@ -282,20 +283,11 @@ struct Shot {
 };
 
 bool screenshot(const std::string& case_file, const std::string& tab, Shot* img, std::string* log) {
-  const fs::path out = fs::temp_directory_path() / ("attnscope_st_" + tab + "_" + std::to_string(::getpid()) + ".png");
-  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(ATTNSCOPE_GUI) + " " + case_file +
-                          " --size 1280x800 --screenshot " + out.string() + " --tab " + tab + " > " + out.string() + ".log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream lf(out.string() + ".log");
-  log->assign(std::istreambuf_iterator<char>(lf), {});
-  int n = 0;
-  unsigned char* data = rc == 0 ? stbi_load(out.string().c_str(), &img->w, &img->h, &n, 4) : nullptr;
-  if (!data) return false;
-  img->px.assign(data, data + static_cast<size_t>(img->w) * img->h * 4);
-  stbi_image_free(data);
-  fs::remove(out);
-  fs::remove(out.string() + ".log");
-  return true;
+  attnscope::testing::GuiShot s =
+      attnscope::testing::gui_screenshot(ATTNSCOPE_GUI, case_file + " --size 1280x800 --tab " + tab, "st_" + tab);
+  *log = s.log;
+  img->w = s.w, img->h = s.h, img->px = std::move(s.px);
+  return s.rc == 0 && !img->px.empty();
 }
 
 bool near(const unsigned char* p, int r, int g, int b) {
@@ -306,8 +298,7 @@ bool near(const unsigned char* p, int r, int g, int b) {
 
 // The Mask tab of a tree case draws the tree (node blue), and the selected token's path (orange).
 TEST(GuiTreeShot, MaskTabDrawsTheTreeAndAPath) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   Shot img;
   std::string log;
   ASSERT_TRUE(screenshot(example("eagle-tree-verify.json"), "mask", &img, &log)) << log;
@@ -320,8 +311,7 @@ TEST(GuiTreeShot, MaskTabDrawsTheTreeAndAPath) {
 
 // The Softmax tab of a sinks case draws the sink's bar and its d + e^(s_h - m) line (magenta).
 TEST(GuiSoftmaxShot, SoftmaxTabDrawsTheSink) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   Shot img;
   std::string log;
   ASSERT_TRUE(screenshot(example("gpt-oss-sinks-sliding.json"), "softmax", &img, &log)) << log;
@@ -351,8 +341,7 @@ TEST(GuiMla, LatentLayoutCountsBytesPerTokenAndPool) {
 
 // The Pages tab of an MLA case draws the latent row: its ckv part (blue) far wider than its kpe (amber).
 TEST(GuiMlaShot, PagesTabDrawsTheLatentRow) {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
   Shot img;
   std::string log;
   // the example's heads and latent, shorter requests: the screenshot waits for the CPU backends
