@@ -27,6 +27,8 @@ WorkCounts work_counts(const CaseSpec& c, const Plan& p) {
   const bool token_scales = c.fp8_kv() && c.kv_cache.scales.granularity == ScaleGranularity::kToken;
   w.kv_bytes = rows * (c.head_dim_qk + c.head_dim_vo) * kv_eb + (token_scales ? rows * 2 * 4 : 0.0);
   if (c.mla_absorbed()) w.kv_bytes = static_cast<double>(c.total_kv()) * c.kv_bytes_per_token(eb);  // the latent, read once
+  // /sparse: each query row gathers its kept latent rows (one head's allowed pairs), as the engines' kernels do
+  if (c.is_sparse()) w.kv_bytes = static_cast<double>(w.allowed_pairs) * c.kv_bytes_per_token(eb);
   w.bytes = w.kv_bytes + static_cast<double>(c.total_q()) * c.num_qo_heads * (c.head_dim_qk * q_eb + c.head_dim_vo * eb);
   return w;
 }

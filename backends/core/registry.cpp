@@ -7,10 +7,12 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "attnscope/fp8.h"
 #include "attnscope/mask_expr.h"
+#include "attnscope/sparse_gather.h"
 
 namespace attnscope {
 
@@ -188,9 +190,9 @@ std::string shapes_for(const BackendInfo& b, const CaseSpec& c) {
       return b.id + " does not take " + what + "; " + who_runs([form](const BackendInfo& i) { return (i.mla & form) != 0; }) +
              " do";
   }
-  if (c.is_sparse() && !b.sparse)
-    return b.id + " does not take DeepSeek sparse attention (/sparse: the indexer's top-k selection as the mask); " +
-           who_runs([](const BackendInfo& i) { return i.sparse; }) + " do";
+  if (c.is_sparse() && b.sparse == SparseRun::kNo)
+    return b.id + " does not take DeepSeek sparse attention (/sparse: the indexer's top-k selection); " +
+           who_runs([](const BackendInfo& i) { return i.sparse != SparseRun::kNo; }) + " do";
   if (c.has_sinks() && !b.sinks)
     return b.id + " does not take attention sinks (/attention/sinks); " + who_runs([](const BackendInfo& i) { return i.sinks; }) +
            " do";
@@ -254,6 +256,15 @@ std::string fp8_for(const BackendInfo& b, const CaseSpec& c) {
   return "";
 }
 
+// "" unless b runs /sparse only in the gathered form (sparse_gather.h) and the case has none.
+static std::string gathered_refusal(const BackendInfo& b, const CaseSpec& c) {
+  if (!c.is_sparse() || b.sparse != SparseRun::kGathered) return "";
+  const std::string no = sparse_gather_refusal(c);
+  return no.empty()
+             ? ""
+             : b.id + " runs /sparse in its gathered form (one request per query row over a page table of page size 1): " + no;
+}
+
 std::string refusal(const std::string& id, const CaseSpec& c) {
   const BackendInfo* info = backend_info(id);
   if (!info) return "unknown backend " + id;
@@ -265,8 +276,21 @@ std::string refusal(const std::string& id, const CaseSpec& c) {
     if (why.empty()) why = expressions_for(*info, c, &run_as);
     if (why.empty()) why = fp8_for(*info, c);
     if (why.empty()) why = shapes_for(*info, c);
+    if (why.empty()) why = gathered_refusal(*info, c);
   }
   return why.empty() ? make_backend(id)->check(run_as) : why;
+}
+
+// The gathered form of a /sparse case for a backend that runs it so (sparse_gather.h), with the
+// libraries' own plans of its units; nullopt for another case or backend, or (mask bits instead) where
+// the case has no gathered form and the backend runs the mask bits then.
+static std::optional<SparseGather> gathered_form(const BackendInfo& info, const CaseSpec& c, const Plan& p) {
+  const bool any = info.sparse == SparseRun::kGathered || info.sparse == SparseRun::kGatheredElsePlan;
+  if (!c.is_sparse() || !any || !sparse_gather_refusal(c).empty()) return std::nullopt;
+  SparseGather g = gather_sparse(c, p);
+  for (const auto& f : backend_families())
+    if (f.library_plan) f.library_plan(g.c, g.p.units, &g.p.library);
+  return g;
 }
 
 Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Workload& w, const RunOptions& opt,
@@ -285,7 +309,9 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     if (why.empty() && (!f || f->compiled)) why = expressions_for(*info, c_in, &c);
     if (why.empty() && (!f || f->compiled)) why = fp8_for(*info, c_in);
     if (why.empty() && (!f || f->compiled)) why = shapes_for(*info, c_in);
-    if (why.empty()) why = b.check(c);
+    if (why.empty() && (!f || f->compiled)) why = gathered_refusal(*info, c_in);
+    const std::optional<SparseGather> g = why.empty() ? gathered_form(*info, c, p) : std::nullopt;
+    if (why.empty()) why = b.check(g ? g->c : c);
     if (!why.empty()) {
       r.status = status_of_reason(why);
       r.message = why;
@@ -295,8 +321,19 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     RunOptions o = opt;
     // a backend that lowered an expression may read other inputs than the key's: its own workload
     if (c_in.attention.mask_mod || c_in.attention.score_mod) o.inputs_key.clear();
-    r = b.run(c, p, w, o);
+    if (g) {
+      o.inputs_case = &c;
+      o.inputs_plan = &p;
+    }
+    r = g ? b.run(g->c, g->p, w, o) : b.run(c, p, w, o);
     r.timing.host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (g && r.ok())
+      r.message += std::string(r.message.empty() ? "" : "; ") + "/sparse gathered: " + std::to_string(g->c.requests.size()) +
+                   " query rows as requests over " + std::to_string(g->kept) +
+                   " kept tokens, a page table of page size 1 holding their slots in the case's pool";
+    else if (c_in.is_sparse() && info->sparse == SparseRun::kGatheredElsePlan && r.ok())
+      r.message += std::string(r.message.empty() ? "" : "; ") +
+                   "/sparse through the plan's mask bits (no gathered form: " + sparse_gather_refusal(c) + ")";
     if (opt.cancel && opt.cancel->load() && r.ok()) {
       r.status = Status::kCancelled;
       r.message = "cancelled";

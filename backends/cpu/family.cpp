@@ -13,8 +13,8 @@ BackendFamily cpu_family() {
   BackendFamily f;
   f.name = "cpu";
   // Every backend takes sinks and trees (tests/cpu/test_sinks_trees.cpp) and both MLA forms, ordinary
-  // attention over the derived tensors (tests/cpu/test_mla.cpp), and /sparse through the plan's mask bits
-  // (tests/cpu/test_sparse.cpp).
+  // attention over the derived tensors (tests/cpu/test_mla.cpp), and /sparse: the references through the plan's
+  // mask bits, cpu.tiled, cuda.flash's twin, in the gathered form as cuda.flash (tests/cpu/test_sparse.cpp).
   f.backends = {
       {.id = "cpu.reference",
        .summary = "fp64 naive softmax on the CPU (ground truth)",
@@ -27,7 +27,7 @@ BackendFamily cpu_family() {
        .sinks = true,
        .trees = true,
        .mla = kMlaBoth,
-       .sparse = true},
+       .sparse = SparseRun::kPlan},
       {.id = "cpu.lowp",
        .summary = "naive attention rounded like an eager low-precision implementation",
        .takes = any,
@@ -39,7 +39,7 @@ BackendFamily cpu_family() {
        .sinks = true,
        .trees = true,
        .mla = kMlaBoth,
-       .sparse = true},
+       .sparse = SparseRun::kPlan},
       {.id = "cpu.tiled",
        .summary = "fp32 online softmax following the split plan (tiles, chunks, merge): cuda.flash's CPU twin",
        .takes = "every dtype, head dim, mask, mask_mod, score_mod and storage of the case format; attention sinks and "
@@ -52,7 +52,7 @@ BackendFamily cpu_family() {
        .sinks = true,
        .trees = true,
        .mla = kMlaBoth,
-       .sparse = true},
+       .sparse = SparseRun::kGatheredElsePlan},
   };
   f.compiled = true;
   f.note = "attnscope's CPU backends";

@@ -10,56 +10,35 @@
 #include <string>
 
 #include "attnscope/softmax_state.h"
+#include "attnscope/sparse_gather.h"
 #include "reference_row.h"
 #include "tiled_row.h"
 
 namespace attnscope {
 
-SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head) {
-  const int R = static_cast<int>(c.requests.size());
-  if (request < 0 || request >= R)
-    throw std::invalid_argument("--request " + std::to_string(request) + ": the case has " + std::to_string(R) +
-                                " requests (0 to " + std::to_string(R - 1) + ")");
-  const int ql_req = c.requests[request].q_len;
-  if (query < 0 || query >= ql_req)
-    throw std::invalid_argument("--row " + std::to_string(query) + ": request " + std::to_string(request) + " has " +
-                                std::to_string(ql_req) + " queries (0 to " + std::to_string(ql_req - 1) + ")");
-  if (head < 0 || head >= c.num_qo_heads)
-    throw std::invalid_argument("--head " + std::to_string(head) + ": the case has " + std::to_string(c.num_qo_heads) +
-                                " query heads (0 to " + std::to_string(c.num_qo_heads - 1) + ")");
-  const SplitPlan& sp = p.split;
-  const cpu::TiledArith a(c, p, w);
-  const int G = a.G, Dv = a.Dv;
+namespace {
 
-  // the work unit holding the query (a request, or the vLLM virtual batch it falls in)
-  int u = -1;
+// The work unit holding the query (a request, or the vLLM virtual batch it falls in).
+int unit_of(const Plan& p, int request, int query) {
   for (int i = 0; i < static_cast<int>(p.units.size()); ++i) {
     const WorkUnit& un = p.units[i];
-    if (un.request == request && query >= un.q_begin && query < un.q_begin + un.q_len) u = i;
+    if (un.request == request && query >= un.q_begin && query < un.q_begin + un.q_len) return i;
   }
-  if (u < 0) throw std::logic_error("explain: no work unit holds query " + std::to_string(query));
+  throw std::logic_error("explain: no work unit holds query " + std::to_string(query));
+}
+
+// cpu.tiled's arithmetic of the row over its work items in chunk order and the fold of their partials:
+// tr's plan fields, steps, partials, merges, O and LSE.
+void trace_tiled(const CaseSpec& c, const Plan& p, const cpu::TiledArith& a, int request, int query, int head, SoftmaxTrace& tr) {
+  const SplitPlan& sp = p.split;
+  const int G = a.G, Dv = a.Dv;
+  const int u = unit_of(p, request, query);
   const WorkUnit& un = p.units[u];
   const int ql = query - un.q_begin, kvh = head / G, row = ql * G + head % G;
-
-  SoftmaxTrace tr;
-  tr.request = request;
-  tr.query = query;
-  tr.head = head;
-  tr.unit = u;
-  tr.token = a.unit_tok[u] + ql;
-  const RowMask& m = p.masks[request];
-  tr.q_abs = q_abs_of(m, query);
-  visible_range(m, tr.q_abs, &tr.visible_lo, &tr.visible_hi);
-  tr.visible = std::max(0, tr.visible_hi - tr.visible_lo);
   tr.tile_q = sp.cta_tile_q;
   tr.chunk_pages = sp.chunk_pages;
   tr.kv_warp_split = sp.kv_warp_split;
   tr.split = sp.split_kv;
-  tr.sm_scale = a.scale;
-  tr.scale_log2 = a.scale_log2;
-  tr.alibi = c.attention.alibi;
-  tr.soft_cap = a.cap;
-  tr.score_mod = p.score_mod != nullptr;
 
   // the row's work items, in chunk order
   std::vector<int> items;
@@ -72,7 +51,6 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   if (items.size() != want)
     throw std::logic_error("explain: row " + std::to_string(row) + " of unit " + std::to_string(u) + " is in " +
                            std::to_string(items.size()) + " work items, expected " + std::to_string(want));
-
   cpu::RowScratch scratch;
   std::vector<float> acc(Dv), part(Dv);
   float lse2 = -INFINITY;
@@ -106,6 +84,51 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
     for (int d = 0; d < Dv; ++d) tr.o[d] = round_to(c.dtype, acc[d]);
     tr.lse = lse2_to_e(lse2);
   }
+}
+
+}  // namespace
+
+SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head) {
+  const int R = static_cast<int>(c.requests.size());
+  if (request < 0 || request >= R)
+    throw std::invalid_argument("--request " + std::to_string(request) + ": the case has " + std::to_string(R) +
+                                " requests (0 to " + std::to_string(R - 1) + ")");
+  const int ql_req = c.requests[request].q_len;
+  if (query < 0 || query >= ql_req)
+    throw std::invalid_argument("--row " + std::to_string(query) + ": request " + std::to_string(request) + " has " +
+                                std::to_string(ql_req) + " queries (0 to " + std::to_string(ql_req - 1) + ")");
+  if (head < 0 || head >= c.num_qo_heads)
+    throw std::invalid_argument("--head " + std::to_string(head) + ": the case has " + std::to_string(c.num_qo_heads) +
+                                " query heads (0 to " + std::to_string(c.num_qo_heads - 1) + ")");
+  const cpu::TiledArith a(c, p, w);
+  const int u = unit_of(p, request, query);
+  const WorkUnit& un = p.units[u];
+
+  SoftmaxTrace tr;
+  tr.request = request;
+  tr.query = query;
+  tr.head = head;
+  tr.unit = u;
+  tr.token = a.unit_tok[u] + query - un.q_begin;
+  const RowMask& m = p.masks[request];
+  tr.q_abs = q_abs_of(m, query);
+  visible_range(m, tr.q_abs, &tr.visible_lo, &tr.visible_hi);
+  tr.visible = std::max(0, tr.visible_hi - tr.visible_lo);
+  tr.sm_scale = a.scale;
+  tr.scale_log2 = a.scale_log2;
+  tr.alibi = c.attention.alibi;
+  tr.soft_cap = a.cap;
+  tr.score_mod = p.score_mod != nullptr;
+  // a /sparse row as cpu.tiled runs it: its gathered request, over the kept tokens in rank order
+  if (c.is_sparse() && sparse_gather_refusal(c).empty()) {
+    const SparseGather g = gather_sparse(c, p);
+    trace_tiled(g.c, g.p, cpu::TiledArith(g.c, g.p, w), static_cast<int>(tr.token), 0, head, tr);
+    const SparseSelection& s = (*p.sparse)[request];
+    tr.gathered.assign(s.row(query), s.row(query) + s.kept(query));
+  } else {
+    trace_tiled(c, p, a, request, query, head, tr);
+  }
+  const int Dv = a.Dv;
 
   // the exact softmax (cpu.reference's row), per-key logits in the tiled arithmetic, probabilities
   tr.ref_o.assign(Dv, 0.0);

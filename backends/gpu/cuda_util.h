@@ -41,7 +41,7 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) { alloc(bytes); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) {
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_), owned_(o.owned_) {
     o.p_ = nullptr;
     o.n_ = 0;
   }
@@ -50,6 +50,7 @@ class DeviceBuffer {
       reset();
       p_ = o.p_;
       n_ = o.n_;
+      owned_ = o.owned_;
       o.p_ = nullptr;
       o.n_ = 0;
     }
@@ -63,9 +64,19 @@ class DeviceBuffer {
     n_ = bytes;
   }
   void reset() {
-    if (p_) cudaFree(p_);
+    if (p_ && owned_) cudaFree(p_);
     p_ = nullptr;
     n_ = 0;
+    owned_ = true;
+  }
+  // A view of b's memory that never frees it: the owner must outlive it (a gathered DeviceWorkload
+  // holds the workload it borrows from).
+  static DeviceBuffer borrow(const DeviceBuffer& b) {
+    DeviceBuffer v;
+    v.p_ = b.p_;
+    v.n_ = b.n_;
+    v.owned_ = false;
+    return v;
   }
   template <class T>
   T* as() const {
@@ -89,6 +100,7 @@ class DeviceBuffer {
  private:
   void* p_ = nullptr;
   size_t n_ = 0;
+  bool owned_ = true;
 };
 
 }  // namespace attnscope::cuda

@@ -277,22 +277,15 @@ void require_device_memory(int64_t need, const std::string& what) {
                     " MiB free of " + std::to_string(total_b >> 20) + ")");
 }
 
-DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
-  require_device_memory(device_workload_bytes(c, p), "the inputs");
-  DeviceWorkload w;
-  w.dtype = c.dtype;
+// The plan's per-request metadata on the device (w.view points into it).
+static void upload_metadata(const CaseSpec& c, const Plan& p, DeviceWorkload& w) {
   const int R = static_cast<int>(c.requests.size());
   const auto& pt = p.pages;
 
-  // metadata
   std::vector<int64_t> q_indptr(R + 1, 0);
-  std::vector<int> kv_len(R), docs_flat, doc_off(R), q_off(R);
-  std::vector<uint64_t> seeds(R);
+  std::vector<int> docs_flat, doc_off(R);
   for (int r = 0; r < R; ++r) {
     q_indptr[r + 1] = q_indptr[r] + c.requests[r].q_len;
-    kv_len[r] = c.requests[r].kv_len;
-    q_off[r] = c.requests[r].q_offset;
-    seeds[r] = c.request_seed(r);
     doc_off[r] = static_cast<int>(docs_flat.size());
     for (int d : c.requests[r].doc_starts) docs_flat.push_back(d);
   }
@@ -329,6 +322,48 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
   w.view = DevicePlanView{
       w.masks.as<RowMask>(), w.kv_indptr.as<int>(), w.kv_indices.as<int>(), w.q_indptr.as<int64_t>(), R, pt.page_size, shift,
       c.kv_cache.layout};
+}
+
+// A /sparse case's gathered form (sparse_gather.h): the original case's inputs, shared under the key,
+// read through the gathered plan's metadata (its page table holds slots of the same pool).
+static std::shared_ptr<const DeviceWorkload> gathered_device_workload(const CaseSpec& c, const Plan& p, const RunOptions& opt) {
+  RunOptions o = opt;
+  o.inputs_case = nullptr;
+  o.inputs_plan = nullptr;
+  std::shared_ptr<const DeviceWorkload> src = device_workload(*opt.inputs_case, *opt.inputs_plan, o);
+  auto w = std::make_shared<DeviceWorkload>();
+  upload_metadata(c, p, *w);
+  if (w->total_q != src->total_q) throw CudaError("a gathered /sparse run with another number of query rows than its case");
+  w->dtype = src->dtype;
+  w->q = DeviceBuffer::borrow(src->q);
+  w->k = DeviceBuffer::borrow(src->k);
+  w->v = DeviceBuffer::borrow(src->v);
+  w->q_elems = src->q_elems, w->k_elems = src->k_elems, w->v_elems = src->v_elems;
+  w->fp8 = src->fp8;
+  w->granularity = src->granularity;
+  w->k8 = DeviceBuffer::borrow(src->k8);
+  w->v8 = DeviceBuffer::borrow(src->v8);
+  w->k_scale = DeviceBuffer::borrow(src->k_scale);
+  w->v_scale = DeviceBuffer::borrow(src->v_scale);
+  w->q_scale = src->q_scale;
+  w->inputs = std::move(src);
+  return w;
+}
+
+DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p) {
+  require_device_memory(device_workload_bytes(c, p), "the inputs");
+  DeviceWorkload w;
+  w.dtype = c.dtype;
+  const int R = static_cast<int>(c.requests.size());
+  const auto& pt = p.pages;
+  upload_metadata(c, p, w);
+  std::vector<int> kv_len(R), q_off(R);
+  std::vector<uint64_t> seeds(R);
+  for (int r = 0; r < R; ++r) {
+    kv_len[r] = c.requests[r].kv_len;
+    q_off[r] = c.requests[r].q_offset;
+    seeds[r] = c.request_seed(r);
+  }
 
   // generation
   std::vector<int> owner(pt.num_pages, -1), pos(pt.num_pages, 0);
@@ -399,6 +434,7 @@ std::vector<float> download_as_float(const DeviceBuffer& b, int64_t n, DType t) 
 }
 
 std::shared_ptr<const DeviceWorkload> device_workload(const CaseSpec& c, const Plan& p, const RunOptions& opt) {
+  if (opt.inputs_case) return gathered_device_workload(c, p, opt);
   if (opt.inputs_key.empty()) return std::make_shared<const DeviceWorkload>(make_device_workload(c, p));
   static std::mutex mu;
   static std::string key;

@@ -50,6 +50,9 @@ struct DeviceWorkload {
   ScaleGranularity granularity = ScaleGranularity::kTensor;
   DeviceBuffer k8, v8, k_scale, v_scale;
   float q_scale = 1.0f;
+  // A /sparse case's gathered form (RunOptions::inputs_case): the workload q, k, v and the FP8 buffers
+  // are borrowed from, kept alive here.
+  std::shared_ptr<const DeviceWorkload> inputs;
 };
 
 // A score_mod's postfix program and per-request variables on the device, for the kernels that
@@ -69,7 +72,8 @@ DeviceWorkload make_device_workload(const CaseSpec& c, const Plan& p);
 
 // The device workload of (c, p), read-only and shared (issue 43): every GPU backend run with the same
 // non-empty opt.inputs_key on the same device gets the one generated first (the last key's is kept);
-// an empty key gives a fresh one. A backend that changes its inputs calls make_device_workload.
+// an empty key gives a fresh one. With opt.inputs_case (a gathered /sparse run) the inputs are those of
+// that case, addressed through (c, p)'s metadata. A backend that changes its inputs calls make_device_workload.
 std::shared_ptr<const DeviceWorkload> device_workload(const CaseSpec& c, const Plan& p, const RunOptions& opt);
 
 // Inputs copied back as floats (for the bit-identity test against the host generator).

@@ -345,6 +345,24 @@ TEST(BenchCounts, AnFp8CacheCountsOneBytePerElement) {
   EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).bytes - work_counts(c, make_plan(c)).kv_bytes, 2.0 * 8 * (128 + 128 * 2));
 }
 
+// A /sparse case's bench counts the gathered bytes: every query row reads its kept latent rows (576 bf16
+// values each), not the request's whole cache.
+TEST(BenchCounts, SparseCountsTheGatheredRows) {
+  using namespace attnscope;
+  CaseSpec c;
+  c.mla = MlaSpec{};
+  c.num_qo_heads = 16;
+  c.num_kv_heads = 1;
+  c.head_dim_qk = 576;
+  c.head_dim_vo = 512;
+  c.requests = {{1, 1000}, {2, 30}};
+  c.sparse = SparseSpec{.top_k = 100, .index_heads = 2, .index_head_dim = 16};
+  // request 0 keeps 100 of 1000, request 1's rows see 29 and 30 tokens and keep them all
+  EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).kv_bytes, (100.0 + 29 + 30) * 576 * 2);
+  c.sparse.reset();
+  EXPECT_DOUBLE_EQ(work_counts(c, make_plan(c)).kv_bytes, 1030.0 * 576 * 2);
+}
+
 // mla-forms: every CPU backend on both forms of a small MLA case, in the non-absorbed output space; the
 // reference's own form is exact, its absorbed form is not (the forms round different derived inputs).
 TEST(CliCalls, MlaFormsDiffsBothFormsAndRefusesWhatItCannotRun) {

@@ -25,12 +25,17 @@ const char* role_name(Role r) {
   return kNames[static_cast<int>(r)];
 }
 
+const char* sparse_name(SparseRun r) {
+  static const char* kNames[] = {"no", "plan", "gathered", "gathered_else_plan"};
+  return kNames[static_cast<int>(r)];
+}
+
 void describe(std::ostream& s, const BackendInfo& b) {
   s << "id: " << b.id << "\n  summary: " << b.summary << "\n  takes: " << b.takes << "\n  mask_mod: " << expr_name(b.mask_mod)
     << " score_mod: " << expr_name(b.score_mod) << " gpu: " << b.gpu << " bench_default: " << b.bench_default
     << " library_plan: " << b.library_plan << " role: " << role_name(b.role) << "\n  fp8_kv_scales: " << b.fp8_kv_scales
     << " fp8_attention: " << b.fp8_attention << " sinks: " << b.sinks << " trees: " << b.trees << " mla: " << b.mla
-    << " sparse: " << b.sparse << "\n  script_sdpa_backend: " << b.script_sdpa_backend
+    << " sparse: " << sparse_name(b.sparse) << "\n  script_sdpa_backend: " << b.script_sdpa_backend
     << "\n  script_sdpa_note: " << b.script_sdpa_note << "\n";
 }
 

@@ -62,13 +62,16 @@ int check_case(const CaseSpec& c) {
     // the exact softmax is cpu.reference's row (stored there as float)
     EXPECT_EQ(static_cast<float>(t.ref_lse), ref.lse[row]);
     for (int d = 0; d < Dv; ++d) EXPECT_EQ(static_cast<float>(t.ref_o[d]), ref.o[row * Dv + d]);
+    if (c.is_sparse() && !c.attention.score_mod) EXPECT_FALSE(t.gathered.empty()) << "cpu.tiled runs this /sparse row gathered";
     // the steps add up: per way, m is the running max of the tile maxima, rescale exp2(m_old - m_new)
     for (const TileStep& s : t.steps) {
       EXPECT_EQ(s.m_new, std::max(s.m_old, s.tile_max));
       // the plain path takes the max of q.k and scales it once: the same float as the max of the
       // shown (scaled, rounded) logits, since rounding is monotonic
       float shown = -INFINITY;
-      for (int k = s.kv_begin; k < s.kv_end; ++k) shown = std::max(shown, t.logits[k - t.keys.front()]);
+      // (a gathered /sparse row's steps number its kept tokens by rank: t.gathered holds their positions)
+      for (int k = s.kv_begin; k < s.kv_end; ++k)
+        shown = std::max(shown, t.logits[(t.gathered.empty() ? k : t.gathered[k]) - t.keys.front()]);
       EXPECT_TRUE(same_bits(s.tile_max, shown)) << "keys [" << s.kv_begin << ", " << s.kv_end << ")";
       if (!s.skipped) {
         EXPECT_EQ(s.rescale, std::exp2(s.m_old - s.m_new));

@@ -441,11 +441,11 @@ TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   const CaseSpec c = sparse_case(2, true);
   for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) EXPECT_EQ(refusal(id, c), "") << id;
   for (const auto& f : backend_families())
-    for (const auto& b : f.backends) EXPECT_EQ(b.sparse, f.name == "cpu") << b.id;
+    for (const auto& b : f.backends) EXPECT_EQ(b.sparse != SparseRun::kNo, f.name == "cpu") << b.id;
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   BackendInfo info = *backend_info("cpu.tiled");
-  info.sparse = false;
+  info.sparse = SparseRun::kNo;
   auto b = make_backend("cpu.tiled");
   const Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());

@@ -34,6 +34,10 @@ struct RunOptions {
   // A partitioned case (/parallel): the GPUs its ranks run on, rank k on GPU k % n (0 = every visible
   // GPU; 1 = one after another on the current GPU, "virtual")
   int partition_gpus = 0;
+  // A /sparse case's gathered form (sparse_gather.h) is being run: the case and plan the inputs are
+  // generated from (the original ones); the backend's own case and plan address them through slots.
+  const CaseSpec* inputs_case = nullptr;
+  const Plan* inputs_plan = nullptr;
 };
 
 // What a backend does with attention.mask_mod / score_mod (run_backend refuses the rest before
@@ -58,6 +62,13 @@ enum class Role { kNone, kReference, kLowp, kPlanTwin };
 constexpr unsigned fp8_bit(ScaleGranularity g) { return 1u << static_cast<unsigned>(g); }
 constexpr unsigned kFp8AnyScales = 7u;  // tensor, head and token
 constexpr unsigned kMlaAbsorbed = 1u, kMlaNonAbsorbed = 2u, kMlaBoth = 3u;
+
+// How a backend runs a /sparse case. kPlan: the case as it is, reading the plan's selection (its mask
+// bits: every key visited, dense cost; or Plan::sparse's index rows, as an engine adapter translates
+// them). kGathered: its gathered form (sparse_gather.h): run_backend hands it one request per query row
+// over a page table of page size 1 holding the kept tokens' slots, the device inputs from the original
+// case. kGatheredElsePlan: the gathered form where the case has one, else kPlan.
+enum class SparseRun { kNo, kPlan, kGathered, kGatheredElsePlan };
 
 // One backend as its family describes it. Everything that lists ids, or asks what a backend takes,
 // reads these: validation, refusal messages, the CLI's help and tables, the GUI's lists.
@@ -87,9 +98,9 @@ struct BackendInfo {
   // MLA (/mla, docs/conventions.md section 13): the forms it runs, bits kMlaAbsorbed / kMlaNonAbsorbed
   // (0: refuses MLA cases).
   unsigned mla = 0;
-  // DeepSeek Sparse Attention (/sparse, model/include/attnscope/sparse.h): runs the selection as the
-  // plan's mask bits. False: the registry refuses a /sparse case, naming who takes it.
-  bool sparse = false;
+  // DeepSeek Sparse Attention (/sparse, model/include/attnscope/sparse.h). kNo: the registry refuses a
+  // /sparse case, naming who takes it.
+  SparseRun sparse = SparseRun::kNo;
   // The base of the LSE its library returns (Result::lse is always natural log, converted once): a merge
   // of its partials (/parallel, partition.h) reads them in this base unless the case says otherwise.
   LseBase lse_base = LseBase::kE;

@@ -37,6 +37,9 @@ struct SoftmaxTrace {
   std::vector<double> ref_o;  // exact softmax (fp64)
   double ref_lse = 0;
   double max_abs_diff = 0, lse_diff = 0;
+  // a /sparse row (sparse_gather.h): the kept tokens in the order cpu.tiled visits them, its gathered
+  // request's keys (the steps' key indices index this); empty otherwise
+  std::vector<int> gathered;
   std::vector<int> keys;      // the unit's keys (absolute positions)
   std::vector<float> logits;  // per key: logit in base 2 (-inf masked), the tiled arithmetic
   std::vector<double> probs;  // per key: exact softmax probability (0 masked)
