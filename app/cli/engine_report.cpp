@@ -33,8 +33,6 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
-const EngineSource& source_of(Engine e) { return e == Engine::kSglangFa ? kSglangSource : kVllmSource; }
-
 }  // namespace
 
 std::string engine_values_text(const EngineTensor& t) {
@@ -53,7 +51,7 @@ std::string engine_values_text(const EngineTensor& t) {
 }
 
 void print_engine_view(std::ostream& o, const EngineView& v) {
-  const EngineSource& s = source_of(v.engine);
+  const EngineSource& s = engine_source(v.engine);
   o << "engine " << engine_id(v.engine) << ": " << s.repo << " " << s.file << " @ " << std::string(s.commit).substr(0, 12)
     << "\n";
   o << "mode: " << v.mode << (v.mode_reason.empty() ? "" : " (" + v.mode_reason + ")") << "\n";
@@ -98,7 +96,7 @@ void print_engine_view(std::ostream& o, const EngineView& v) {
 }
 
 nlohmann::ordered_json engine_view_to_json(const EngineView& v) {
-  const EngineSource& s = source_of(v.engine);
+  const EngineSource& s = engine_source(v.engine);
   nlohmann::ordered_json j;
   j["engine"] = engine_id(v.engine);
   j["source"] = {{"repo", s.repo}, {"file", s.file}, {"commit", s.commit}, {"also", s.also}};
@@ -116,7 +114,8 @@ nlohmann::ordered_json engine_view_to_json(const EngineView& v) {
   j["tensors"] = ts;
   j["mismatches"] = v.mismatches;
   j["notes"] = v.notes;
-  j["fed_to_backends"] = true;  // /engine ID in a case feeds them to the backends that engine drives (section 16)
+  // /engine ID in a case feeds them to the backends that engine drives (section 16); the DSA views are shown only
+  j["fed_to_backends"] = engine_feeds_backends(v.engine);
   return j;
 }
 

@@ -98,6 +98,26 @@ BackendFamily python_family() {
                         .summary = "vLLM's FlashAttention build (vllm.vllm_flash_attn.flash_attn_varlen_func) fed as vLLM's "
                                    "FlashAttentionImpl feeds it (block_table, seqused_k, cu_seqlens_q), on the GPU inputs",
                         .takes = engine_takes});
+  // the engines' DeepSeek sparse attention kernels on the index buffer each engine builds (worker_dsa.py;
+  // the buffer is attnscope's model of it, model/src/engine_metadata_dsa.cpp)
+  const std::string dsa_takes =
+      "DeepSeek sparse attention (/sparse) over absorbed MLA: bf16, head dims 576 / 512, one latent head, a paged NHD "
+      "pool of 64-token pages, causal; not fp16 / fp32, FP8, soft-cap nor ALiBi; needs its package (\"not installed: "
+      "<package>\" otherwise) and PyTorch with CUDA; O only (no LSE)";
+  f.backends.push_back({.id = "python.sgl_dsa",
+                        .summary = "SGLang's sparse MLA kernel (sgl_kernel.flash_mla.flash_mla_sparse_fwd) fed as its nsa "
+                                   "backend's _forward_flashmla_sparse feeds it: the top-k translated through page_table_1 "
+                                   "into token slots, query heads padded to 64 / 128, on the GPU inputs",
+                        .takes = dsa_takes + "; top_k 2048 and a head count dividing 64 or a multiple of it",
+                        .mla = kMlaAbsorbed,
+                        .sparse = SparseRun::kPlan});
+  f.backends.push_back({.id = "python.vllm_dsa",
+                        .summary = "vLLM's sparse MLA kernel (flash_mla_sparse_fwd of vllm.v1.attention.ops.flashmla) fed "
+                                   "as FLASHMLA_SPARSE's _forward_bf16_kv feeds it: the top-k converted into global slots "
+                                   "with their valid counts, query heads padded to a multiple of 64 / 128, on the GPU inputs",
+                        .takes = dsa_takes,
+                        .mla = kMlaAbsorbed,
+                        .sparse = SparseRun::kPlan});
   // FlashAttention-3 from the fa3-fwd wheel, forward only (docs/python-backends.md, "FlashAttention-3")
   f.backends.push_back(
       {.id = "python.fa3",

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "attnscope/engine_metadata.h"
 #include "attnscope/fa3_plan.h"
 #include "attnscope/library_plan.h"
 #include "attnscope/mask.h"
@@ -179,6 +180,60 @@ std::string fa3_refusal(const CaseSpec& c) {
   return "";
 }
 
+// Why the engine's sparse MLA kernel cannot take the case ("" when it can), for python.sgl_dsa and
+// python.vllm_dsa (worker_dsa.py); the registry has already refused what is not absorbed MLA. The
+// kernel is FlashMLA's flash_mla_sparse_fwd over a bf16 pool of 576-dim latent rows; both engines run
+// it with 64-token pages (docs/dsa.md section 6).
+std::string dsa_refusal(const CaseSpec& c, const std::string& id) {
+  const bool sgl = id == "python.sgl_dsa";
+  if (!c.is_sparse())
+    return id + " runs DeepSeek sparse attention only (/sparse): the engine's sparse kernel reads an index list";
+  if (c.dtype != DType::kBf16) return id + ": FlashMLA's sparse kernel takes bf16 (/dtype is " + dtype_name(c.dtype) + ")";
+  if (c.head_dim_qk != 576 || c.head_dim_vo != 512)
+    return id + ": FlashMLA's sparse kernel takes DeepSeek-V3.2's latent rows, head dims 576 / 512 (this case: " +
+           std::to_string(c.head_dim_qk) + " / " + std::to_string(c.head_dim_vo) + ")";
+  if (c.kv_cache.storage == KvStorage::kRagged || c.kv_cache.layout != KvLayout::kNHD)
+    return id + ": the engine's sparse kernel reads a paged NHD pool (/kv_cache)";
+  if (c.kv_cache.page_size != 64)
+    return id + ": " + (sgl ? "SGLang's nsa backend runs 64-token pages" : "FLASHMLA_SPARSE takes 64-token blocks only") +
+           " (/kv_cache/page_size is " + std::to_string(c.kv_cache.page_size) + ")";
+  if (sgl && c.sparse->top_k != 2048)
+    return id + ": SGLang's top-k and index transform kernels are built for top_k 2048 (/sparse/top_k is " +
+           std::to_string(c.sparse->top_k) + ")";
+  const int h = c.num_qo_heads;
+  if (sgl && h % 64 != 0 && 64 % h != 0)
+    return id + ": SGLang's _forward_flashmla_sparse pads the query heads to 64 (Hopper) or 128 and asserts that " +
+           std::to_string(h) + " divides it";
+  if (c.attention.soft_cap) return id + ": FlashMLA's sparse kernel takes no soft-cap (/attention/soft_cap)";
+  if (c.attention.alibi) return id + ": FlashMLA's sparse kernel takes no ALiBi (/attention/alibi)";
+  return "";
+}
+
+// The DSA engine's index buffer for the worker in the case's request order (vLLM's view lists the rows
+// in its reordered batch): dsa_indices [total_q, top_k] slots and, for vLLM, dsa_topk_length [total_q].
+void dsa_arrays(const CaseSpec& c, const Plan& p, bool sgl, Arrays* a) {
+  const EngineView v = engine_metadata(sgl ? Engine::kSglangNsa : Engine::kVllmFlashMlaSparse, c, p);
+  if (v.refusal) throw WorkerFailure("the engine's index buffer: " + *v.refusal);
+  const EngineTensor* t = v.find(sgl ? "page_table_1.transformed" : "topk_indices");
+  const EngineTensor* len = sgl ? nullptr : v.find("topk_length");
+  const int64_t K = c.sparse->top_k, n = static_cast<int64_t>(c.requests.size());
+  std::vector<int64_t> first(n, 0);  // the first view row of each case request
+  int64_t row = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const int r = v.request_order.empty() ? static_cast<int>(b) : v.request_order[b];
+    first[r] = row;
+    row += c.requests[r].q_len;
+  }
+  std::vector<int> idx, lengths;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t q = 0; q < c.requests[r].q_len; ++q) {
+      for (int64_t j = 0; j < K; ++j) idx.push_back(static_cast<int>(t->values[(first[r] + q) * K + j]));
+      if (len) lengths.push_back(static_cast<int>(len->values[first[r] + q]));
+    }
+  a->i32("dsa_indices", idx, {c.total_q(), K});
+  if (len) a->i32("dsa_topk_length", lengths, {c.total_q()});
+}
+
 // FA3's own plan as the worker read it back (worker_fa3.py), beside attnscope's model of it for the
 // device's SM count, as the Result's text.
 std::string fa3_plan_lines(const CaseSpec& c, const nlohmann::json& j) {
@@ -221,6 +276,7 @@ class PythonBackend final : public Backend {
   }
   std::string check(const CaseSpec& c) const override {
     if (fn_ == "fa3") return fa3_refusal(c);
+    if (fn_ == "sgl_dsa" || fn_ == "vllm_dsa") return dsa_refusal(c, id_);
     if (c.attention.alibi && fn_ != "flex_attention")
       return id_ + " is not handed ALiBi slopes (docs/python-backends.md); python.flex_attention runs ALiBi";
     if (!file_.empty()) return "";
@@ -309,6 +365,15 @@ Result PythonBackend::run(const CaseSpec& c, const Plan& p, const Workload& w_in
   h["reps"] = std::max(1, opt.bench_reps);
   h["meta"] = metadata(c, p, &a);
   if (fn_ == "fa3") h["meta"]["fa3_num_splits"] = fa3_plan_inputs(c, c.split.num_sms).num_splits_arg;
+  if (file_.empty() && (fn_ == "sgl_dsa" || fn_ == "vllm_dsa")) {
+    try {
+      dsa_arrays(c, p, fn_ == "sgl_dsa", &a);
+    } catch (const WorkerFailure& e) {
+      r.status = Status::kError;
+      r.message = e.what();
+      return r;
+    }
+  }
   const int64_t tq = c.total_q(), kvh = c.num_kv_heads;
   Reply rep;
   bool gpu = false;

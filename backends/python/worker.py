@@ -583,6 +583,8 @@ def _cpu_fa3(b):
 
 
 CPU_ADAPTERS["fa3"] = _cpu_fa3
+GPU_ADAPTERS.update(DSA_GPU_ADAPTERS)  # python.sgl_dsa, python.vllm_dsa (worker_dsa.py)
+CPU_ADAPTERS.update(DSA_CPU_ADAPTERS)
 
 
 def checked(value, name, shape):

@@ -365,7 +365,9 @@ void validate_case(const CaseSpec& c, const BackendIds* ids) {
   const int ps = c.kv_cache.page_size;
 
   require(c.engine.empty() || parse_engine(c.engine).has_value(), "/engine",
-          "\"" + c.engine + "\" is not an engine (" + kEngineIds + ")");
+          "\"" + c.engine + "\" is not an engine (" + kFedEngineIds + ")");
+  require(c.engine.empty() || engine_feeds_backends(*parse_engine(c.engine)), "/engine",
+          "\"" + c.engine + "\" is a view of plan --engine only, it feeds no backend (/engine takes " + kFedEngineIds + ")");
   require(!c.requests.empty(), "/requests", "must hold at least 1 request");
   require(c.requests.size() <= kMaxRequests, "/requests",
           std::to_string(c.requests.size()) + " requests, at most " + std::to_string(kMaxRequests) + " allowed");

@@ -19,12 +19,40 @@ const EngineSource kVllmSource = {
     "reorder_batch_to_split_decodes_and_prefills, make_local_attention_virtual_batches); "
     "vllm/attention/layers/chunked_local_attention.py (the builder wrapper that calls it)"};
 
-const char* engine_id(Engine e) { return e == Engine::kSglangFa ? "sglang-fa" : "vllm-flashinfer"; }
+const char* engine_id(Engine e) {
+  switch (e) {
+    case Engine::kSglangFa:
+      return "sglang-fa";
+    case Engine::kVllmFlashInfer:
+      return "vllm-flashinfer";
+    case Engine::kSglangNsa:
+      return "sglang-nsa";
+    case Engine::kVllmFlashMlaSparse:
+      return "vllm-flashmla-sparse";
+  }
+  return "";
+}
 
 std::optional<Engine> parse_engine(const std::string& s) {
-  if (s == "sglang-fa") return Engine::kSglangFa;
-  if (s == "vllm-flashinfer") return Engine::kVllmFlashInfer;
+  for (Engine e : {Engine::kSglangFa, Engine::kVllmFlashInfer, Engine::kSglangNsa, Engine::kVllmFlashMlaSparse})
+    if (s == engine_id(e)) return e;
   return std::nullopt;
+}
+
+bool engine_feeds_backends(Engine e) { return e == Engine::kSglangFa || e == Engine::kVllmFlashInfer; }
+
+const EngineSource& engine_source(Engine e) {
+  switch (e) {
+    case Engine::kSglangFa:
+      return kSglangSource;
+    case Engine::kVllmFlashInfer:
+      return kVllmSource;
+    case Engine::kSglangNsa:
+      return kSglangNsaSource;
+    case Engine::kVllmFlashMlaSparse:
+      return kVllmSparseSource;
+  }
+  return kSglangSource;
 }
 
 const EngineTensor* EngineView::find(const std::string& name) const {
@@ -271,14 +299,28 @@ std::optional<std::string> size_refusal(Engine e, const CaseSpec& c, const PageT
 }  // namespace
 
 EngineView engine_metadata(Engine e, const CaseSpec& c, const Plan& p) {
-  if (auto why = size_refusal(e, c, p.pages)) {
+  const bool dsa = !engine_feeds_backends(e);
+  if (c.is_sparse() && !dsa) {  // the dense backends have no index list: the DSA views show what serves it
+    EngineView v;
+    v.engine = e;
+    v.mode = "none";
+    v.refusal = std::string("/sparse: ") + (e == Engine::kSglangFa
+                                                ? "SGLang serves DeepSeek sparse attention through its nsa backend "
+                                                  "(NativeSparseAttnBackend), not FlashAttentionBackend: --engine sglang-nsa"
+                                                : "vLLM serves DeepSeek sparse attention through FLASHMLA_SPARSE, not "
+                                                  "FlashInferImpl: --engine vllm-flashmla-sparse");
+    return v;
+  }
+  if (auto why = dsa ? engine_detail::dsa_size_refusal(e, c, p.pages) : size_refusal(e, c, p.pages)) {
     EngineView v;
     v.engine = e;
     v.mode = "none";
     v.refusal = *why;
     return v;
   }
-  EngineView v = e == Engine::kSglangFa ? engine_detail::sglang_view(c, p) : engine_detail::vllm_view(c, p);
+  EngineView v = dsa                      ? engine_detail::dsa_view(e, c, p)
+                 : e == Engine::kSglangFa ? engine_detail::sglang_view(c, p)
+                                          : engine_detail::vllm_view(c, p);
   v.engine = e;
   if (v.refusal) v.tensors.clear();
   if (v.mode.empty()) v.mode = "none";  // refused before a mode was chosen

@@ -11,6 +11,9 @@ namespace attnscope::engine_detail {
 
 EngineView sglang_view(const CaseSpec& c, const Plan& p);
 EngineView vllm_view(const CaseSpec& c, const Plan& p);
+// The DSA engines' views (engine_metadata_dsa.cpp): sglang-nsa and vllm-flashmla-sparse.
+EngineView dsa_view(Engine e, const CaseSpec& c, const Plan& p);
+std::optional<std::string> dsa_size_refusal(Engine e, const CaseSpec& c, const PageTable& pt);
 
 std::optional<std::string> common_refusal(const CaseSpec& c);
 // The page table's rows, `width` columns, 0 past a request's pages (an engine's zeroed table).

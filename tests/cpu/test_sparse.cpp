@@ -436,12 +436,14 @@ TEST(Sparse, JsonDefaultsRoundTripAndErrors) {
 }
 
 // A backend that does not run the selection refuses the case naming /sparse and who runs it; only the CPU
-// backends' descriptors take it (the GPU kernels would run the case without its mask bits).
+// backends' descriptors take it (the GPU kernels would run the case without its mask bits), and the engines'
+// DSA adapters, which run the engine's sparse kernel on its index buffer (worker_dsa.py).
 TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   const CaseSpec c = sparse_case(2, true);
   for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) EXPECT_EQ(refusal(id, c), "") << id;
   for (const auto& f : backend_families())
-    for (const auto& b : f.backends) EXPECT_EQ(b.sparse != SparseRun::kNo, f.name == "cpu") << b.id;
+    for (const auto& b : f.backends)
+      EXPECT_EQ(b.sparse != SparseRun::kNo, f.name == "cpu" || b.id == "python.sgl_dsa" || b.id == "python.vllm_dsa") << b.id;
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   BackendInfo info = *backend_info("cpu.tiled");
@@ -450,7 +452,8 @@ TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   const Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("cpu.tiled does not take DeepSeek sparse attention (/sparse"), std::string::npos) << r.message;
-  EXPECT_NE(r.message.find("cpu.reference, cpu.lowp and cpu.tiled do"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("cpu.reference, cpu.lowp, cpu.tiled, python.sgl_dsa and python.vllm_dsa do"), std::string::npos)
+      << r.message;
 }
 
 // examples/dsa-index-bug.json: request 1 is request 0 (same seed, same buffer) with token 0's softmax

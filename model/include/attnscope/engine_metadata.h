@@ -4,8 +4,13 @@
 //                     its local_attn_metadata and, for a tree verify, forward_metadata_spec_decode_expand)
 //   vllm-flashinfer   vLLM v1's FlashInferMetadataBuilder.build (paged_kv_indptr / _indices /
 //                     _last_page_len, the decode / prefill split and what each wrapper's plan is given)
-// Derived from the engines' sources at the commits named in kSglangSource / kVllmSource, from the
-// case and the page table attnscope builds (make_page_table). Host only: nothing here runs a kernel.
+//   sglang-nsa        SGLang's DeepSeek sparse attention backend (NativeSparseAttnBackend): NSAMetadata
+//                     and the top-k indices translated into token slots (a /sparse case only)
+//   vllm-flashmla-sparse  vLLM's FLASHMLA_SPARSE backend: topk_indices_buffer, req_id_per_token and
+//                     the indices converted into global slots (a /sparse case only)
+// Derived from the engines' sources at the commits named in engine_source(), from the case, the page
+// table attnscope builds (make_page_table) and, for the DSA views, the plan's sparse selection. Host
+// only: nothing here runs a kernel.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +24,15 @@
 
 namespace attnscope {
 
-enum class Engine { kSglangFa, kVllmFlashInfer };
+enum class Engine { kSglangFa, kVllmFlashInfer, kSglangNsa, kVllmFlashMlaSparse };
 
-const char* engine_id(Engine e);                           // "sglang-fa", "vllm-flashinfer"
+const char* engine_id(Engine e);                           // "sglang-fa", ..., "vllm-flashmla-sparse"
 std::optional<Engine> parse_engine(const std::string& s);  // by id
-constexpr const char* kEngineIds = "sglang-fa, vllm-flashinfer";
+constexpr const char* kEngineIds = "sglang-fa, vllm-flashinfer, sglang-nsa, vllm-flashmla-sparse";
+// Whether a case's /engine may name it: the engines whose tensors feed attnscope's backends. The DSA
+// views (sglang-nsa, vllm-flashmla-sparse) are shown by plan --engine only.
+bool engine_feeds_backends(Engine e);
+constexpr const char* kFedEngineIds = "sglang-fa, vllm-flashinfer";
 // The most cells a view's tables may hold (an engine's page table is batch x widest request): a case
 // past it is refused naming /requests rather than allocating it.
 constexpr int64_t kMaxEngineCells = int64_t{1} << 25;
@@ -37,6 +46,9 @@ struct EngineSource {
 };
 extern const EngineSource kSglangSource;
 extern const EngineSource kVllmSource;
+extern const EngineSource kSglangNsaSource;
+extern const EngineSource kVllmSparseSource;
+const EngineSource& engine_source(Engine e);
 
 // One tensor (or host scalar) as the engine holds it. Values are row-major; a scalar has shape {}.
 struct EngineTensor {
