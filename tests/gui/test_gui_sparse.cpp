@@ -251,12 +251,15 @@ TEST(GuiSparse, MassLinesByHand) {
   EXPECT_NE(sparse_mass_lines(r)[2].find("heads 0-2 of 8 (the rest past the GUI's budget)"), std::string::npos);
 }
 
-// The budget: dsa-short-context's 2052-key rows fit every head (128 x 2052 x 576 < 2^28); the
-// non-absorbed form's K rows cost 128 x 512 more per key.
+// The budgets: dsa-short-context's 2052-key rows fit every head in the Mask tab's (128 x 2052 x 576 <
+// 2^28), deepseek-v32-dsa-decode's 8192 keys every head in the Softmax tab's (128 x 8192 x 576 < 2^30);
+// the non-absorbed form's K rows cost 128 x 512 more per key.
 TEST(GuiSparse, BudgetPerHead) {
   const CaseSpec c = read_case_file(source("examples/dsa-short-context.json")).spec;
   EXPECT_EQ(sparse_head_macs(c, 2052), 2052 * 576);
   EXPECT_LE(sparse_head_macs(c, 2052) * c.num_qo_heads, kSparseMassMacs);
+  const CaseSpec v32 = read_case_file(source("examples/deepseek-v32-dsa-decode.json")).spec;
+  EXPECT_LE(sparse_head_macs(v32, 8192) * v32.num_qo_heads, kSparseHeadsMacs) << "the Softmax tab's every head, 8192 keys";
   const CaseSpec n = indexer_case(false);
   EXPECT_EQ(sparse_head_macs(n, 10), 10 * (n.head_dim_qk + 128 * 512));
 }

@@ -395,7 +395,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size() + flex_.lines.size()) + ImGui::GetStyle().ItemSpacing.y;
   std::vector<std::string> sparse_lines;  // /sparse: the legend and the explained row's strip above the sentences
   // a few rows (decode) leave the mask a thin band: the strip, where the mass reads, takes the room
-  const float strip = m.q_len <= 8 ? std::clamp(ImGui::GetContentRegionAvail().y * 0.35f, 110.f, 280.f) : 110.f;
+  const float strip = m.q_len <= 8 ? std::clamp(ImGui::GetContentRegionAvail().y * 0.5f, 110.f, 420.f) : 110.f;
   if (sp) {
     sparse_lines = {sparse_shade_line(*sp, m.q_len),
                     "Explained row (strip: its keys' mass, kept in colour on dropped grey): " + sparse_row_line(sp->row)};

@@ -103,7 +103,7 @@ SparseRow sparse_row(const CaseSpec& c, const SparseSelection& sel, int r, int q
   s.kept_mass = kept_share(s.mass, s.is_kept);
   if (all_heads) {
     const int64_t per_head = sparse_head_macs(c, s.visible);
-    const int n = static_cast<int>(std::clamp<int64_t>(kSparseMassMacs / per_head, 1, c.num_qo_heads));
+    const int n = static_cast<int>(std::clamp<int64_t>(kSparseHeadsMacs / per_head, 1, c.num_qo_heads));
     for (int h = 0; h < n; ++h)
       s.recall.push_back(h == s.head ? s.kept_mass : kept_share(head_softmax(c, keys, r, q, h), s.is_kept));
   }

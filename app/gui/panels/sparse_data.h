@@ -20,6 +20,9 @@ namespace attnscope::gui {
 // (x qk_nope_dim x kv_lora_rank more for the non-absorbed form's K rows); rows or heads past it are
 // left out and said so. 2^28 is about 0.3 s of one core.
 constexpr int64_t kSparseMassMacs = int64_t{1} << 28;
+// The Softmax tab's every-head recall of one row: 2^30 covers DeepSeek-V3.2's 128 heads over 8192 keys
+// (about a second of one core, on its worker, while the tab says "computing").
+constexpr int64_t kSparseHeadsMacs = int64_t{1} << 30;
 int64_t sparse_head_macs(const CaseSpec& c, int visible);
 
 // One query row's selection and the dense fp64 softmax mass of its keys.
