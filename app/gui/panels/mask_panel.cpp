@@ -171,6 +171,34 @@ ExprSummary build_expr_summary(const Session& s, int request) {
 
 namespace {
 
+// The block map over the mask: each (q-tile x KV tile) block outlined, green = full (no mask needed),
+// orange = partial (mask applied); empty blocks are skipped by the kernels and left bare. Drawn once
+// zoomed in far enough, judged at the zoom's row height `sy_zoom` (a sparse row stretched to be seen
+// is not zoomed in).
+void draw_block_outlines(ImDrawList* dl, const Session& s, const MaskItems& m, ImVec2 p0, ImVec2 size, float sy_zoom) {
+  const int G = s.spec().group_size(), T = s.plan.split.cta_tile_q;
+  const float sx = size.x / std::max(1, m.kv_len), sy = size.y / std::max(1, m.q_len);
+  if (sx * kKvTile >= 6 && sy_zoom * std::max(1, T / G) >= 4) {
+    int drawn = 0;
+    for (const auto& ub : s.plan.blocks.units) {
+      const WorkUnit& un = s.plan.units[ub.unit];
+      if (un.request != m.request) continue;
+      for (int t = 0; t < ub.q_tiles && drawn < 20000; ++t) {
+        const float q0 = un.q_begin + static_cast<float>(t * T) / G;
+        const float q1 = un.q_begin + std::min(static_cast<float>((t + 1) * T) / G, static_cast<float>(un.q_len));
+        for (int j = 0; j < ub.kv_tiles; ++j, ++drawn) {
+          const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
+          if (tc == TileClass::kEmpty) continue;
+          const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
+          const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
+          dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
+                      pack_abgr(tc == TileClass::kFull ? block_full_colour() : block_partial_colour()));
+        }
+      }
+    }
+  }
+}
+
 // FlexAttention's rule for one block of the packed batch (create_block_mask pads the sequences to
 // whole blocks, the padding never allowed): full iff every pair of the block is inside the batch and
 // allowed, partial iff some pair is allowed.
@@ -288,6 +316,77 @@ FlexBlockItems build_flex_block_items(const Session& s, int request, const ExprS
   return f;
 }
 
+// The map's items, texture and sentences when the snapshot or request changes; FlexAttention's blocks
+// when a result brings them.
+void MaskPanel::rebuild(const Session& s, const UiState& ui) {
+  if (built_for_ != &s || built_request_ != ui.request) {
+    items_ = build_mask_items(s, ui.request);
+    std::vector<uint32_t> px(items_.cells.size());
+    const uint32_t none = pack_abgr({28, 30, 38, 255}), some = pack_abgr({33, 145, 140, 255}),
+                   all = pack_abgr({253, 231, 37, 255});
+    for (size_t i = 0; i < px.size(); ++i)
+      px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
+    tex_.upload(items_.cols, items_.rows, px);
+    summary_ = build_expr_summary(s, ui.request);
+    tree_ = build_tree_items(s, ui.request);
+    if (built_request_ != ui.request) tree_selected_ = tree_.q_len - 1;  // a deep token: its path shows the rule
+    built_for_ = &s;
+    built_request_ = ui.request;
+    flex_stale_ = true;
+  }
+  const Result* flex_result = nullptr;
+  for (const Result& x : s.results)
+    if (x.ok() && !x.block_mask.empty()) flex_result = &x;
+  if (flex_stale_ || flex_result != flex_for_) {
+    flex_ = build_flex_block_items(s, ui.request, summary_);
+    flex_for_ = flex_result;
+    flex_stale_ = false;
+    if (flex_.present) {
+      std::vector<uint32_t> px(flex_.cells.size());
+      const uint32_t none = pack_abgr({28, 30, 38, 255}), part = pack_abgr(block_partial_colour()),
+                     full = pack_abgr(block_full_colour());
+      for (size_t i = 0; i < px.size(); ++i)
+        px[i] = flex_.cells[i] == Cell::kAll ? full : flex_.cells[i] == Cell::kSome ? part : none;
+      flex_tex_.upload(flex_.kv_blocks, flex_.q_blocks, px);
+    }
+  }
+}
+
+// The hovered pair's tooltip: its readout is recomputed only when the pair moves.
+void MaskPanel::draw_readout(const Session& s, const UiState& ui, ImVec2 p0, ImVec2 size) {
+  const MaskItems& m = items_;
+  const ImVec2 mp = ImGui::GetIO().MousePos;
+  const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
+  const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
+  const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
+  const std::array<int, 4> at{m.request, ui.head, q, k};
+  if (at != readout_at_ || readout_for_ != &s || fp8) {  // FP8: the cache may still be filling
+    readout_ = mask_readout(s, m.request, ui.head, q, k, fp8.get());
+    readout_at_ = at;
+    readout_for_ = &s;
+  }
+  const Readout& r = readout_;
+  ImGui::BeginTooltip();
+  ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
+  if (!r.score_mod.empty())
+    ImGui::Text("score %.5g = score_mod(score = q.k * sm_scale = %.5g)%s", r.score, r.logit, r.allowed ? "" : " (masked: -inf)");
+  else
+    ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
+  if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
+  if (r.fp8)
+    ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
+                        s.spec().fp8_attention ? ", stored Q x its scale" : "");
+  if (r.pre_quantisation)
+    ImGui::TextDisabled(
+        "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
+        "over the GUI's host limit)");
+  if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
+  if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
 // The explained row (the Softmax tab's) when it is of the shown request, else the request's last row.
 const SparseMaskItems* MaskPanel::sparse_items(const Session& s, const UiState& ui) {
   sparse_wanted_ = s.spec().is_sparse() && s.plan.sparse;
@@ -329,37 +428,7 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
   ImGui::SliderFloat("zoom", &ui.mask_zoom, 1.f, 16.f, "%.1fx", ImGuiSliderFlags_Logarithmic);
-  if (built_for_ != &s || built_request_ != ui.request) {
-    items_ = build_mask_items(s, ui.request);
-    std::vector<uint32_t> px(items_.cells.size());
-    const uint32_t none = pack_abgr({28, 30, 38, 255}), some = pack_abgr({33, 145, 140, 255}),
-                   all = pack_abgr({253, 231, 37, 255});
-    for (size_t i = 0; i < px.size(); ++i)
-      px[i] = items_.cells[i] == Cell::kAll ? all : items_.cells[i] == Cell::kSome ? some : none;
-    tex_.upload(items_.cols, items_.rows, px);
-    summary_ = build_expr_summary(s, ui.request);
-    tree_ = build_tree_items(s, ui.request);
-    if (built_request_ != ui.request) tree_selected_ = tree_.q_len - 1;  // a deep token: its path shows the rule
-    built_for_ = &s;
-    built_request_ = ui.request;
-    flex_stale_ = true;
-  }
-  const Result* flex_result = nullptr;
-  for (const Result& x : s.results)
-    if (x.ok() && !x.block_mask.empty()) flex_result = &x;
-  if (flex_stale_ || flex_result != flex_for_) {
-    flex_ = build_flex_block_items(s, ui.request, summary_);
-    flex_for_ = flex_result;
-    flex_stale_ = false;
-    if (flex_.present) {
-      std::vector<uint32_t> px(flex_.cells.size());
-      const uint32_t none = pack_abgr({28, 30, 38, 255}), part = pack_abgr(block_partial_colour()),
-                     full = pack_abgr(block_full_colour());
-      for (size_t i = 0; i < px.size(); ++i)
-        px[i] = flex_.cells[i] == Cell::kAll ? full : flex_.cells[i] == Cell::kSome ? part : none;
-      flex_tex_.upload(flex_.kv_blocks, flex_.q_blocks, px);
-    }
-  }
+  rebuild(s, ui);
   const auto& m = items_;
   const SparseMaskItems* sp = sparse_items(s, ui);
   ImGui::TextWrapped("q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; %s", m.q_len, m.kv_len,
@@ -447,67 +516,9 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       const float x = p0.x + size.x * k / m.kv_len;
       dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p0.y + size.y), IM_COL32(200, 200, 200, 50));
     }
-  // block map: outline each (q-tile x KV tile) block, green = full (no mask needed), orange =
-  // partial (mask applied); empty blocks are skipped by the kernels and left bare
-  {
-    const int G = c.group_size(), T = s.plan.split.cta_tile_q;
-    const float sx = size.x / std::max(1, m.kv_len), sy = size.y / std::max(1, m.q_len);
-    // judged at the zoom's own row height: a sparse row stretched to be seen is not a zoomed-in block
-    const float sy_zoom = cell * m.rows / std::max(1, m.q_len);
-    if (sx * kKvTile >= 6 && sy_zoom * std::max(1, T / G) >= 4) {
-      int drawn = 0;
-      for (const auto& ub : s.plan.blocks.units) {
-        const WorkUnit& un = s.plan.units[ub.unit];
-        if (un.request != m.request) continue;
-        for (int t = 0; t < ub.q_tiles && drawn < 20000; ++t) {
-          const float q0 = un.q_begin + static_cast<float>(t * T) / G;
-          const float q1 = un.q_begin + std::min(static_cast<float>((t + 1) * T) / G, static_cast<float>(un.q_len));
-          for (int j = 0; j < ub.kv_tiles; ++j, ++drawn) {
-            const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
-            if (tc == TileClass::kEmpty) continue;
-            const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
-            const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
-            dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
-                        pack_abgr(tc == TileClass::kFull ? block_full_colour() : block_partial_colour()));
-          }
-        }
-      }
-    }
-  }
+  draw_block_outlines(dl, s, m, p0, size, cell * m.rows / std::max(1, m.q_len));
   draw_tree_path_on_mask(dl, tree_, tree_hl, p0, size);
-  if (hovered) {
-    const ImVec2 mp = ImGui::GetIO().MousePos;
-    const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
-    const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
-    const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
-    const std::array<int, 4> at{m.request, ui.head, q, k};
-    if (at != readout_at_ || readout_for_ != &s || fp8) {  // FP8: the cache may still be filling
-      readout_ = mask_readout(s, m.request, ui.head, q, k, fp8.get());
-      readout_at_ = at;
-      readout_for_ = &s;
-    }
-    const Readout& r = readout_;
-    ImGui::BeginTooltip();
-    ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
-    if (!r.score_mod.empty())
-      ImGui::Text("score %.5g = score_mod(score = q.k * sm_scale = %.5g)%s", r.score, r.logit,
-                  r.allowed ? "" : " (masked: -inf)");
-    else
-      ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
-    if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
-    if (r.fp8)
-      ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
-                          s.spec().fp8_attention ? ", stored Q x its scale" : "");
-    if (r.pre_quantisation)
-      ImGui::TextDisabled(
-          "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
-          "over the GUI's host limit)");
-    if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
-    if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
-    ImGui::PopTextWrapPos();
-    ImGui::EndTooltip();
-  }
+  if (hovered) draw_readout(s, ui, p0, size);
   ImGui::EndChild();
   if (flex_.present) {
     ImGui::SameLine();

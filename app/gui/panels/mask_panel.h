@@ -3,6 +3,8 @@
 // probability against the reference's LSE).
 #pragma once
 
+#include <imgui.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -99,6 +101,8 @@ class MaskPanel {
 
  private:
   void draw_flex_blocks(float width, float height);
+  void rebuild(const Session& s, const UiState& ui);
+  void draw_readout(const Session& s, const UiState& ui, ImVec2 p0, ImVec2 size);
   // /sparse: the kept tokens over the causal mask and their mass, from a worker (sparse_data.h); shown
   // instead of tex_ once they are of the shown request
   const SparseMaskItems* sparse_items(const Session& s, const UiState& ui);
