@@ -73,6 +73,13 @@ SHOTS = {
                          size="1400x860", draws=[P + "diff_panel.cpp"]),
     "mla-pages.png": dict(case="examples/deepseek-v3-decode.json", args="--tab pages", size="1280x800",
                           draws=[P + "pages_panel.cpp", P + "mla_view.cpp"]),
+    "sparse-mask.png": dict(case="examples/deepseek-v32-dsa-decode.json", args="--tab mask", size="1600x1000",
+                            draws=[P + "mask_panel.cpp", P + "sparse_view.cpp", P + "sparse_data.cpp"]),
+    "sparse-pages.png": dict(case="examples/deepseek-v32-dsa-decode.json", args="--tab pages", size="1600x1000",
+                             draws=[P + "pages_panel.cpp", P + "mla_view.cpp", P + "sparse_view.cpp",
+                                    P + "sparse_data.cpp"]),
+    "sparse-softmax.png": dict(case="examples/deepseek-v32-dsa-decode.json", args="--tab softmax", size="1600x1000",
+                               draws=[P + "softmax_panel.cpp", P + "sparse_view.cpp", P + "sparse_data.cpp"]),
     "zoo-natten-2d.png": dict(case="examples/zoo/natten-2d.json", args="--tab mask", size="1400x860",
                               draws=[P + "mask_panel.cpp"]),
     "zoo-block-sparse.png": dict(case="examples/zoo/block-sparse.json", args="--tab mask", size="1400x860",
@@ -81,12 +88,16 @@ SHOTS = {
                                  size="1600x1000", draws=[P + "split_panel.cpp", P + "split_panel_graph.cpp"]),
     "mask-flex-blockmask.png": dict(case="examples/python/flex-blockmask.json", args="--tab mask", size="1600x1000",
                                     python=True, draws=[P + "mask_panel.cpp"],
-                                    exempt=("bdef814", "made at 4e0e6fc on the CPU machine with PyTorch 2.11 (CPU) in "
+                                    exempt=("5d7b1fa", "made at 4e0e6fc on the CPU machine with PyTorch 2.11 (CPU) in "
                                             "the worker's Python, which this machine lacks; mask_panel.cpp changed "
                                             "after only in e5f4b06, a clang-format of one call (no text or drawing "
-                                            "changed: git show -w e5f4b06), and d68dba1, where a hovered key's value "
+                                            "changed: git show -w e5f4b06), d68dba1, where a hovered key's value "
                                             "reads its generator stream through KeySource (the same values without "
-                                            "/parallel; nothing drawn changed; bdef814 is its clang-format)")),
+                                            "/parallel; nothing drawn changed; bdef814 is its clang-format), and "
+                                            "8e0066f / 87f29b9, the /sparse views (drawn only for a /sparse case, "
+                                            "which this one is not; the block outlines' zoom test reads the same "
+                                            "row height when no sparse row is stretched), and 5d7b1fa, parts of MaskPanel::draw moved into "
+                                            "functions unchanged")),
     "sweep-h100-decode-kv-len.png": dict(
         case=None, args="--tab sweep --sweep-report docs/sweeps/h100-decode-kv-len.json",
         size="1600x1000", draws=[P + "sweep_panel.cpp"]),

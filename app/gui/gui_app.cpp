@@ -653,7 +653,8 @@ int App::run() {
       const bool results = snap_ && snap_->done && snap_->generation == want_gen_ && !run_pending_;
       const bool done = results && !(ui_.tab == Tab::kSoftmax && softmax_.busy()) &&
                         !(ui_.tab == Tab::kSweep && (sweep_.busy() || plan_cost_.busy())) &&
-                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) && !(ui_.tab == Tab::kPages && pages_.busy());
+                        !(ui_.tab == Tab::kConsistency && consistency_.busy()) && !(ui_.tab == Tab::kPages && pages_.busy()) &&
+                        !(ui_.tab == Tab::kMask && mask_.busy());
       if (!script_error_.empty()) {
         std::fprintf(stderr, "attnscope: --edit-latency: %s\n", script_error_.c_str());
         code = 2;

@@ -17,6 +17,7 @@
 #include "draw/axes.h"
 #include "draw/colormap.h"
 #include "expr_editor.h"
+#include "sparse_view.h"
 
 namespace attnscope::gui {
 
@@ -160,7 +161,8 @@ ExprSummary build_expr_summary(const Session& s, int request) {
   if (e.lists_tiles)
     e.plan_lines.push_back("Work items: " + std::to_string(e.items) + " items visit " + count(e.listed_tiles) +
                            " non-empty KV tiles of the " + count(e.range_tiles) + " in their key ranges; " +
-                           count(e.range_tiles - e.listed_tiles) + " tiles are skipped, empty under the mask_mod.");
+                           count(e.range_tiles - e.listed_tiles) + " tiles are skipped, empty under the " +
+                           (c.is_sparse() ? "sparse selection (no kept token)." : "mask_mod."));
   else
     e.plan_lines.push_back("Work items: " + std::to_string(e.items) + " items over " + count(e.range_tiles) + " KV tiles of " +
                            std::to_string(kKvTile) + " keys.");
@@ -168,6 +170,34 @@ ExprSummary build_expr_summary(const Session& s, int request) {
 }
 
 namespace {
+
+// The block map over the mask: each (q-tile x KV tile) block outlined, green = full (no mask needed),
+// orange = partial (mask applied); empty blocks are skipped by the kernels and left bare. Drawn once
+// zoomed in far enough, judged at the zoom's row height `sy_zoom` (a sparse row stretched to be seen
+// is not zoomed in).
+void draw_block_outlines(ImDrawList* dl, const Session& s, const MaskItems& m, ImVec2 p0, ImVec2 size, float sy_zoom) {
+  const int G = s.spec().group_size(), T = s.plan.split.cta_tile_q;
+  const float sx = size.x / std::max(1, m.kv_len), sy = size.y / std::max(1, m.q_len);
+  if (sx * kKvTile >= 6 && sy_zoom * std::max(1, T / G) >= 4) {
+    int drawn = 0;
+    for (const auto& ub : s.plan.blocks.units) {
+      const WorkUnit& un = s.plan.units[ub.unit];
+      if (un.request != m.request) continue;
+      for (int t = 0; t < ub.q_tiles && drawn < 20000; ++t) {
+        const float q0 = un.q_begin + static_cast<float>(t * T) / G;
+        const float q1 = un.q_begin + std::min(static_cast<float>((t + 1) * T) / G, static_cast<float>(un.q_len));
+        for (int j = 0; j < ub.kv_tiles; ++j, ++drawn) {
+          const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
+          if (tc == TileClass::kEmpty) continue;
+          const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
+          const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
+          dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
+                      pack_abgr(tc == TileClass::kFull ? block_full_colour() : block_partial_colour()));
+        }
+      }
+    }
+  }
+}
 
 // FlexAttention's rule for one block of the packed batch (create_block_mask pads the sequences to
 // whole blocks, the padding never allowed): full iff every pair of the block is inside the batch and
@@ -286,19 +316,9 @@ FlexBlockItems build_flex_block_items(const Session& s, int request, const ExprS
   return f;
 }
 
-void MaskPanel::draw(const Session& s, UiState& ui) {
-  const CaseSpec& c = s.spec();
-  const int nreq = static_cast<int>(c.requests.size());
-  ui.request = std::clamp(ui.request, 0, nreq - 1);
-  ui.head = std::clamp(ui.head, 0, c.num_qo_heads - 1);
-  ImGui::SetNextItemWidth(160);
-  ImGui::SliderInt("request", &ui.request, 0, nreq - 1);
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(160);
-  ImGui::SliderInt("head", &ui.head, 0, c.num_qo_heads - 1);
-  ImGui::SameLine();
-  ImGui::SetNextItemWidth(120);
-  ImGui::SliderFloat("zoom", &ui.mask_zoom, 1.f, 16.f, "%.1fx", ImGuiSliderFlags_Logarithmic);
+// The map's items, texture and sentences when the snapshot or request changes; FlexAttention's blocks
+// when a result brings them.
+void MaskPanel::rebuild(const Session& s, const UiState& ui) {
   if (built_for_ != &s || built_request_ != ui.request) {
     items_ = build_mask_items(s, ui.request);
     std::vector<uint32_t> px(items_.cells.size());
@@ -330,11 +350,96 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       flex_tex_.upload(flex_.kv_blocks, flex_.q_blocks, px);
     }
   }
+}
+
+// The hovered pair's tooltip: its readout is recomputed only when the pair moves.
+void MaskPanel::draw_readout(const Session& s, const UiState& ui, ImVec2 p0, ImVec2 size) {
+  const MaskItems& m = items_;
+  const ImVec2 mp = ImGui::GetIO().MousePos;
+  const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
+  const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
+  const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
+  const std::array<int, 4> at{m.request, ui.head, q, k};
+  if (at != readout_at_ || readout_for_ != &s || fp8) {  // FP8: the cache may still be filling
+    readout_ = mask_readout(s, m.request, ui.head, q, k, fp8.get());
+    readout_at_ = at;
+    readout_for_ = &s;
+  }
+  const Readout& r = readout_;
+  ImGui::BeginTooltip();
+  ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
+  if (!r.score_mod.empty())
+    ImGui::Text("score %.5g = score_mod(score = q.k * sm_scale = %.5g)%s", r.score, r.logit, r.allowed ? "" : " (masked: -inf)");
+  else
+    ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
+  if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
+  if (r.fp8)
+    ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
+                        s.spec().fp8_attention ? ", stored Q x its scale" : "");
+  if (r.pre_quantisation)
+    ImGui::TextDisabled(
+        "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
+        "over the GUI's host limit)");
+  if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
+  if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
+// The explained row (the Softmax tab's) when it is of the shown request, else the request's last row.
+const SparseMaskItems* MaskPanel::sparse_items(const Session& s, const UiState& ui) {
+  sparse_wanted_ = s.spec().is_sparse() && s.plan.sparse;
+  if (!sparse_wanted_) return nullptr;
+  if (sparse_keyed_for_ != &s) {
+    sparse_case_key_ = sparse_case_key(s.spec(), s.plan);
+    sparse_keyed_for_ = &s;
+  }
+  const int r = ui.request, q_len = s.spec().requests[r].q_len;
+  const int q = ui.sm_request == r ? std::clamp(ui.sm_query, 0, q_len - 1) : q_len - 1;
+  const int head = ui.head;
+  const std::string key = sparse_case_key_ + "|" + std::to_string(r) + "|" + std::to_string(q) + "|" + std::to_string(head);
+  if (sparse_job_.is_new(key)) {
+    CaseSpec c = s.spec();
+    if (c.sparse) c.sparse->indices.clear();  // the selection is the plan's; the copy needs only Q and K
+    sparse_job_.want(
+        key, [c = std::move(c), sel = s.plan.sparse, r, q, head] { return build_sparse_mask_items(c, (*sel)[r], r, q, head); });
+  }
+  sparse_job_.poll();
+  const SparseMaskItems* m = sparse_job_.value();
+  if (!m || m->request != r || m->rows != items_.rows || m->cols != items_.cols) return nullptr;
+  if (m != sparse_uploaded_) {
+    sparse_tex_.upload(m->cols, m->rows, sparse_mask_pixels(*m));
+    sparse_uploaded_ = m;
+  }
+  return m;
+}
+
+void MaskPanel::draw(const Session& s, UiState& ui) {
+  const CaseSpec& c = s.spec();
+  const int nreq = static_cast<int>(c.requests.size());
+  ui.request = std::clamp(ui.request, 0, nreq - 1);
+  ui.head = std::clamp(ui.head, 0, c.num_qo_heads - 1);
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderInt("request", &ui.request, 0, nreq - 1);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderInt("head", &ui.head, 0, c.num_qo_heads - 1);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  ImGui::SliderFloat("zoom", &ui.mask_zoom, 1.f, 16.f, "%.1fx", ImGuiSliderFlags_Logarithmic);
+  rebuild(s, ui);
   const auto& m = items_;
-  ImGui::TextWrapped(
-      "q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; yellow: all allowed, teal: some, dark: none",
-      m.q_len, m.kv_len, static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
-      m.q_per_cell, m.k_per_cell);
+  const SparseMaskItems* sp = sparse_items(s, ui);
+  ImGui::TextWrapped("q_len %d x kv_len %d, %lld allowed pairs (%.1f%%); one cell = %d x %d; %s", m.q_len, m.kv_len,
+                     static_cast<long long>(m.allowed), 100.0 * m.allowed / (static_cast<double>(m.q_len) * m.kv_len),
+                     m.q_per_cell, m.k_per_cell,
+                     sp ? "the sparse view below (click a row to explain it)" : "yellow: all allowed, teal: some, dark: none");
+  if (c.is_sparse() && !sp) {
+    const std::string why =
+        sparse_job_.error().empty() ? "computing the sparse selection's mass ..." : "sparse view: " + sparse_job_.error();
+    ImGui::TextDisabled("%s", why.c_str());
+  }
   // the expressions above the map, in the colour of text the user typed
   ImGui::PushTextWrapPos(0.f);
   for (const auto& line : summary_.expr_lines) {
@@ -357,6 +462,16 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   for (const auto& line : flex_.lines) footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y;
   footer +=
       ImGui::GetStyle().ItemSpacing.y * (1 + summary_.plan_lines.size() + flex_.lines.size()) + ImGui::GetStyle().ItemSpacing.y;
+  std::vector<std::string> sparse_lines;  // /sparse: the legend and the explained row's strip above the sentences
+  // a few rows (decode) leave the mask a thin band: the strip, where the mass reads, takes the room
+  const float strip = m.q_len <= 8 ? std::clamp(ImGui::GetContentRegionAvail().y * 0.5f, 110.f, 420.f) : 110.f;
+  if (sp) {
+    sparse_lines = {sparse_shade_line(*sp, m.q_len),
+                    "Explained row (strip: its keys' mass, kept in colour on dropped grey): " + sparse_row_line(sp->row)};
+    for (const auto& line : sparse_lines)
+      footer += ImGui::CalcTextSize(line.c_str(), nullptr, false, wrap).y + ImGui::GetStyle().ItemSpacing.y;
+    footer += strip + ImGui::GetStyle().ItemSpacing.y;
+  }
   // a tree request: the tree beside the mask over its new tokens' keys, above the whole mask
   const std::vector<int> tree_hl = draw_tree_child(tree_, &tree_selected_, ImGui::GetContentRegionAvail().y - footer);
   const float flex_w = flex_.present ? std::floor(ImGui::GetContentRegionAvail().x * 0.42f) : 0.f;
@@ -366,11 +481,16 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
   const ImVec2 avail(ImGui::GetContentRegionAvail().x - margin.x - 60, ImGui::GetContentRegionAvail().y - margin.y - 18);
   const float base = std::min(avail.x / std::max(1, m.cols), avail.y / std::max(1, m.rows));
   const float cell = std::max(0.5f, base) * ui.mask_zoom;
-  const ImVec2 size(cell * m.cols, cell * m.rows);
+  // a sparse decode row stays at least 12 pixels tall: its kept and dropped keys must read
+  const ImVec2 size(cell * m.cols, sp ? std::max(cell * m.rows, std::min(avail.y, 12.f * m.rows)) : cell * m.rows);
   ImGui::SetCursorPos(ImVec2(ImGui::GetCursorPosX() + margin.x, ImGui::GetCursorPosY() + margin.y));
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  ImGui::Image(tex_.id(), size);
+  ImGui::Image(sp ? sparse_tex_.id() : tex_.id(), size);
   const bool hovered = ImGui::IsItemHovered();
+  if (sp && hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {  // the clicked row becomes the explained one
+    ui.sm_request = m.request;
+    ui.sm_query = std::clamp(static_cast<int>((ImGui::GetIO().MousePos.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
+  }
   // pan: drag with the left or right mouse button; zoom: the slider, or Ctrl + wheel
   if (hovered || ImGui::IsItemActive()) {
     const ImGuiIO& io = ImGui::GetIO();
@@ -396,71 +516,20 @@ void MaskPanel::draw(const Session& s, UiState& ui) {
       const float x = p0.x + size.x * k / m.kv_len;
       dl->AddLine(ImVec2(x, p0.y), ImVec2(x, p0.y + size.y), IM_COL32(200, 200, 200, 50));
     }
-  // block map: outline each (q-tile x KV tile) block, green = full (no mask needed), orange =
-  // partial (mask applied); empty blocks are skipped by the kernels and left bare
-  {
-    const int G = c.group_size(), T = s.plan.split.cta_tile_q;
-    const float sx = size.x / std::max(1, m.kv_len), sy = size.y / std::max(1, m.q_len);
-    if (sx * kKvTile >= 6 && sy * std::max(1, T / G) >= 4) {
-      int drawn = 0;
-      for (const auto& ub : s.plan.blocks.units) {
-        const WorkUnit& un = s.plan.units[ub.unit];
-        if (un.request != m.request) continue;
-        for (int t = 0; t < ub.q_tiles && drawn < 20000; ++t) {
-          const float q0 = un.q_begin + static_cast<float>(t * T) / G;
-          const float q1 = un.q_begin + std::min(static_cast<float>((t + 1) * T) / G, static_cast<float>(un.q_len));
-          for (int j = 0; j < ub.kv_tiles; ++j, ++drawn) {
-            const TileClass tc = ub.cls[static_cast<size_t>(t) * ub.kv_tiles + j];
-            if (tc == TileClass::kEmpty) continue;
-            const float k0 = static_cast<float>(un.kv_begin + j * kKvTile);
-            const float k1 = std::min(k0 + kKvTile, static_cast<float>(un.kv_begin + un.kv_len));
-            dl->AddRect(ImVec2(p0.x + k0 * sx + 1, p0.y + q0 * sy + 1), ImVec2(p0.x + k1 * sx - 1, p0.y + q1 * sy - 1),
-                        pack_abgr(tc == TileClass::kFull ? block_full_colour() : block_partial_colour()));
-          }
-        }
-      }
-    }
-  }
+  draw_block_outlines(dl, s, m, p0, size, cell * m.rows / std::max(1, m.q_len));
   draw_tree_path_on_mask(dl, tree_, tree_hl, p0, size);
-  if (hovered) {
-    const ImVec2 mp = ImGui::GetIO().MousePos;
-    const int q = std::clamp(static_cast<int>((mp.y - p0.y) / size.y * m.q_len), 0, m.q_len - 1);
-    const int k = std::clamp(static_cast<int>((mp.x - p0.x) / size.x * m.kv_len), 0, m.kv_len - 1);
-    const auto fp8 = s.spec().fp8_kv() ? fp8_cache().get(s) : nullptr;
-    const std::array<int, 4> at{m.request, ui.head, q, k};
-    if (at != readout_at_ || readout_for_ != &s || fp8) {  // FP8: the cache may still be filling
-      readout_ = mask_readout(s, m.request, ui.head, q, k, fp8.get());
-      readout_at_ = at;
-      readout_for_ = &s;
-    }
-    const Readout& r = readout_;
-    ImGui::BeginTooltip();
-    ImGui::Text("q %d (q_abs %d), k %d: %s", r.q, r.q_abs, r.k, r.allowed ? "allowed" : "masked");
-    if (!r.score_mod.empty())
-      ImGui::Text("score %.5g = score_mod(score = q.k * sm_scale = %.5g)%s", r.score, r.logit,
-                  r.allowed ? "" : " (masked: -inf)");
-    else
-      ImGui::Text("score %.5g%s", r.score, r.allowed ? "" : " (masked: -inf)");
-    if (r.has_prob) ImGui::Text("probability %.4g (reference LSE)", r.prob);
-    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 45);
-    if (r.fp8)
-      ImGui::TextDisabled("from the FP8 cache: stored K x its scale %.4g%s", r.k_scale,
-                          s.spec().fp8_attention ? ", stored Q x its scale" : "");
-    if (r.pre_quantisation)
-      ImGui::TextDisabled(
-          "the logit before FP8 quantisation, no probability: the FP8 scales are not known here (being computed, or the case is "
-          "over the GUI's host limit)");
-    if (!r.mask_mod.empty()) ImGui::TextDisabled("mask_mod: %s", r.mask_mod.c_str());
-    if (!r.score_mod.empty()) ImGui::TextDisabled("score_mod: %s", r.score_mod.c_str());
-    ImGui::PopTextWrapPos();
-    ImGui::EndTooltip();
-  }
+  if (hovered) draw_readout(s, ui, p0, size);
   ImGui::EndChild();
   if (flex_.present) {
     ImGui::SameLine();
     draw_flex_blocks(flex_w, -footer);
   }
   ImGui::PushTextWrapPos(0.f);
+  if (sp) {
+    ImGui::TextUnformatted(sparse_lines[0].c_str());
+    sparse_views_.strip(sp->row, strip);
+    ImGui::TextColored(ImVec4(0.55f, 0.85f, 1.f, 1.f), "%s", sparse_lines[1].c_str());
+  }
   ImGui::TextUnformatted(tiles_line.c_str());
   for (const auto& line : summary_.plan_lines) ImGui::TextUnformatted(line.c_str());
   for (size_t i = 0; i < flex_.lines.size(); ++i) {

@@ -3,6 +3,8 @@
 // probability against the reference's LSE).
 #pragma once
 
+#include <imgui.h>
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -12,6 +14,8 @@
 #include "fp8_data.h"
 #include "gui_state.h"
 #include "session.h"
+#include "sparse_data.h"
+#include "sparse_view.h"
 #include "tree_view.h"
 
 namespace attnscope::gui {
@@ -92,9 +96,23 @@ FlexBlockItems build_flex_block_items(const Session& s, int request, const ExprS
 class MaskPanel {
  public:
   void draw(const Session& s, UiState& ui);
+  // a /sparse case's grid and mass still computing, or not yet asked for
+  bool busy() const { return sparse_job_.busy() || (sparse_wanted_ && !sparse_job_.value() && sparse_job_.error().empty()); }
 
  private:
   void draw_flex_blocks(float width, float height);
+  void rebuild(const Session& s, const UiState& ui);
+  void draw_readout(const Session& s, const UiState& ui, ImVec2 p0, ImVec2 size);
+  // /sparse: the kept tokens over the causal mask and their mass, from a worker (sparse_data.h); shown
+  // instead of tex_ once they are of the shown request
+  const SparseMaskItems* sparse_items(const Session& s, const UiState& ui);
+  SparseJob<SparseMaskItems> sparse_job_;
+  bool sparse_wanted_ = false;
+  const Session* sparse_keyed_for_ = nullptr;
+  std::string sparse_case_key_;
+  const SparseMaskItems* sparse_uploaded_ = nullptr;
+  Texture sparse_tex_;
+  SparseViews sparse_views_;
   const Session* built_for_ = nullptr;
   int built_request_ = -1;
   MaskItems items_;

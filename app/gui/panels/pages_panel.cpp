@@ -10,6 +10,7 @@
 #include "draw/colormap.h"
 #include "draw/text_fit.h"
 #include "mla_view.h"
+#include "sparse_view.h"
 
 namespace attnscope::gui {
 
@@ -70,6 +71,23 @@ bool PagesPanel::fp8_view(const Session& s, UiState& ui) {
   return true;
 }
 
+const SparseSlots* PagesPanel::sparse_slots(const Session& s, const UiState& ui) {
+  if (!s.plan.sparse) return nullptr;
+  const int R = static_cast<int>(s.plan.sparse->size());
+  const int r = std::clamp(ui.sm_request, 0, R - 1);
+  const SparseSelection& sel = (*s.plan.sparse)[r];
+  const int q = std::clamp(ui.sm_query, 0, std::max(0, sel.q_len - 1));
+  if (slots_for_ != &s || slots_r_ != r || slots_q_ != q) {
+    slots_.reset();
+    if (sel.q_len > 0) slots_ = sparse_slots_of_row(s.plan.pages, r, q, sel.row(q), sel.top_k);
+    ++slots_version_;
+    slots_for_ = &s;
+    slots_r_ = r;
+    slots_q_ = q;
+  }
+  return slots_ ? &*slots_ : nullptr;
+}
+
 void PagesPanel::draw(const Session& s, UiState& ui) {
   if (fp8_view(s, ui)) return;
   if (built_for_ != &s) {
@@ -78,6 +96,16 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
   }
   const PagesItems& it = items_;
   if (s.spec().mla) draw_mla_layout(build_mla_layout(s));
+  const SparseSlots* sel = sparse_slots(s, ui);
+  if (sel) {
+    ImGui::PushTextWrapPos(0.f);
+    const std::string line = sparse_slots_line(*sel);
+    if (sel->outside > 0)
+      ImGui::TextColored(ImVec4(1.f, 0.45f, 0.4f, 1.f), "%s", line.c_str());
+    else
+      ImGui::TextColored(ImVec4(0.55f, 0.85f, 1.f, 1.f), "%s", line.c_str());
+    ImGui::PopTextWrapPos();
+  }
   ImGui::Text("%d physical pages of %d tokens: %d used, %d unused%s%s", it.num_pages, it.page_size, it.used, it.unused,
               it.has_null ? ", page 0 is the null page" : "",
               s.spec().kv_cache.poison_unused ? "; unused pages and slots hold NaN (hatched)" : "");
@@ -114,10 +142,27 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
     dl->AddRectFilled(ImVec2(x, y), ImVec2(x + cell - 1, y + cell - 1), pc.owner >= 0 ? IM_COL32(60, 60, 70, 255) : col);
     if (pc.owner >= 0) dl->AddRectFilled(ImVec2(x, y), ImVec2(x + (cell - 1) * pc.fill, y + cell - 1), col);
     if (pc.poisoned) dl->AddLine(ImVec2(x, y + cell - 1), ImVec2(x + cell - 1, y), IM_COL32(230, 60, 60, 255));
+    if (sel && sel->page_count[p] > 0) {  // the explained row's slots here: outline, and a bar of their share of the page
+      // a page the request does not own is crossed in orange: request 0's owner colour is already red
+      const bool bad = sel->page_outside[p];
+      const ImU32 edge = bad ? IM_COL32(255, 170, 0, 255) : IM_COL32(255, 255, 255, 255);
+      dl->AddRect(ImVec2(x, y), ImVec2(x + cell - 1, y + cell - 1), edge, 0.f, 0, bad ? 2.f : 1.f);
+      if (bad) dl->AddLine(ImVec2(x, y), ImVec2(x + cell - 1, y + cell - 1), edge, 2.f);
+      const float share = std::min(1.f, static_cast<float>(sel->page_count[p]) / sel->page_size);
+      dl->AddRectFilled(ImVec2(x + 1, y + cell - 1 - std::max(2.f, cell / 4)), ImVec2(x + 1 + (cell - 3) * share, y + cell - 2),
+                        bad ? edge : IM_COL32(120, 230, 255, 255));
+    }
     if (mp.x >= x && mp.x < x + cell && mp.y >= y && mp.y < y + cell) hovered = p;
   }
   ImGui::Dummy(ImVec2(per_row * cell, ((shown + per_row - 1) / per_row) * cell));
   if (shown < it.num_pages) ImGui::Text("(first %d of %d pages shown)", shown, it.num_pages);
+  if (sel && !sel->table.empty()) {
+    ImGui::TextDisabled(
+        "Request %d's pages in key order (columns, the physical page under each; %s), their %d slots down: cyan = selected",
+        sel->request, static_cast<int>(sel->table.size()) < s.plan.pages.pages_of(sel->request) ? "the first 512" : "all",
+        sel->page_size);
+    sparse_views_.slots(*sel, slots_version_, 200);
+  }
   if (hovered >= 0 && ImGui::IsWindowHovered()) {
     const PageCell& pc = it.pool[hovered];
     ImGui::BeginTooltip();
@@ -126,6 +171,9 @@ void PagesPanel::draw(const Session& s, UiState& ui) {
     else
       ImGui::Text("page %d: %s%s", hovered, pc.owner == kPageNull ? "null page (never referenced)" : "unused",
                   pc.poisoned ? ", NaN" : "");
+    if (sel && sel->page_count[hovered] > 0)
+      ImGui::Text("%d slot(s) selected by request %d's query %d%s", sel->page_count[hovered], sel->request, sel->query,
+                  sel->page_outside[hovered] ? ": NOT the request's page (an index bug)" : "");
     ImGui::EndTooltip();
   }
   ImGui::Separator();

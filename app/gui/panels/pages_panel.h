@@ -3,12 +3,15 @@
 // the quantisation error per channel (fp8_views.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fp8_views.h"
 #include "gui_state.h"
 #include "session.h"
+#include "sparse_data.h"
+#include "sparse_view.h"
 
 namespace attnscope::gui {
 
@@ -42,6 +45,13 @@ class PagesPanel {
   Fp8ChannelView channels_;
   const Session* built_for_ = nullptr;
   PagesItems items_;
+  // /sparse: the explained row's (the Softmax tab's) selected slots, rebuilt when the row or snapshot changes
+  const SparseSlots* sparse_slots(const Session& s, const UiState& ui);
+  const Session* slots_for_ = nullptr;
+  int slots_r_ = -1, slots_q_ = -1;
+  std::optional<SparseSlots> slots_;
+  int slots_version_ = 0;
+  SparseViews sparse_views_;
 };
 
 }  // namespace attnscope::gui

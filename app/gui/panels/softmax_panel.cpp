@@ -13,6 +13,7 @@
 #include "case_json.h"
 #include "draw/text_fit.h"
 #include "explain.h"
+#include "sparse_view.h"
 
 namespace attnscope::gui {
 
@@ -279,6 +280,33 @@ void plot(const char* title, const char* x_label, const std::vector<float>& y, I
 
 }  // namespace
 
+// The explained row's kept / dropped mass over the step-through: a sparse row's trace is over the kept
+// tokens only, so what the selection dropped is said here.
+void SoftmaxPanel::draw_sparse(const Session& s, const UiState& ui) {
+  sparse_wanted_ = !sparse_key_.empty();
+  if (!sparse_wanted_) return;
+  const int r = ui.sm_request, q = ui.sm_query, h = ui.sm_head;
+  const std::string key = sparse_key_ + "|" + std::to_string(r) + "|" + std::to_string(q) + "|" + std::to_string(h);
+  if (sparse_.is_new(key)) {
+    CaseSpec c = s.spec();
+    if (c.sparse) c.sparse->indices.clear();  // the selection is the plan's; the copy needs only Q and K
+    sparse_.want(key, [c = std::move(c), sel = s.plan.sparse, r, q, h] { return sparse_row(c, (*sel)[r], r, q, h, true, true); });
+  }
+  sparse_.poll();
+  const SparseRow* row = sparse_.value();
+  if (!row) {
+    ImGui::TextDisabled("%s",
+                        sparse_.error().empty() ? "computing the sparse row's kept / dropped mass ..." : sparse_.error().c_str());
+    return;
+  }
+  ImGui::PushTextWrapPos(0.f);
+  for (const std::string& line : sparse_mass_lines(*row)) ImGui::TextColored(ImVec4(0.55f, 0.85f, 1.f, 1.f), "%s", line.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::TextDisabled("per head: kept mass (teal; the head shown yellow) under the dropped mass (grey), dense fp64 softmax");
+  sparse_views_.heads(*row, 64);
+  ImGui::Separator();
+}
+
 void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   const CaseSpec& c = s.spec();
   const int R = static_cast<int>(c.requests.size());
@@ -298,7 +326,9 @@ void SoftmaxPanel::draw(const Session& s, UiState& ui) {
   if (seen_ != &s) {
     seen_ = &s;
     case_text_ = case_to_json(c).dump();
+    sparse_key_ = c.is_sparse() && s.plan.sparse ? sparse_case_key(c, s.plan) : "";
   }
+  draw_sparse(s, ui);
   want_ = Key{case_text_, ui.sm_request, ui.sm_query, ui.sm_head};
   if (job_.valid() && job_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     try {

@@ -12,6 +12,8 @@
 #include "attnscope/softmax_trace.h"
 #include "gui_state.h"
 #include "session.h"
+#include "sparse_data.h"
+#include "sparse_view.h"
 
 namespace attnscope::gui {
 
@@ -59,7 +61,11 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step);
 class SoftmaxPanel {
  public:
   void draw(const Session& s, UiState& ui);
-  bool busy() const { return job_.valid() || (!have_trace_ && error_.empty()); }  // trace not shown yet
+  // trace not shown yet, or a /sparse case's kept / dropped mass still computing
+  bool busy() const {
+    return job_.valid() || (!have_trace_ && error_.empty()) || sparse_.busy() ||
+           (sparse_wanted_ && !sparse_.value() && sparse_.error().empty());
+  }
 
  private:
   // The case (its JSON text: a new snapshot of the same case keeps the trace) and the row.
@@ -77,6 +83,12 @@ class SoftmaxPanel {
   SoftmaxView view_;  // built when the trace or the step changes, not every frame
   bool view_valid_ = false;
   std::string error_;
+  // /sparse: the row's kept / dropped mass, every head's recall (sparse_data.h), from a worker
+  void draw_sparse(const Session& s, const UiState& ui);
+  SparseJob<SparseRow> sparse_;
+  SparseViews sparse_views_;
+  bool sparse_wanted_ = false;
+  std::string sparse_key_;  // the snapshot's case key (sparse_case_key)
 };
 
 }  // namespace attnscope::gui
