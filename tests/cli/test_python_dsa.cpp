@@ -101,7 +101,7 @@ TEST(PythonDsa, RefusesByNameWhatTheEnginesKernelCannotTake) {
   EXPECT_EQ(refusal("python.vllm_dsa", x), "");
   const BackendInfo* info = backend_info("python.vllm_dsa");
   ASSERT_NE(info, nullptr);
-  EXPECT_TRUE(info->sparse);
+  EXPECT_EQ(info->sparse, SparseRun::kPlan);
   EXPECT_EQ(info->mla, kMlaAbsorbed);
 }
 

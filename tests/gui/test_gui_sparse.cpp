@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "attnscope/plan.h"
+#include "attnscope/softmax_trace.h"
 #include "attnscope/sparse.h"
 #include "attnscope/workload.h"
 #include "case_json.h"
 #include "draw/colormap.h"
 #include "gui_shot.h"
+#include "panels/softmax_panel.h"
 #include "panels/sparse_data.h"
 #include "panels/sparse_view.h"
 
@@ -266,6 +268,25 @@ TEST(GuiSparse, BudgetPerHead) {
 
 // dsa-short-context as its description counts: 300 kept + 1748 padding; position 2044 keeps its 2045
 // visible tokens + 3 padding; position 2051 keeps 2048 of 2052; recall 1 exactly where all are kept.
+// The Softmax tab's step-through of a /sparse row follows cpu.tiled's gathered form: its tiles are ranks
+// among the kept tokens (row 1 of given_case keeps 7 then 3, in that order), and the header says so.
+TEST(GuiSparse, StepThroughOfAGatheredRowNamesRanks) {
+  const CaseSpec c = given_case();
+  const Plan p = make_plan(c);
+  const Workload w = make_workload(c, p.pages);
+  const SoftmaxTrace t = explain_row(c, p, w, 0, 1, 0);
+  EXPECT_EQ(t.gathered, (std::vector<int>{7, 3}));
+  const SoftmaxView v = build_softmax_view(t, 0);
+  EXPECT_NE(v.header.find("gathered (as the engines run sparse MLA): 2 kept tokens in rank order"), std::string::npos)
+      << v.header;
+  bool kept_label = false;
+  for (const SoftmaxEvent& e : v.events) {
+    EXPECT_EQ(e.text.find("  keys ["), std::string::npos) << e.text;
+    kept_label = kept_label || e.text.find("  kept [0, 2)") != std::string::npos;
+  }
+  EXPECT_TRUE(kept_label);
+}
+
 TEST(GuiSparse, ShortContextExampleCounts) {
   const CaseSpec c = read_case_file(source("examples/dsa-short-context.json")).spec;
   const Plan p = make_plan(c);

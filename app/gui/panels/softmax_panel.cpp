@@ -71,6 +71,11 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
              (t.split ? std::to_string(t.partials.size()) + " chunks (split-KV)" : std::string("no split")) +
              (t.kv_warp_split > 1 ? ", " + std::to_string(t.kv_warp_split) + " key-split ways per KV tile" : std::string()) +
              "\nlogits in base 2: " + logit_formula(t) + "; m running max, d running sum of exp2(logit - m)";
+  // a /sparse row runs gathered: its tiles hold kept tokens by rank, not key positions
+  const std::string span = t.gathered.empty() ? "  keys " : "  kept ";
+  if (!t.gathered.empty())
+    v.header += "\ngathered (as the engines run sparse MLA): " + std::to_string(t.gathered.size()) +
+                " kept tokens in rank order through a page table of page size 1; \"kept [a, b)\" below are ranks";
   // the sink, as the kernel holds it: the base-2 logit the row's state starts from
   v.has_sink = !std::isinf(t.sink);
   if (v.has_sink) {
@@ -108,7 +113,7 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
       SoftmaxEvent e;
       e.kind = SoftmaxEvent::kTile;
       e.index = static_cast<int>(s);
-      e.text = "chunk " + std::to_string(st.chunk) + (t.kv_warp_split > 1 ? " way " + std::to_string(st.way) : "") + "  keys " +
+      e.text = "chunk " + std::to_string(st.chunk) + (t.kv_warp_split > 1 ? " way " + std::to_string(st.way) : "") + span +
                keys(st.kv_begin, st.kv_end) + "  " + std::to_string(st.visible) + " visible" +
                (st.skipped ? "  (nothing visible yet)" : "  tile max " + num(st.tile_max));
       e.state = st.skipped ? "No key of this tile or before it is visible: the state stays m = -inf, d = 0, O = 0\n"
@@ -123,7 +128,7 @@ SoftmaxView build_softmax_view(const SoftmaxTrace& t, int step) {
     SoftmaxEvent e;
     e.kind = SoftmaxEvent::kPartial;
     e.index = static_cast<int>(pi);
-    e.text = std::string(t.split ? "partial" : "output") + " of chunk " + std::to_string(p.chunk) + "  keys " +
+    e.text = std::string(t.split ? "partial" : "output") + " of chunk " + std::to_string(p.chunk) + span +
              keys(p.kv_begin, p.kv_end) + "  LSE2 " + num(p.lse2);
     e.state = (p.way_m.size() > 1 ? "ways merged in order: M = max m_w = " + num(p.m) +
                                         ", scales exp2(m_w - M) = " + vec(p.way_scale, 8) + ", d = " + num(p.den) + "\n"
