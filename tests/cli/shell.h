@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace attnscope::testing {
@@ -28,5 +29,17 @@ inline ShellOut sh(const std::string& cmd) {
 }
 
 inline std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
+
+// An interpreter with NumPy: ATTNSCOPE_PYTHON, else python3, else /usr/bin/python3 (CI installs
+// python3-numpy); "" when none has it. Finds NumPy without importing it: each test process asks once.
+inline std::string numpy_python() {
+  if (const char* p = std::getenv("ATTNSCOPE_PYTHON")) return p;
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system(
+            (std::string(py) + " -c 'import importlib.util as u, sys; sys.exit(u.find_spec(\"numpy\") is None)' >/dev/null 2>&1")
+                .c_str()) == 0)
+      return py;
+  return "";
+}
 
 }  // namespace attnscope::testing

@@ -9,18 +9,13 @@
 #include "shell.h"
 
 namespace fs = std::filesystem;
+using attnscope::testing::numpy_python;
 using attnscope::testing::sh;
 using attnscope::testing::src;
 
 namespace {
 
 attnscope::testing::ShellOut cli(const std::string& args) { return sh(std::string(ATTNSCOPE_CLI) + " " + args); }
-
-std::string numpy_python() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (sh(std::string(py) + " -c 'import numpy' 2>/dev/null").code == 0) return py;
-  return "";
-}
 
 }  // namespace
 

@@ -28,22 +28,11 @@
 using namespace attnscope;
 namespace fs = std::filesystem;
 using attnscope::testing::cli;
+using attnscope::testing::numpy_python;
 
 namespace {
 
 std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
-
-// An interpreter with NumPy: ATTNSCOPE_PYTHON, else python3, else /usr/bin/python3 (CI installs
-// python3-numpy); "" when none has it.
-std::string numpy_python() {
-  if (const char* p = std::getenv("ATTNSCOPE_PYTHON")) return p;
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) +  // finds NumPy without importing it: each test process asks once
-                     " -c 'import importlib.util as u, sys; sys.exit(u.find_spec(\"numpy\") is None)' >/dev/null 2>&1")
-                        .c_str()) == 0)
-      return py;
-  return "";
-}
 
 const char* kModule = R"(import os, time
 import numpy as np

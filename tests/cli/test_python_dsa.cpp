@@ -8,21 +8,14 @@
 #include "attnscope/registry.h"
 #include "attnscope/workload.h"
 #include "cli_run.h"
+#include "shell.h"
 
 using namespace attnscope;
 using attnscope::testing::cli;
+using attnscope::testing::numpy_python;
+using attnscope::testing::src;
 
 namespace {
-
-std::string src(const std::string& rel) { return std::string(ATTNSCOPE_SOURCE_DIR) + "/" + rel; }
-
-// An interpreter with NumPy, as test_python_backends.cpp finds it; "" when none has it.
-std::string numpy_python() {
-  if (const char* p = std::getenv("ATTNSCOPE_PYTHON")) return p;
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) return py;
-  return "";
-}
 
 bool imports(const std::string& py, const std::string& module) {
   return std::system((py + " -c 'import " + module + "' >/dev/null 2>&1").c_str()) == 0;

@@ -6,9 +6,12 @@
 
 #include "attnscope/engine_metadata.h"
 #include "attnscope/plan.h"
+#include "engine_view_util.h"
 
 using namespace attnscope;
-using V = std::vector<int64_t>;
+using attnscope::testing::shape;
+using attnscope::testing::V;
+using attnscope::testing::values;
 
 namespace {
 
@@ -38,17 +41,6 @@ CaseSpec dsa_case(const std::vector<std::pair<int, int>>& q_kv, const std::vecto
   c.backends = {"cpu.reference"};
   validate_case(c);
   return c;
-}
-
-V values(const EngineView& v, const std::string& name) {
-  const EngineTensor* t = v.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  return t ? t->values : V{};
-}
-
-V shape(const EngineView& v, const std::string& name) {
-  const EngineTensor* t = v.find(name);
-  return t ? t->shape : V{-1};
 }
 
 // Request 0 decodes at position 5 (pages 1, 2), request 1 extends by 2 at positions 5 and 6 (pages 3, 4).

@@ -5,9 +5,12 @@
 
 #include "attnscope/engine_metadata.h"
 #include "case_builders.h"
+#include "engine_view_util.h"
 
 using namespace attnscope;
-using V = std::vector<int64_t>;
+using attnscope::testing::shape;
+using attnscope::testing::V;
+using attnscope::testing::values;
 using Rows = std::vector<std::vector<int64_t>>;
 
 namespace {
@@ -24,17 +27,6 @@ CaseSpec mk(const std::vector<std::pair<int, int>>& q_kv, int page_size, bool nu
 }
 
 EngineView view(Engine e, const CaseSpec& c) { return engine_metadata(e, c, make_plan(c)); }
-
-V values(const EngineView& v, const std::string& name) {
-  const EngineTensor* t = v.find(name);
-  EXPECT_NE(t, nullptr) << name;
-  return t ? t->values : V{};
-}
-
-V shape(const EngineView& v, const std::string& name) {
-  const EngineTensor* t = v.find(name);
-  return t ? t->shape : V{-1};
-}
 
 V flat(const Rows& r) {
   V out;

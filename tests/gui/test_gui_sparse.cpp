@@ -145,9 +145,9 @@ TEST(GuiSparse, MassColourScale) {
   EXPECT_EQ(sparse_mass_colour(0, 0.3), pack_abgr(ramp(0.2f)));
 }
 
-// Slots through a page table written by hand: page size 4, request 0 on pages [3, 1], request 1 on
-// page [2]; page 0 the null page. Kept 5 -> 1*4+1 = 5, 0 -> 3*4+0 = 12, 2 -> 14.
-TEST(GuiSparse, SlotsByHand) {
+// A page table written by hand: page size 4, request 0 on pages [3, 1], request 1 on page [2]; page 0
+// the null page.
+static PageTable hand_table() {
   PageTable pt;
   pt.page_size = 4;
   pt.num_pages = 4;
@@ -155,6 +155,12 @@ TEST(GuiSparse, SlotsByHand) {
   pt.indices = {3, 1, 2};
   pt.last_page_len = {4, 3};
   pt.owner = {kPageNull, 0, 1, 0};
+  return pt;
+}
+
+// Slots through hand_table(): kept 5 -> 1*4+1 = 5, 0 -> 3*4+0 = 12, 2 -> 14.
+TEST(GuiSparse, SlotsByHand) {
+  PageTable pt = hand_table();
   const int row[] = {5, 0, 2, -1, -1};
   const SparseSlots s = sparse_slots_of_row(pt, 0, 0, row, 5);
   EXPECT_EQ(s.kept, 3);
@@ -211,13 +217,7 @@ TEST(GuiSparse, ImagesByHand) {
   for (int y = 0; y < 4; ++y) EXPECT_EQ(at(hd, 1, y), yellow) << y;
   // slots: SlotsByHand's table [3, 1], kept tokens 5, 0, 2: column 0 (tokens 0-3) rows 0 and 2,
   // column 1 (tokens 4-7) row 1
-  PageTable pt;
-  pt.page_size = 4;
-  pt.num_pages = 4;
-  pt.indptr = {0, 2, 3};
-  pt.indices = {3, 1, 2};
-  pt.last_page_len = {4, 3};
-  pt.owner = {kPageNull, 0, 1, 0};
+  const PageTable pt = hand_table();
   const int row[] = {5, 0, 2, -1};
   const SparseImage sl = sparse_slot_image(sparse_slots_of_row(pt, 0, 0, row, 4));
   ASSERT_EQ(sl.w, 2);
