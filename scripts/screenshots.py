@@ -61,6 +61,8 @@ SHOTS = {
                       draws=[P + "merge_panel.cpp", P + "merge_data.cpp"]),
     "engine.png": dict(case="examples/llama4-chunked-local.json", args="--tab engine --view sglang-fa",
                        size="1600x1000", draws=[P + "engine_panel.cpp"]),
+    "engine-dsa.png": dict(case="examples/dsa-short-context.json", args="--tab engine --view sglang-nsa",
+                           size="1600x1000", draws=[P + "engine_panel.cpp"]),
     "fp8-pages.png": dict(case="examples/fp8-kv-per-token-fragmented.json", args="--tab pages --view scales",
                           size="1400x860", draws=[P + "pages_panel.cpp", P + "fp8_views.cpp", P + "fp8_data.cpp"]),
     "fp8-saturation.png": dict(case="examples/fp8-e5m2-outliers-saturate.json", args="--tab pages --view scales",

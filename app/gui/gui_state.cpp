@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "attnscope/engine_metadata.h"
+
 namespace attnscope::gui {
 
 const char* tab_title(Tab t) {
@@ -79,7 +81,7 @@ bool apply_view(const std::string& name, UiState& ui) {
     if (name == n) return ui.pages_view = v, true;
   for (const auto& [n, v] : diff)
     if (name == n) return ui.diff_reference = v, true;
-  if (name == "sglang-fa" || name == "vllm-flashinfer") return ui.engine = name == "sglang-fa" ? 0 : 1, true;
+  if (const std::optional<Engine> e = parse_engine(name)) return ui.engine = static_cast<int>(*e), true;
   return false;
 }
 

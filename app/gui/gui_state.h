@@ -33,7 +33,7 @@ struct UiState {
   // and the Diff tab's reference (0 the comparison's baseline, 1 the dequantised ideal, 2 the original)
   int pages_view = 0;
   int diff_reference = 1;
-  int engine = 0;  // the Engine tab's engine: 0 sglang-fa, 1 vllm-flashinfer
+  int engine = 0;  // the Engine tab's engine, as Engine (engine_metadata.h): 0 sglang-fa ... 3 vllm-flashmla-sparse
   // The Merge tab's (token, head) row: until the user picks one (merge_picked), the row with the
   // largest merged error, where a wrong merge shows most
   int merge_request = 0, merge_query = 0, merge_head = 0;
@@ -44,6 +44,7 @@ struct UiState {
 // original reference of an FP8 case. False for another name.
 bool apply_view(const std::string& name, UiState& ui);
 constexpr const char* kViewNames =
-    "pool, scales, channels (Pages), baseline, dequantised, original (Diff), sglang-fa, vllm-flashinfer (Engine)";
+    "pool, scales, channels (Pages), baseline, dequantised, original (Diff), sglang-fa, vllm-flashinfer, sglang-nsa, "
+    "vllm-flashmla-sparse (Engine)";
 
 }  // namespace attnscope::gui

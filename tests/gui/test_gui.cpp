@@ -15,6 +15,7 @@
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 
+#include "attnscope/engine_metadata.h"
 #include "attnscope/library_plan.h"
 #include "attnscope/mask.h"
 #include "attnscope/mask_expr.h"
@@ -391,6 +392,10 @@ TEST(GuiItems, GeneratorAndTabs) {
   EXPECT_EQ(ui.engine, 1);
   EXPECT_TRUE(apply_view("sglang-fa", ui));
   EXPECT_EQ(ui.engine, 0);
+  EXPECT_TRUE(apply_view("sglang-nsa", ui));  // the DSA views: the Engine enum's order
+  EXPECT_EQ(ui.engine, static_cast<int>(attnscope::Engine::kSglangNsa));
+  EXPECT_TRUE(apply_view("vllm-flashmla-sparse", ui));
+  EXPECT_EQ(ui.engine, 3);
 }
 
 TEST(GuiItems, ExportedReproReopensToTheSameState) {

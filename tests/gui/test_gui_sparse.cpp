@@ -363,3 +363,20 @@ TEST(GuiSparseShot, SoftmaxTabDrawsKeptAndDroppedMassPerHead) {
   EXPECT_GT(dropped, 300);
   EXPECT_GT(head0, 50);
 }
+
+// The Engine tab's DSA view (--view sglang-nsa): SGLang's buffers for dsa-short-context, the real page
+// table's grid in the three requests' owner colours (the Pages tab's), the refusal line absent.
+TEST(GuiSparseShot, EngineTabShowsSglangsIndexBuffers) {
+  if (!attnscope::testing::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed (scripts/setup-deps.sh installs it)";
+  const Shot s{attnscope::testing::gui_screenshot(
+      ATTNSCOPE_GUI, source("examples/dsa-short-context.json") + " --size 1280x800 --tab engine --view sglang-nsa",
+      "dsa_engine")};
+  ASSERT_EQ(s.s.rc, 0) << s.s.log;
+  ASSERT_FALSE(s.s.px.empty()) << s.s.log;
+  for (int r = 0; r < 3; ++r) {
+    const Rgba c = owner_colour(r);
+    const int64_t n = s.count(c.r, c.g, c.b, 3);
+    std::printf("request %d's owner colour: %lld pixels\n", r, static_cast<long long>(n));
+    EXPECT_GT(n, 500) << "request " << r << "'s pages in real_page_table's grid";
+  }
+}

@@ -35,8 +35,6 @@ std::string shape_line(const EngineTensor& t) {
   return s + "]";
 }
 
-const EngineSource& source_of(Engine e) { return e == Engine::kSglangFa ? kSglangSource : kVllmSource; }
-
 }  // namespace
 
 EngineView build_engine_view(const Session& s, Engine e) { return engine_metadata(e, s.spec(), s.plan); }
@@ -88,13 +86,18 @@ void EnginePanel::draw(const Session& s, UiState& ui) {
   ImGui::RadioButton("SGLang FlashAttention (sglang-fa)", &ui.engine, 0);
   ImGui::SameLine();
   ImGui::RadioButton("vLLM FlashInfer (vllm-flashinfer)", &ui.engine, 1);
-  const Engine e = ui.engine == 0 ? Engine::kSglangFa : Engine::kVllmFlashInfer;
+  ImGui::SameLine();  // the DeepSeek sparse attention backends' index buffers (a /sparse case)
+  ImGui::RadioButton("SGLang DSA (sglang-nsa)", &ui.engine, 2);
+  ImGui::SameLine();
+  ImGui::RadioButton("vLLM DSA (vllm-flashmla-sparse)", &ui.engine, 3);
+  ui.engine = std::clamp(ui.engine, 0, 3);
+  const Engine e = static_cast<Engine>(ui.engine);
   if (built_for_ != &s || built_engine_ != ui.engine) {
     view_ = build_engine_view(s, e);
     built_for_ = &s;
     built_engine_ = ui.engine;
   }
-  const EngineSource& src = source_of(e);
+  const EngineSource& src = engine_source(e);
   ImGui::TextDisabled("%s %s @ %.12s (the tensors are shown, not yet fed to the backends)", src.repo, src.file, src.commit);
   ImGui::Text("mode: %s", view_.mode.c_str());
   if (!view_.mode_reason.empty()) {
