@@ -83,6 +83,23 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
   if (t.sink != -INFINITY)
     o << "sink    logit " << g(t.sink, 0) << " (no value vector; it started the row's state, m = " << g(t.sink2, 0)
       << ", d = 1): " << g(t.sink_prob, 0) << " of the exact probability mass\n";
+  if (t.sparse) {  // docs/dsa.md section 5, for this row
+    const SoftmaxTrace::SparseCheck& k = *t.sparse;
+    o << "\nsparse  " << k.kept << " kept, " << k.padding << " -1 padding"
+      << (k.nans ? ", " + std::to_string(k.nans) + " NaN scores" : "")
+      << (t.gathered.empty() ? ""
+                             : "; " + backend_for_role(Role::kPlanTwin) +
+                                   " visits them gathered, in rank order (the steps' key ranges are ranks)")
+      << "\n  recall of mass: " << g(k.recall, 0) << " for head " << t.head << "; over the heads min " << g(k.recall_min, 0)
+      << " (head " << k.recall_min_head << "), mean " << g(k.recall_mean, 0) << "\n  against dense attention over all "
+      << t.q_abs + 1 << " visible keys (fp64): LSE " << g(k.dense_lse, 0)
+      << " (sparse LSE = dense LSE + ln recall = " << g(k.dense_lse + std::log(k.recall), 0) << "), max |O sparse - O dense| "
+      << g(k.dense_diff, 0) << "\n";
+    if (k.plain_logits)
+      o << "  (recall and the dense twin use the plain logits q.k x sm_scale: the case's score_mod, soft-cap or ALiBi is "
+           "not in them, so the LSE identity does not hold here)\n";
+    if (k.flips >= 0) o << "  FP8 indexer against its fp64 twin: " << k.flips << " of the " << k.kept << " kept tokens differ\n";
+  }
 }
 
 }  // namespace attnscope::cli

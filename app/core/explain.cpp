@@ -124,6 +124,21 @@ nlohmann::json trace_to_json(const SoftmaxTrace& t) {
   for (size_t i = 0; i < t.keys.size(); ++i)
     keys.push_back({{"key", t.keys[i]}, {"logit2", num(t.logits[i])}, {"p", num(t.probs[i])}});
   j["keys"] = keys;
+  if (t.sparse) {  // a /sparse row: docs/dsa.md section 5's checks; gathered: the kept tokens in cpu.tiled's order
+    const SoftmaxTrace::SparseCheck& k = *t.sparse;
+    j["sparse"] = {{"kept", k.kept},
+                   {"padding", k.padding},
+                   {"nan_scores", k.nans},
+                   {"recall", num(k.recall)},
+                   {"recall_min", num(k.recall_min)},
+                   {"recall_min_head", k.recall_min_head},
+                   {"recall_mean", num(k.recall_mean)},
+                   {"dense_lse", num(k.dense_lse)},
+                   {"sparse_minus_dense_o_max_abs", num(k.dense_diff)},
+                   {"gathered", t.gathered},
+                   {"dense_plain_logits", k.plain_logits}};
+    if (k.flips >= 0) j["sparse"]["fp8_flips_vs_fp64"] = k.flips;
+  }
   return j;
 }
 

@@ -86,6 +86,59 @@ void trace_tiled(const CaseSpec& c, const Plan& p, const cpu::TiledArith& a, int
   }
 }
 
+// The /sparse checks of the traced row (SoftmaxTrace::SparseCheck): counts, recall of mass over the
+// heads, this head's dense fp64 output over every visible key, and the FP8 selection's flips.
+SoftmaxTrace::SparseCheck sparse_check(const CaseSpec& c, const Plan& p, const Workload& w, const SoftmaxTrace& tr) {
+  SoftmaxTrace::SparseCheck k;
+  const SparseSelection& s = (*p.sparse)[tr.request];
+  const int* row = s.row(tr.query);
+  k.kept = s.kept(tr.query);
+  k.padding = s.padding(tr.query);
+  k.nans = s.nans[tr.query];
+  k.plain_logits = c.attention.score_mod || c.attention.soft_cap || c.attention.alibi;
+  const std::vector<double> rec = recall_of_mass(c, p.pages, w, tr.request, tr.query, row, s.top_k);
+  k.recall = rec[tr.head];
+  double sum = 0;
+  for (int h = 0; h < static_cast<int>(rec.size()); ++h) {
+    sum += rec[h];
+    if (rec[h] < rec[k.recall_min_head]) k.recall_min_head = h;
+  }
+  k.recall_mean = sum / static_cast<double>(rec.size());
+  k.recall_min = rec[k.recall_min_head];
+  // dense: every causally visible key [0, q_abs], fp64
+  const int n = tr.q_abs + 1, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo, ps = p.pages.page_size;
+  const float* qv = w.q_row(tr.token, tr.head, c);
+  std::vector<double> x(n), o(Dv, 0.0);
+  double mx = -INFINITY;
+  for (int key = 0; key < n; ++key) {
+    const float* kr = w.k_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(tr.request, key), key % ps, tr.head / G, 0,
+                                                  ps, c.num_kv_heads, Dq);
+    double dot = 0;
+    for (int d = 0; d < Dq; ++d) dot += static_cast<double>(qv[d]) * kr[d];
+    x[key] = dot * c.sm_scale_or_default();
+    mx = std::max(mx, x[key]);
+  }
+  double den = 0;
+  for (int key = 0; key < n; ++key) {
+    const double e = std::exp(x[key] - mx);
+    den += e;
+    const float* vr = w.v_pool.data() + kv_offset(c.kv_cache.layout, p.pages.page_of(tr.request, key), key % ps, tr.head / G, 0,
+                                                  ps, c.num_kv_heads, Dv);
+    for (int d = 0; d < Dv; ++d) o[d] += e * vr[d];
+  }
+  k.dense_lse = mx + std::log(den);
+  for (int d = 0; d < Dv; ++d) k.dense_diff = std::max(k.dense_diff, std::fabs(tr.ref_o[d] - o[d] / den));
+  if (c.sparse->indices.empty() && c.sparse->scoring == SparseScoring::kFp8) {
+    const IndexerInputs in = indexer_inputs(c, tr.request);
+    std::vector<double> sc(n);
+    indexer_scores_fp64(in, tr.query, n, sc.data());
+    std::vector<int> twin(s.top_k);
+    select_top_k(sc.data(), n, s.top_k, twin.data());
+    k.flips = selection_differs(row, twin.data(), s.top_k);
+  }
+  return k;
+}
+
 }  // namespace
 
 SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head) {
@@ -148,6 +201,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
     tr.logits.push_back(seen ? cpu::tiled_logit(a, qv, request, k, head, tr.q_abs, slope) : -INFINITY);
     tr.probs.push_back(seen ? probs[k - tr.visible_lo] : 0.0);
   }
+  if (p.sparse) tr.sparse = sparse_check(c, p, w, tr);
   return tr;
 }
 

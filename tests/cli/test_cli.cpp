@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -443,6 +444,42 @@ TEST(Cli, ExplainStepsThroughOneRowOnEveryExample) {
   const Out missing = cli("explain " + src("examples/gqa-decode-long.json") + " --request 1 --row 0");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("--head: required"), std::string::npos) << missing.err;
+}
+
+// explain on a /sparse row: docs/dsa.md section 5's checks for that row. The sparse output's LSE is the
+// dense one plus ln(recall) (an identity of fp64 softmaxes: checked to 1e-9), the counts are the
+// example's (request 1's first row at position 2044 keeps its 2045 visible tokens, 3 -1 padding), and
+// an FP8 indexer's row counts its flips against the fp64 twin.
+TEST(Cli, ExplainASparseRowChecksRecallDenseAndFlips) {
+  const Out js = cli("explain --json " + src("examples/dsa-short-context.json") + " --request 1 --row 0 --head 7");
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  ASSERT_TRUE(j.contains("sparse")) << js.out.substr(0, 400);
+  const auto& k = j["sparse"];
+  EXPECT_EQ(k["kept"], 2045);
+  EXPECT_EQ(k["padding"], 3);
+  EXPECT_EQ(k["gathered"].size(), 2045u);
+  EXPECT_DOUBLE_EQ(k["recall"].get<double>(), 1.0) << "every visible token is kept";
+  EXPECT_NEAR(k["dense_lse"].get<double>(), j["exact"]["lse"].get<double>(), 1e-9);
+  EXPECT_LT(k["sparse_minus_dense_o_max_abs"].get<double>(), 1e-9);
+  EXPECT_FALSE(k.contains("fp8_flips_vs_fp64")) << "fp64 scoring: no twin to flip against";
+
+  const Out fp8 = cli("explain --json " + src("examples/deepseek-v32-dsa-decode.json") + " --request 0 --row 0 --head 3");
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  const auto f = nlohmann::json::parse(fp8.out);
+  const auto& s = f["sparse"];
+  const double r = s["recall"].get<double>();
+  EXPECT_GT(r, 0.0);
+  EXPECT_LT(r, 1.0) << "2048 of 4096 kept";
+  EXPECT_NEAR(f["exact"]["lse"].get<double>(), s["dense_lse"].get<double>() + std::log(r), 1e-9);
+  EXPECT_GT(s["sparse_minus_dense_o_max_abs"].get<double>(), 1e-3);
+  EXPECT_LE(s["recall_min"].get<double>(), r);
+  ASSERT_TRUE(s.contains("fp8_flips_vs_fp64"));
+  EXPECT_GE(s["fp8_flips_vs_fp64"].get<int>(), 0);
+  EXPECT_LT(s["fp8_flips_vs_fp64"].get<int>(), 2048);
+  const Out text = cli("explain " + src("examples/deepseek-v32-dsa-decode.json") + " --request 0 --row 0 --head 3");
+  EXPECT_NE(text.out.find("  FP8 indexer against its fp64 twin: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(sparse LSE = dense LSE + ln recall = "), std::string::npos) << text.out;
 }
 
 namespace {

@@ -63,6 +63,11 @@ int check_case(const CaseSpec& c) {
     EXPECT_EQ(static_cast<float>(t.ref_lse), ref.lse[row]);
     for (int d = 0; d < Dv; ++d) EXPECT_EQ(static_cast<float>(t.ref_o[d]), ref.o[row * Dv + d]);
     if (c.is_sparse() && !c.attention.score_mod) EXPECT_FALSE(t.gathered.empty()) << "cpu.tiled runs this /sparse row gathered";
+    // a /sparse row's checks: the kept tokens' exact LSE is the dense one plus ln(recall of mass)
+    EXPECT_EQ(t.sparse.has_value(), c.is_sparse());
+    if (t.sparse) EXPECT_EQ(t.sparse->plain_logits, c.attention.score_mod.has_value()) << "dsa-index-bug has a score_mod";
+    if (t.sparse && t.sparse->recall > 0 && !t.sparse->plain_logits)
+      EXPECT_NEAR(t.ref_lse, t.sparse->dense_lse + std::log(t.sparse->recall), 1e-9 * (1 + std::fabs(t.ref_lse)));
     // the steps add up: per way, m is the running max of the tile maxima, rescale exp2(m_old - m_new)
     for (const TileStep& s : t.steps) {
       EXPECT_EQ(s.m_new, std::max(s.m_old, s.tile_max));

@@ -8,6 +8,7 @@
 // is the running max of those, d the running sum of exp2(logit - m).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,19 @@ struct SoftmaxTrace {
   // the sink in base 2 as the plan twin holds it (sink x log2(e), one float product; -inf: none): the
   // row's starting m in its output or first chunk, with d = 1 in way 0 (its term), O = 0
   float sink2 = -INFINITY;
+  // A /sparse row: what docs/dsa.md section 5 checks, for this row and head. The dense output is this
+  // head's fp64 softmax over every visible key; flips count the kept tokens of the FP8 indexer's
+  // selection that its fp64 twin does not keep (-1: not computed, with given indices or fp64 scoring).
+  struct SparseCheck {
+    int kept = 0, padding = 0, nans = 0, flips = -1;
+    double recall = 1, recall_min = 1, recall_mean = 1;  // this head's, and over the query heads
+    int recall_min_head = 0;
+    double dense_lse = 0, dense_diff = 0;  // dense LSE; max |exact sparse O - dense O|
+    // the case modifies the logits (score_mod, soft-cap, ALiBi): recall and the dense twin use the plain
+    // q.k x sm_scale (recall_of_mass's), so LSE_sparse = LSE_dense + ln recall does not hold
+    bool plain_logits = false;
+  };
+  std::optional<SparseCheck> sparse;
 };
 
 // The step-through of query `query` of request `request`, head `head`. Throws std::invalid_argument
