@@ -429,7 +429,7 @@ int cmd_explain(const Args& a) {
   const int r = need("request"), q = need("row"), h = need("head");
   SoftmaxTrace t;
   try {
-    t = explain_case(f.spec, r, q, h);
+    t = explain_case(f.spec, r, q, h, /*sparse_checks=*/true);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

@@ -29,7 +29,7 @@ nlohmann::json nums(const std::vector<float>& v) {
 
 }  // namespace
 
-SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head) {
+SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head, bool sparse_checks) {
   // the trace is the plan twin's arithmetic: a case it refuses (an FP8 cache with per-token scales,
   // FP8 attention) has no trace, and saying why beats printing the stored FP8 values as outputs
   const std::string twin = backend_for_role(Role::kPlanTwin);
@@ -45,7 +45,7 @@ SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head) {
     throw std::invalid_argument("the case's host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
                                 std::to_string(kMaxExplainBytes >> 20) + " MiB explain generates; use fewer tokens");
   const Workload w = make_workload(c, p.pages);
-  return explain_row(c, p, w, request, query, head);
+  return explain_row(c, p, w, request, query, head, sparse_checks);
 }
 
 std::string logit_formula(const SoftmaxTrace& t) {

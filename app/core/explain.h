@@ -12,7 +12,8 @@ namespace attnscope {
 // Plans the case, generates its host inputs and traces query `query` of request `request`, head
 // `head`. Throws std::invalid_argument naming the argument for a row that does not exist, or when
 // the case's inputs exceed the CPU limit.
-SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head);
+// `sparse_checks` as explain_row's.
+SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head, bool sparse_checks = false);
 
 // How the trace's logits are formed, in words: "q.k x sm_scale x log2(e) = q.k x 0.12752 (P =
 // exp2(fma(q.k, 0.12752, -m)))", or with the soft-cap, the ALiBi term, the score_mod. The CLI and

@@ -257,9 +257,9 @@ std::string fp8_for(const BackendInfo& b, const CaseSpec& c) {
 }
 
 // "" unless b runs /sparse only in the gathered form (sparse_gather.h) and the case has none.
-static std::string gathered_refusal(const BackendInfo& b, const CaseSpec& c) {
+static std::string gathered_refusal(const BackendInfo& b, const CaseSpec& c, const PageTable* pages = nullptr) {
   if (!c.is_sparse() || b.sparse != SparseRun::kGathered) return "";
-  const std::string no = sparse_gather_refusal(c);
+  const std::string no = sparse_gather_refusal(c, pages);
   return no.empty()
              ? ""
              : b.id + " runs /sparse in its gathered form (one request per query row over a page table of page size 1): " + no;
@@ -282,14 +282,15 @@ std::string refusal(const std::string& id, const CaseSpec& c) {
 }
 
 // The gathered form of a /sparse case for a backend that runs it so (sparse_gather.h), with the
-// libraries' own plans of its units; nullopt for another case or backend, or (mask bits instead) where
-// the case has no gathered form and the backend runs the mask bits then.
+// libraries' own plans of its units for a backend that reads them; nullopt for another case or backend, or (mask bits instead)
+// where the case has no gathered form and the backend runs the mask bits then.
 static std::optional<SparseGather> gathered_form(const BackendInfo& info, const CaseSpec& c, const Plan& p) {
   const bool any = info.sparse == SparseRun::kGathered || info.sparse == SparseRun::kGatheredElsePlan;
-  if (!c.is_sparse() || !any || !sparse_gather_refusal(c).empty()) return std::nullopt;
+  if (!c.is_sparse() || !any || !sparse_gather_refusal(c, &p.pages).empty()) return std::nullopt;
   SparseGather g = gather_sparse(c, p);
-  for (const auto& f : backend_families())
-    if (f.library_plan) f.library_plan(g.c, g.p.units, &g.p.library);
+  if (info.library_plan)
+    for (const auto& f : backend_families())
+      if (f.library_plan) f.library_plan(g.c, g.p.units, &g.p.library);
   return g;
 }
 
@@ -309,7 +310,7 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
     if (why.empty() && (!f || f->compiled)) why = expressions_for(*info, c_in, &c);
     if (why.empty() && (!f || f->compiled)) why = fp8_for(*info, c_in);
     if (why.empty() && (!f || f->compiled)) why = shapes_for(*info, c_in);
-    if (why.empty() && (!f || f->compiled)) why = gathered_refusal(*info, c_in);
+    if (why.empty() && (!f || f->compiled)) why = gathered_refusal(*info, c_in, &p.pages);
     const std::optional<SparseGather> g = why.empty() ? gathered_form(*info, c, p) : std::nullopt;
     if (why.empty()) why = b.check(g ? g->c : c);
     if (!why.empty()) {
@@ -333,7 +334,7 @@ Result run_backend(Backend& b, const CaseSpec& c_in, const Plan& p, const Worklo
                    " kept tokens, a page table of page size 1 holding their slots in the case's pool";
     else if (c_in.is_sparse() && info->sparse == SparseRun::kGatheredElsePlan && r.ok())
       r.message += std::string(r.message.empty() ? "" : "; ") +
-                   "/sparse through the plan's mask bits (no gathered form: " + sparse_gather_refusal(c) + ")";
+                   "/sparse through the plan's mask bits (no gathered form: " + sparse_gather_refusal(c, &p.pages) + ")";
     if (opt.cancel && opt.cancel->load() && r.ok()) {
       r.status = Status::kCancelled;
       r.message = "cancelled";

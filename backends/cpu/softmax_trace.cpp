@@ -141,7 +141,8 @@ SoftmaxTrace::SparseCheck sparse_check(const CaseSpec& c, const Plan& p, const W
 
 }  // namespace
 
-SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head) {
+SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head,
+                         bool sparse_checks) {
   const int R = static_cast<int>(c.requests.size());
   if (request < 0 || request >= R)
     throw std::invalid_argument("--request " + std::to_string(request) + ": the case has " + std::to_string(R) +
@@ -173,7 +174,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
   tr.soft_cap = a.cap;
   tr.score_mod = p.score_mod != nullptr;
   // a /sparse row as cpu.tiled runs it: its gathered request, over the kept tokens in rank order
-  if (c.is_sparse() && sparse_gather_refusal(c).empty()) {
+  if (c.is_sparse() && sparse_gather_refusal(c, &p.pages).empty()) {
     const SparseGather g = gather_sparse(c, p);
     trace_tiled(g.c, g.p, cpu::TiledArith(g.c, g.p, w), static_cast<int>(tr.token), 0, head, tr);
     const SparseSelection& s = (*p.sparse)[request];
@@ -201,7 +202,7 @@ SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, in
     tr.logits.push_back(seen ? cpu::tiled_logit(a, qv, request, k, head, tr.q_abs, slope) : -INFINITY);
     tr.probs.push_back(seen ? probs[k - tr.visible_lo] : 0.0);
   }
-  if (p.sparse) tr.sparse = sparse_check(c, p, w, tr);
+  if (p.sparse && sparse_checks) tr.sparse = sparse_check(c, p, w, tr);
   return tr;
 }
 

@@ -5,7 +5,7 @@
 
 namespace attnscope {
 
-std::string sparse_gather_refusal(const CaseSpec& c) {
+std::string sparse_gather_refusal(const CaseSpec& c, const PageTable* pages) {
   if (!c.sparse) return "not a /sparse case";
   const int64_t rows = c.total_q();
   if (rows > kMaxRequests)
@@ -17,10 +17,12 @@ std::string sparse_gather_refusal(const CaseSpec& c) {
   if (c.attention.score_mod || c.attention.alibi)
     return std::string(c.attention.score_mod ? "/attention/score_mod" : "/attention/alibi") +
            ": a gathered row's keys are numbered by rank, not by position (kv_idx), which the logit reads";
-  const PageTable pt = make_page_table(c);
-  if (static_cast<int64_t>(pt.num_pages) * pt.page_size >= (int64_t{1} << 31))
-    return "the pool has " + std::to_string(static_cast<int64_t>(pt.num_pages) * pt.page_size) +
-           " slots: a page table of page size 1 holds int32 slot ids";
+  const int64_t slots = pages ? static_cast<int64_t>(pages->num_pages) * pages->page_size : [&] {
+    const PageTable pt = make_page_table(c);
+    return static_cast<int64_t>(pt.num_pages) * pt.page_size;
+  }();
+  if (slots >= (int64_t{1} << 31))
+    return "the pool has " + std::to_string(slots) + " slots: a page table of page size 1 holds int32 slot ids";
   for (size_t r = 0; r < c.sparse->indices.size(); ++r)
     for (size_t q = 0; q < c.sparse->indices[r].size(); ++q) {
       const auto& row = c.sparse->indices[r][q];
@@ -32,7 +34,7 @@ std::string sparse_gather_refusal(const CaseSpec& c) {
 }
 
 SparseGather gather_sparse(const CaseSpec& c, const Plan& p) {
-  if (auto why = sparse_gather_refusal(c); !why.empty()) throw CaseError("/sparse", why);
+  if (auto why = sparse_gather_refusal(c, &p.pages); !why.empty()) throw CaseError("/sparse", why);
   if (!p.sparse) throw CaseError("/sparse", "the plan has no selection (a plan of another case?)");
   SparseGather g;
   g.c = c;

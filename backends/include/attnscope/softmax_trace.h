@@ -66,7 +66,9 @@ struct SoftmaxTrace {
 };
 
 // The step-through of query `query` of request `request`, head `head`. Throws std::invalid_argument
-// naming the argument when the row does not exist.
-SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head);
+// naming the argument when the row does not exist. `sparse_checks`: fill `sparse` for a /sparse row (every
+// head's dense softmax and the fp64 indexer: the CLI's explain asks; the Softmax tab has its own job).
+SoftmaxTrace explain_row(const CaseSpec& c, const Plan& p, const Workload& w, int request, int query, int head,
+                         bool sparse_checks = false);
 
 }  // namespace attnscope

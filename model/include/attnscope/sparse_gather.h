@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attnscope/case_spec.h"
+#include "attnscope/paging.h"
 #include "attnscope/plan.h"
 
 namespace attnscope {
@@ -23,7 +24,8 @@ struct SparseGather {
 // requests a case may have, a given row that keeps no token (an empty page-table row is no request),
 // several KV heads in the HND layout (a slot is not one row of the pool), a pool of 2^31 slots or more,
 // a score_mod or ALiBi (they read key positions, which the gathered rows renumber).
-std::string sparse_gather_refusal(const CaseSpec& c);
+// `pages`: the case's page table when at hand (the plan's), else it is made to count the pool's slots.
+std::string sparse_gather_refusal(const CaseSpec& c, const PageTable* pages = nullptr);
 
 // The gathered form of a /sparse case and its plan (p.sparse holds the selection). Throws CaseError
 // with sparse_gather_refusal's text when there is none.
