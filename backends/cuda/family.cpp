@@ -31,7 +31,8 @@ BackendFamily cuda_family() {
        .fp8_attention = true,
        .sinks = true,
        .trees = true,
-       .mla = kMlaBoth},
+       .mla = kMlaBoth,
+       .sparse = SparseRun::kPlan},
       {.id = "cuda.naive",
        .summary = "fp32 naive attention with materialised scores",
        .takes = every,
@@ -42,7 +43,8 @@ BackendFamily cuda_family() {
        .fp8_attention = true,
        .sinks = true,
        .trees = true,
-       .mla = kMlaBoth},
+       .mla = kMlaBoth,
+       .sparse = SparseRun::kPlan},
       {.id = "cuda.flash",
        .summary = "tensor-core FlashAttention-2 style kernel executing the split plan, then the merge (wgmma on sm_90, mma.sync "
                   "elsewhere)",
@@ -51,7 +53,8 @@ BackendFamily cuda_family() {
                 "with per-tensor or per-head scales at head dims 64, 128, 256 with the plain logit (no soft-cap, ALiBi, "
                 "mask_mod or score_mod), not per-token scales nor FP8 attention; MLA's absorbed form (kv_lora_rank 512, "
                 "rope_dim 64; bf16 / fp16, the built-in masks, no sinks, trees, FP8, soft-cap, ALiBi, mask_mod or "
-                "score_mod), not the non-absorbed form",
+                "score_mod), not the non-absorbed form; DeepSeek sparse attention (/sparse) in its gathered form (one "
+                "request per query row over a page table of page size 1)",
        .mask_mod = E::kFull,
        .score_mod = E::kFull,
        .gpu = true,
@@ -59,7 +62,8 @@ BackendFamily cuda_family() {
        .fp8_kv_scales = fp8_bit(ScaleGranularity::kTensor) | fp8_bit(ScaleGranularity::kHead),
        .sinks = true,
        .trees = true,
-       .mla = kMlaAbsorbed},  // its MLA kernel (flash_mla_kernel.cuh); cuDNN runs the non-absorbed prefill
+       .mla = kMlaAbsorbed,
+       .sparse = SparseRun::kGathered},  // its MLA kernel (flash_mla_kernel.cuh); cuDNN runs the non-absorbed prefill
       {.id = "cuda.flash_padded",
        .summary = "cuda.flash on Q/K/V zero-padded to /kernels/pad_head_dim_to (FlashInfer's head_dim-32 workaround)",
        .takes = "as cuda.flash, at the padded head dim; no FP8 KV cache",

@@ -57,17 +57,21 @@ BackendFamily flashinfer_family() {
       {.id = "flashinfer.mla",
        .summary = "FlashInfer MLA decode (mla.cuh BatchMLAPagedAttention, FA2 style) planned by its MLAPlan",
        .takes = "absorbed MLA (kv_lora_rank 512, rope_dim 64) in bf16 / fp16 on sm_80+, paged or ragged latent cache, "
-                "causal or not; no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
+                "causal or not; DeepSeek sparse attention (/sparse) through a page table of page size 1, as the engines "
+                "feed it; no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
        .gpu = true,
        .library_plan = true,
-       .mla = kMlaAbsorbed},
+       .mla = kMlaAbsorbed,
+       .sparse = SparseRun::kGathered},
       {.id = "flashinfer.mla_sm90",
        .summary = "FlashInfer Hopper MLA decode (mla_hopper.cuh BatchMLAPageAttentionHopper) planned by its MLAPlan",
        .takes = "absorbed MLA (kv_lora_rank 512, rope_dim 64) in bf16 / fp16 on sm_90, paged or ragged latent cache, "
-                "causal or not; no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
+                "causal or not; DeepSeek sparse attention (/sparse) through a page table of page size 1, as the engines "
+                "feed it; no window, mask or score variant, sinks, trees or FP8; FlashInfer's own MLA plan",
        .gpu = true,
        .library_plan = true,
-       .mla = kMlaAbsorbed},
+       .mla = kMlaAbsorbed,
+       .sparse = SparseRun::kGathered},
   };
   for (auto& b : f.backends) b.lse_base = LseBase::k2;  // every FlashInfer kernel writes log2 (flashinfer #2113)
   f.library_plan = [](const CaseSpec& c, const std::vector<WorkUnit>& units, LibraryPlans* out) {

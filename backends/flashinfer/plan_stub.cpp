@@ -1,5 +1,8 @@
 // Built when the flashinfer family is not: library_plans.flashinfer says why it is absent.
+#include <stdexcept>
+
 #include "fi_library_plan.h"
+#include "fi_topk.h"
 
 namespace attnscope {
 
@@ -24,3 +27,11 @@ FlashInferMlaPlan flashinfer_mla_library_plan(const CaseSpec& c, const std::vect
 DeviceProfile flashinfer_planner_device(int num_sms) { return h100_profile(num_sms, "flashinfer family not compiled"); }
 
 }  // namespace attnscope
+
+namespace attnscope::peers::flashinfer {
+
+std::vector<int> flashinfer_top_k(const std::vector<float>&, const std::vector<int>&, int, int) {
+  throw std::runtime_error("not compiled: flashinfer family: " ATTNSCOPE_FAMILY_WHY);
+}
+
+}  // namespace attnscope::peers::flashinfer

@@ -443,7 +443,10 @@ TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   for (const char* id : {"cpu.reference", "cpu.lowp", "cpu.tiled"}) EXPECT_EQ(refusal(id, c), "") << id;
   for (const auto& f : backend_families())
     for (const auto& b : f.backends)
-      EXPECT_EQ(b.sparse != SparseRun::kNo, f.name == "cpu" || b.id == "python.sgl_dsa" || b.id == "python.vllm_dsa") << b.id;
+      EXPECT_EQ(b.sparse != SparseRun::kNo, f.name == "cpu" || b.id == "python.sgl_dsa" || b.id == "python.vllm_dsa" ||
+                                                b.id == "cuda.reference" || b.id == "cuda.naive" || b.id == "cuda.flash" ||
+                                                b.id == "flashinfer.mla" || b.id == "flashinfer.mla_sm90")
+          << b.id;
   const Plan p = make_plan(c);
   const Workload w = make_workload(c, p.pages);
   BackendInfo info = *backend_info("cpu.tiled");
@@ -452,7 +455,9 @@ TEST(Sparse, RegistryRefusesBackendsWithoutIt) {
   const Result r = run_backend(*b, c, p, w, RunOptions{}, &info);
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.message.find("cpu.tiled does not take DeepSeek sparse attention (/sparse"), std::string::npos) << r.message;
-  EXPECT_NE(r.message.find("cpu.reference, cpu.lowp, cpu.tiled, python.sgl_dsa and python.vllm_dsa do"), std::string::npos)
+  EXPECT_NE(r.message.find("cpu.reference, cpu.lowp, cpu.tiled, cuda.reference, cuda.naive, cuda.flash, flashinfer.mla, "
+                           "flashinfer.mla_sm90, python.sgl_dsa and python.vllm_dsa do"),
+            std::string::npos)
       << r.message;
 }
 
