@@ -49,25 +49,28 @@ class Lowp final : public Backend {
       for (int d = 0; d < Dq; ++d) qs[d] = rd(rd(qv[d] * w.q_scale) * scale);  // q * sm_scale is a dtype tensor
       const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
       const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
-      std::vector<float> s(hi - lo);
-      // without scales the pool holds dtype values (rd(x * 1) is x): the rows' dot products go
-      // together (dot_rows: the same bits); with them each row is scaled element by element
+      std::vector<float> s(hi - lo, -INFINITY);
+      // only the keys the mask allows are read (a sparse row keeps 2048 of thousands); a masked key's
+      // probability is exactly 0, so skipping it changes no bit. Without scales the pool holds dtype
+      // values (rd(x * 1) is x): the rows' dot products go together (dot_rows: the same bits); with
+      // them each row is scaled element by element
+      thread_local std::vector<int> keys;
       thread_local std::vector<const float*> rows;
       thread_local std::vector<float> dots;
+      keys.clear();
       rows.clear();
+      for (int k = lo; k < hi; ++k)
+        if (mask_bit(m, qa, k)) keys.push_back(k);  // a mask_mod's holes and a sparse row's dropped tokens stay -inf
       if (!w.has_scales())
-        for (int k = lo; k < hi; ++k) rows.push_back(kv.k(r, k, h / G));
+        for (int k : keys) rows.push_back(kv.k(r, k, h / G));
       dots.resize(rows.size());
       dot_rows<float>(qs.data(), rows.data(), static_cast<int>(rows.size()), Dq, dots.data());
       float mx = -INFINITY;
-      for (int k = lo; k < hi; ++k) {
-        if (!mask_bit(m, qa, k)) {  // a mask_mod's hole inside the row's range
-          s[k - lo] = -INFINITY;
-          continue;
-        }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const int k = keys[i];
         float dot = 0;
         if (!w.has_scales()) {
-          dot = dots[k - lo];
+          dot = dots[i];
         } else {
           const float* kr = kv.k(r, k, h / G);
           const float ks = kv.k_scale(r, k, h / G);
@@ -86,12 +89,13 @@ class Lowp final : public Backend {
       if (mx == -INFINITY) return fully_masked();  // every visible key scored -inf (a score_mod)
       mx = std::max(mx, sink);
       float den = std::exp(sink - mx);  // the sink column's probability mass (0 without one)
-      for (float& x : s) {
+      for (int k : keys) {
+        float& x = s[k - lo];
         x = std::exp(x - mx);
         den += x;
       }
       std::vector<float> acc(Dv, 0.f);
-      for (int k = lo; k < hi; ++k) {
+      for (int k : keys) {
         const float pk = rd(s[k - lo] / den);  // softmax output is a dtype tensor
         const float* vr = kv.v(r, k, h / G);
         const float vs = kv.v_scale(r, k, h / G);

@@ -67,6 +67,7 @@ inline double reference_row(const CaseSpec& c, const Plan& p, const Workload& w,
   std::vector<double> acc(Dv, 0.0);
   double den = std::exp(sink - mx);  // the sink's term (0 without one); it adds nothing to O
   for (int k = lo; k < hi; ++k) {
+    if (s[k - lo] == -INFINITY) continue;  // masked (a sparse row's dropped tokens): adds exactly 0, V unread
     const double e = std::exp(s[k - lo] - mx);
     den += e;
     const float* vr = kv.v(r, k, h / G);
