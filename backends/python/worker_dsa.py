@@ -7,7 +7,8 @@
 # The buffer comes from attnscope (model/src/engine_metadata_dsa.cpp, what `plan --engine sglang-nsa` /
 # `vllm-flashmla-sparse` print) as b.dsa_indices [total_q, top_k] int32 token slots in the case's request
 # order, -1 padded, and for vLLM b.dsa_topk_length [total_q]; the kernel is the engine's installed one.
-# Not yet run against a real install of either engine: written from their sources (commits in the docs).
+# Not yet run against a real install of either engine: written from their sources (commits in the docs) and
+# tested against a PyTorch stand-in of FlashMLA's sparse kernel (tests/python/standins).
 
 
 def _dsa_sgl_kernel():

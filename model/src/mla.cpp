@@ -1,9 +1,12 @@
 // MLA's tensors: docs/conventions.md section 13.
 #include "attnscope/mla.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "mla_workload.h"
+#include "on_cores.h"
 
 namespace attnscope {
 
@@ -30,18 +33,20 @@ std::vector<float> mla_latent_rows(const MlaGen& g, uint64_t seed, int64_t k0, i
   return rows;
 }
 
-MlaWeights mla_weights(const MlaGen& g) {
+MlaWeights mla_weights(const MlaGen& g, bool uk, bool uv) {
   MlaWeights w;
-  w.w_uk.resize(static_cast<size_t>(g.heads) * g.nope * g.rank);
-  w.w_uv.resize(static_cast<size_t>(g.heads) * g.vdim * g.rank);
-  size_t i = 0;
-  for (int h = 0; h < g.heads; ++h)
-    for (int n = 0; n < g.nope; ++n)
-      for (int d = 0; d < g.rank; ++d) w.w_uk[i++] = mla_weight(g, TensorId::kWuk, h, n, d);
-  i = 0;
-  for (int h = 0; h < g.heads; ++h)
-    for (int n = 0; n < g.vdim; ++n)
-      for (int d = 0; d < g.rank; ++d) w.w_uv[i++] = mla_weight(g, TensorId::kWuv, h, n, d);
+  if (uk) w.w_uk.resize(static_cast<size_t>(g.heads) * g.nope * g.rank);
+  if (uv) w.w_uv.resize(static_cast<size_t>(g.heads) * g.vdim * g.rank);
+  // a (tensor, head) block per index: every weight is a pure function of its place
+  on_cores(2 * static_cast<size_t>(g.heads), [&](size_t i) {
+    const bool is_uk = i < static_cast<size_t>(g.heads);
+    const int h = static_cast<int>(is_uk ? i : i - g.heads), rows = is_uk ? g.nope : g.vdim;
+    std::vector<float>& out = is_uk ? w.w_uk : w.w_uv;
+    if (out.empty()) return;
+    float* dst = out.data() + static_cast<size_t>(h) * rows * g.rank;
+    for (int n = 0; n < rows; ++n)
+      for (int d = 0; d < g.rank; ++d) *dst++ = mla_weight(g, is_uk ? TensorId::kWuk : TensorId::kWuv, h, n, d);
+  });
   return w;
 }
 
@@ -58,7 +63,7 @@ CaseSpec mla_other_form(const CaseSpec& c) {
 
 std::vector<double> mla_project_output(const CaseSpec& c, const std::vector<float>& o_lat) {
   const MlaGen g = mla_gen(c);
-  const MlaWeights w = mla_weights(g);
+  const MlaWeights w = mla_weights(g, false, true);
   const int64_t rows = static_cast<int64_t>(o_lat.size()) / (static_cast<int64_t>(g.heads) * g.rank);
   std::vector<double> out(static_cast<size_t>(rows) * g.heads * g.vdim);
   for (int64_t t = 0; t < rows; ++t)
@@ -125,19 +130,31 @@ void mla_queries(const CaseSpec& c, const MlaGen& g, const MlaWeights& w, int r,
 
 void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
   const MlaGen g = mla_gen(c);
-  const MlaWeights wt = mla_weights(g);
+  const bool absorbed = c.mla->absorbed;
+  const MlaWeights wt = mla_weights(g, true, !absorbed);  // the absorbed form's Q needs W_uk; its pool neither
   const int Hk = c.num_kv_heads, Dq = c.head_dim_qk, Dv = c.head_dim_vo, ps = pt.page_size;
   const KvLayout lay = c.kv_cache.layout;
+  struct Block {
+    int r, begin, end;  // keys [begin, end) of request r; begin -1: its query rows
+  };
+  std::vector<Block> blocks;
+  constexpr int kKeysPerBlock = 64;
   for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
-    mla_queries(c, g, wt, r, w.q.data() + w.q_indptr[r] * c.num_qo_heads * Dq);
-    for (int k = 0; k < c.requests[r].kv_len; ++k) {
+    blocks.push_back({r, -1, 0});
+    for (int k = 0; k < c.requests[r].kv_len; k += kKeysPerBlock)
+      blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + kKeysPerBlock)});
+  }
+  on_cores(blocks.size(), [&](size_t i) {  // each block writes its own rows: the same bits on any core count
+    const Block b = blocks[i];
+    if (b.begin < 0) return mla_queries(c, g, wt, b.r, w.q.data() + w.q_indptr[b.r] * c.num_qo_heads * Dq);
+    for (int k = b.begin; k < b.end; ++k) {
       const int64_t pos = c.key_source.position(k);  // the key's place in the unpartitioned case
-      const std::vector<float> lat = mla_latent_rows(g, c.key_seed(r, pos), pos, 1);
-      const int page = pt.page_of(r, k), slot = k % ps;
+      const std::vector<float> lat = mla_latent_rows(g, c.key_seed(b.r, pos), pos, 1);
+      const int page = pt.page_of(b.r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {
         float* kr = w.k_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dq);
         float* vr = w.v_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dv);
-        if (c.mla->absorbed) {  // one latent head: K is the row, V its ckv part
+        if (absorbed) {  // one latent head: K is the row, V its ckv part
           for (int d = 0; d < Dq; ++d) kr[d] = lat[d];
           for (int d = 0; d < Dv; ++d) vr[d] = lat[d];
           continue;
@@ -149,7 +166,7 @@ void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
           vr[j] = mla_dot(g, g.rank, wt.w_uv.data() + (static_cast<size_t>(h) * g.vdim + j) * g.rank, 1, lat.data(), 1);
       }
     }
-  }
+  });
 }
 
 }  // namespace attnscope

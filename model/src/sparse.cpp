@@ -57,7 +57,9 @@ IndexerInputs indexer_inputs(const CaseSpec& c, int r) {
       for (int d = 0; d < in.dim; ++d)
         in.q[(static_cast<size_t>(q) * in.heads + j) * in.dim + d] = gen(TensorId::kIdxQ, row * in.dim + d);
     }
-  for (size_t i = 0; i < in.k.size(); ++i) in.k[i] = gen(TensorId::kIdxK, i);
+  parallel_blocks(in.kv_len, static_cast<int64_t>(in.kv_len) * in.dim * 16, [&](int a, int b) {  // pure in the index
+    for (size_t i = static_cast<size_t>(a) * in.dim; i < static_cast<size_t>(b) * in.dim; ++i) in.k[i] = gen(TensorId::kIdxK, i);
+  });
   return in;
 }
 
@@ -69,12 +71,20 @@ float quantize_block_e4m3(const float* x, int n, float* q8) {
   amax = std::max(amax, 1e-4f);
   const uint32_t b = f32_bits(amax * (1.0f / 448.0f));
   const int e = static_cast<int>((b >> 23) & 0xffu) - 127 + ((b & 0x7fffffu) != 0 ? 1 : 0);
-  const float s = std::ldexp(1.0f, e);
-  for (int i = 0; i < n; ++i) {
-    const float y = std::min(448.0f, std::max(-448.0f, x[i] / s));
-    q8[i] = fp8_bits_to_f32(Fp8Format::kE4M3, f32_to_fp8_bits(Fp8Format::kE4M3, y));
-  }
+  const float s = std::ldexp(1.0f, e), inv = std::ldexp(1.0f, -e);  // x * 2^-e is x / 2^e, rounded the same
+  for (int i = 0; i < n; ++i) q8[i] = e4m3_value(std::min(448.0f, std::max(-448.0f, x[i] * inv)));
   return s;
+}
+
+float e4m3_value(float y) {
+  const uint32_t u = f32_bits(y), a = u & 0x7fffffffu;
+  if (a < 0x3c800000u) {  // below 2^-6, e4m3's subnormals: multiples of 2^-9 (exact scalings, one rint)
+    const float v = std::nearbyint(std::fabs(y) * 512.0f) * (1.0f / 512.0f);
+    return (u >> 31) ? -v : v;
+  }
+  // keep 3 of the 23 mantissa bits, to nearest, ties to the even one (a carry moves the exponent up)
+  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) & ~0xfffffu;
+  return bits_f32((u & 0x80000000u) | r);
 }
 
 IndexerFp8 quantize_indexer(const IndexerInputs& in) {
@@ -85,10 +95,41 @@ IndexerFp8 quantize_indexer(const IndexerInputs& in) {
   f.k_scale.resize(in.kv_len);
   for (size_t row = 0; row < f.q_scale.size(); ++row)
     f.q_scale[row] = quantize_block_e4m3(in.q.data() + row * in.dim, in.dim, f.q8.data() + row * in.dim);
-  for (int s = 0; s < in.kv_len; ++s)
-    f.k_scale[s] =
-        quantize_block_e4m3(in.k.data() + static_cast<size_t>(s) * in.dim, in.dim, f.k8.data() + static_cast<size_t>(s) * in.dim);
+  parallel_blocks(in.kv_len, static_cast<int64_t>(in.kv_len) * in.dim * 16, [&](int a, int b) {  // a key per block
+    for (int s = a; s < b; ++s)
+      f.k_scale[s] = quantize_block_e4m3(in.k.data() + static_cast<size_t>(s) * in.dim, in.dim,
+                                         f.k8.data() + static_cast<size_t>(s) * in.dim);
+  });
   return f;
+}
+
+// One query row's scores of keys [a, b), 8 keys side by side: key s's sum over the heads of
+// w[j] * ReLU(q_j . k_s) runs in T, over d then the heads in order, as one key alone would (the same
+// bits); the 8 keys' columns, transposed once per block and reused by every head, let the compiler
+// vectorise across keys. Each key's total goes to finish(s, acc).
+template <class T, class Finish>
+void score_keys(const float* qrow, const float* keys, int heads, int dim, const T* wj, int a, int b, Finish finish) {
+  constexpr int B = 8;
+  thread_local std::vector<float> kt;
+  kt.resize(static_cast<size_t>(dim) * B);
+  for (int s0 = a; s0 < b; s0 += B) {
+    const int nb = std::min(B, b - s0);
+    for (int l = 0; l < B; ++l)
+      for (int d = 0; d < dim; ++d)
+        kt[static_cast<size_t>(d) * B + l] = l < nb ? keys[static_cast<size_t>(s0 + l) * dim + d] : 0.f;
+    T acc[B] = {};
+    for (int j = 0; j < heads; ++j) {
+      const float* qj = qrow + static_cast<size_t>(j) * dim;
+      T dot[B] = {};
+      for (int d = 0; d < dim; ++d) {
+        const T x = static_cast<T>(qj[d]);
+        const float* kd = kt.data() + static_cast<size_t>(d) * B;
+        for (int l = 0; l < B; ++l) dot[l] += x * static_cast<T>(kd[l]);
+      }
+      for (int l = 0; l < B; ++l) acc[l] += std::max(dot[l], T(0)) * wj[j];
+    }
+    for (int l = 0; l < nb; ++l) finish(s0 + l, acc[l]);
+  }
 }
 
 void indexer_scores_fp64(const IndexerInputs& in, int q, int n, double* out) {
@@ -97,23 +138,14 @@ void indexer_scores_fp64(const IndexerInputs& in, int q, int n, double* out) {
   for (int j = 0; j < in.heads; ++j) wj[j] = in.w[static_cast<size_t>(q) * in.heads + j] * c;
   const float* qrow = in.q.data() + static_cast<size_t>(q) * in.heads * in.dim;
   parallel_blocks(n, static_cast<int64_t>(n) * in.heads * in.dim, [&](int a, int b) {
-    for (int s = a; s < b; ++s) {
-      const float* kr = in.k.data() + static_cast<size_t>(s) * in.dim;
-      double acc = 0;
-      for (int j = 0; j < in.heads; ++j) {
-        const float* qj = qrow + static_cast<size_t>(j) * in.dim;
-        double dot = 0;
-        for (int d = 0; d < in.dim; ++d) dot += static_cast<double>(qj[d]) * kr[d];
-        acc += wj[j] * std::max(dot, 0.0);
-      }
-      out[s] = acc;
-    }
+    score_keys<double>(qrow, in.k.data(), in.heads, in.dim, wj.data(), a, b, [&](int s, double acc) { out[s] = acc; });
   });
 }
 
 void indexer_scores_fp8(const IndexerInputs& in, const IndexerFp8& f, int q, int n, double* out) {
   // model.py: weights = weights_proj(x) * n_heads^-0.5 (a bf16 tensor), then * q_scale * softmax_scale in
-  // fp32; kernel.py fp8_index: relu(q8 . k8) * weights summed over the heads, times the key's scale
+  // fp32; kernel.py fp8_index: relu(q8 . k8) * weights summed over the heads, times the key's scale.
+  // Products of two e4m3 values are exact in fp32; the sums round.
   const float h_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.heads)));
   const float softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.dim)));
   std::vector<float> wj(in.heads);
@@ -123,17 +155,8 @@ void indexer_scores_fp8(const IndexerInputs& in, const IndexerFp8& f, int q, int
   }
   const float* qrow = f.q8.data() + static_cast<size_t>(q) * in.heads * in.dim;
   parallel_blocks(n, static_cast<int64_t>(n) * in.heads * in.dim, [&](int a, int b) {
-    for (int s = a; s < b; ++s) {
-      const float* kr = f.k8.data() + static_cast<size_t>(s) * in.dim;
-      float acc = 0.f;
-      for (int j = 0; j < in.heads; ++j) {
-        const float* qj = qrow + static_cast<size_t>(j) * in.dim;
-        float dot = 0.f;  // products of two e4m3 values are exact in fp32; the sum rounds
-        for (int d = 0; d < in.dim; ++d) dot += qj[d] * kr[d];
-        acc += std::max(dot, 0.f) * wj[j];
-      }
-      out[s] = static_cast<double>(acc * f.k_scale[s]);
-    }
+    score_keys<float>(qrow, f.k8.data(), in.heads, in.dim, wj.data(), a, b,
+                      [&](int s, float acc) { out[s] = static_cast<double>(acc * f.k_scale[s]); });
   });
 }
 

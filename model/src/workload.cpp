@@ -2,14 +2,13 @@
 #include "attnscope/workload.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "attnscope/fp8.h"
 #include "mla_workload.h"
+#include "on_cores.h"
 
 namespace attnscope {
 
@@ -163,15 +162,7 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
       }
     }
   };
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < blocks.size();) generate(blocks[i]);
-  };
-  const size_t threads = std::min<size_t>(blocks.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  on_cores(blocks.size(), [&](size_t i) { generate(blocks[i]); });
   if (c.fp8_kv()) quantize_workload(c, pt, w);
   return w;
 }

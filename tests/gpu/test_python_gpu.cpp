@@ -15,6 +15,7 @@
 
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
+#include "case_json.h"
 #include "case_gen.h"
 #include "fa3_case_gen.h"
 #include "gpu_test_util.h"
@@ -308,6 +309,27 @@ TEST_F(PythonGpu, EngineAdaptersAgainstStandIns) {
     const Plan p = plan_case(docs);
     const Result r = attnscope::testing::run_id(bid, docs, p, make_workload(docs, p.pages));
     EXPECT_EQ(r.status, Status::kUnsupported) << r.message;
+  }
+}
+
+// The engines' DSA adapters (python.sgl_dsa, python.vllm_dsa) against a PyTorch stand-in of FlashMLA's
+// flash_mla_sparse_fwd (tests/python/standins/attnscope_mla_standin.py), which reads only what the real
+// kernel reads: the adapters' index buffers (slots in a shuffled or fragmented pool, -1 padding, vLLM's
+// topk_length) must pick the tokens the references attend, within the 2x rule.
+TEST_F(PythonGpu, DsaAdaptersAgainstStandIns) {
+  std::vector<CaseSpec> cases;
+  for (const char* name : {"deepseek-v32-dsa-decode.json", "dsa-short-context.json"})
+    cases.push_back(read_case_file(src("examples/") + name).spec);
+  CaseSpec few = cases[1];  // 16 heads (SGLang pads them to 64), a fragmented pool, rows shorter than top_k
+  few.name = "dsa-short-16-heads";
+  few.num_qo_heads = 16;
+  few.kv_cache.allocation = PageAlloc::kFragmented;
+  validate_case(few);
+  cases.push_back(few);
+  for (const char* bid : {"python.sgl_dsa", "python.vllm_dsa"}) {
+    int passed = 0;
+    for (const CaseSpec& c : cases) passed += meets_twice_lowp(bid, c);
+    EXPECT_EQ(passed, static_cast<int>(cases.size())) << bid << " must run every case on the stand-ins";
   }
 }
 

@@ -61,11 +61,12 @@ AS_HD inline float mla_dot(const MlaGen& g, int n, const float* a, int sa, const
 
 // The latent rows of `count` tokens of request seed `seed` starting at key k0, [count][latent()].
 std::vector<float> mla_latent_rows(const MlaGen& g, uint64_t seed, int64_t k0, int count);
-// Both up-projections of every head: [heads][nope][rank] and [heads][vdim][rank].
+// The up-projections of every head: [heads][nope][rank] and [heads][vdim][rank]; each only where asked
+// (the absorbed form's inputs need W_uk alone), else empty.
 struct MlaWeights {
   std::vector<float> w_uk, w_uv;
 };
-MlaWeights mla_weights(const MlaGen& g);
+MlaWeights mla_weights(const MlaGen& g, bool uk, bool uv);
 
 // The same model in the other form (absorbed <-> non-absorbed): head dims and KV heads follow, every
 // other field (requests, seeds, masks, scale) stays, backends and comparisons are dropped.
