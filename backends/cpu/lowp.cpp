@@ -14,6 +14,34 @@
 namespace attnscope::cpu {
 namespace {
 
+// An FP8 pool as an eager implementation dequantises it, once per run rather than once per query head:
+// K and V = round(stored x scale) to the dtype at every slot a request uses. Each element is a pure
+// function of itself, so the rows then take the unscaled path with the bits of rounding inside the loop.
+Workload dequantised_pools(const CaseSpec& c, const PageTable& pt, const Workload& w, const RunOptions& opt) {
+  Workload d;
+  d.k_pool = w.k_pool;
+  d.v_pool = w.v_pool;
+  const KvAccess kv{c, pt, w};
+  std::vector<std::pair<int, int>> blocks;  // (request, first key) of 256 keys each
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
+    for (int k = 0; k < c.requests[r].kv_len; k += 256) blocks.emplace_back(r, k);
+  RunOptions quiet = opt;
+  quiet.progress = nullptr;  // the rows report the run's progress
+  parallel_for(static_cast<int64_t>(blocks.size()), 1, quiet, [&](int64_t i) {
+    const auto [r, k0] = blocks[i];
+    for (int k = k0; k < std::min(c.requests[r].kv_len, k0 + 256); ++k)
+      for (int h = 0; h < c.num_kv_heads; ++h) {
+        const float ks = kv.k_scale(r, k, h), vs = kv.v_scale(r, k, h);
+        const float *ko = kv.k(r, k, h), *vo = kv.v(r, k, h);
+        float* kd = d.k_pool.data() + (ko - w.k_pool.data());
+        float* vd = d.v_pool.data() + (vo - w.v_pool.data());
+        for (int e = 0; e < c.head_dim_qk; ++e) kd[e] = round_to(c.dtype, ko[e] * ks);
+        for (int e = 0; e < c.head_dim_vo; ++e) vd[e] = round_to(c.dtype, vo[e] * vs);
+      }
+  });
+  return d;
+}
+
 class Lowp final : public Backend {
  public:
   std::string id() const override { return "cpu.lowp"; }
@@ -26,7 +54,8 @@ class Lowp final : public Backend {
     auto rd = [dt](float x) { return round_to(dt, x); };
     const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
     const float scale = static_cast<float>(c.sm_scale_or_default());
-    const KvAccess kv{c, p.pages, w};
+    const Workload deq = w.has_scales() ? dequantised_pools(c, p.pages, w, opt) : Workload{};
+    const KvAccess kv{c, p.pages, w.has_scales() ? deq : w};  // no scales: the pool holds dtype values
     const std::vector<float> sinks = sink_logits(c);
     parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
       const int64_t t = i / Hq;
@@ -51,9 +80,8 @@ class Lowp final : public Backend {
       const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
       std::vector<float> s(hi - lo, -INFINITY);
       // only the keys the mask allows are read (a sparse row keeps 2048 of thousands); a masked key's
-      // probability is exactly 0, so skipping it changes no bit. Without scales the pool holds dtype
-      // values (rd(x * 1) is x): the rows' dot products go together (dot_rows: the same bits); with
-      // them each row is scaled element by element
+      // probability is exactly 0, so skipping it changes no bit. The rows' dot products go together
+      // (dot_rows: the same bits as one at a time)
       thread_local std::vector<int> keys;
       thread_local std::vector<const float*> rows;
       thread_local std::vector<float> dots;
@@ -61,24 +89,13 @@ class Lowp final : public Backend {
       rows.clear();
       for (int k = lo; k < hi; ++k)
         if (mask_bit(m, qa, k)) keys.push_back(k);  // a mask_mod's holes and a sparse row's dropped tokens stay -inf
-      if (!w.has_scales())
-        for (int k : keys) rows.push_back(kv.k(r, k, h / G));
+      for (int k : keys) rows.push_back(kv.k(r, k, h / G));
       dots.resize(rows.size());
       dot_rows<float>(qs.data(), rows.data(), static_cast<int>(rows.size()), Dq, dots.data());
       float mx = -INFINITY;
       for (size_t i = 0; i < keys.size(); ++i) {
         const int k = keys[i];
-        float dot = 0;
-        if (!w.has_scales()) {
-          dot = dots[i];
-        } else {
-          const float* kr = kv.k(r, k, h / G);
-          const float ks = kv.k_scale(r, k, h / G);
-          if (ks == 1.0f)
-            for (int d = 0; d < Dq; ++d) dot += qs[d] * kr[d];
-          else
-            for (int d = 0; d < Dq; ++d) dot += qs[d] * rd(kr[d] * ks);
-        }
+        const float dot = dots[i];
         float x = rd(dot);  // score matrix in the dtype
         if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
         if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));
@@ -98,11 +115,7 @@ class Lowp final : public Backend {
       for (int k : keys) {
         const float pk = rd(s[k - lo] / den);  // softmax output is a dtype tensor
         const float* vr = kv.v(r, k, h / G);
-        const float vs = kv.v_scale(r, k, h / G);
-        if (vs == 1.0f)
-          for (int d = 0; d < Dv; ++d) acc[d] += pk * vr[d];
-        else
-          for (int d = 0; d < Dv; ++d) acc[d] += pk * rd(vr[d] * vs);
+        for (int d = 0; d < Dv; ++d) acc[d] += pk * vr[d];
       }
       for (int d = 0; d < Dv; ++d) o[d] = rd(acc[d]);
       res.lse[t * Hq + h] = mx + std::log(den);

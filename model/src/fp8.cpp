@@ -72,4 +72,20 @@ void validate_fp8(const CaseSpec& c) {
   if (c.fp8_attention && c.fp8_attention->q_scale) check_scale(*c.fp8_attention->q_scale, "/fp8_attention/q_scale");
 }
 
+float e4m3_value(float y) {
+  const uint32_t u = f32_bits(y), a = u & 0x7fffffffu;
+  if (a < 0x3c800000u) {  // below 2^-6, e4m3's subnormals: multiples of 2^-9 (exact scalings, one rint)
+    const float v = std::nearbyint(std::fabs(y) * 512.0f) * (1.0f / 512.0f);
+    return (u >> 31) ? -v : v;
+  }
+  // keep 3 of the 23 mantissa bits, to nearest, ties to the even one (a carry moves the exponent up)
+  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) & ~0xfffffu;
+  return bits_f32((u & 0x80000000u) | r);
+}
+
+float fp8_value(Fp8Format f, float y) {
+  if (f == Fp8Format::kE4M3 && std::fabs(y) <= 448.0f) return e4m3_value(y);  // NaN fails the test
+  return fp8_bits_to_f32(f, f32_to_fp8_bits(f, y));
+}
+
 }  // namespace attnscope

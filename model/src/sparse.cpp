@@ -7,6 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "attnscope/fp8.h"
 #include "attnscope/gen.h"
 #include "attnscope/workload.h"
 
@@ -74,17 +75,6 @@ float quantize_block_e4m3(const float* x, int n, float* q8) {
   const float s = std::ldexp(1.0f, e), inv = std::ldexp(1.0f, -e);  // x * 2^-e is x / 2^e, rounded the same
   for (int i = 0; i < n; ++i) q8[i] = e4m3_value(std::min(448.0f, std::max(-448.0f, x[i] * inv)));
   return s;
-}
-
-float e4m3_value(float y) {
-  const uint32_t u = f32_bits(y), a = u & 0x7fffffffu;
-  if (a < 0x3c800000u) {  // below 2^-6, e4m3's subnormals: multiples of 2^-9 (exact scalings, one rint)
-    const float v = std::nearbyint(std::fabs(y) * 512.0f) * (1.0f / 512.0f);
-    return (u >> 31) ? -v : v;
-  }
-  // keep 3 of the 23 mantissa bits, to nearest, ties to the even one (a carry moves the exponent up)
-  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) & ~0xfffffu;
-  return bits_f32((u & 0x80000000u) | r);
 }
 
 IndexerFp8 quantize_indexer(const IndexerInputs& in) {

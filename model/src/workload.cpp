@@ -64,15 +64,23 @@ void quantize_pool(const CaseSpec& c, const PageTable& pt, std::vector<float>& p
   const auto g = c.kv_cache.scales.granularity;
   const Fp8Format f = *c.kv_cache.fp8;
   const int Hk = c.num_kv_heads, ps = pt.page_size;
+  struct Block {
+    int r, begin, end;  // keys [begin, end) of request r: each writes its own slots
+  };
+  std::vector<Block> blocks;
   for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
-    for (int k = 0; k < c.requests[r].kv_len; ++k) {
-      const int page = pt.page_of(r, k), slot = k % ps;
+    for (int k = 0; k < c.requests[r].kv_len; k += 256) blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + 256)});
+  on_cores(blocks.size(), [&](size_t i) {
+    const Block b = blocks[i];
+    for (int k = b.begin; k < b.end; ++k) {
+      const int page = pt.page_of(b.r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {
         const float s = scales[scale_index(g, page, slot, h, ps, Hk)];
         float* x = pool.data() + kv_offset(c.kv_cache.layout, page, slot, h, 0, ps, Hk, dim);
-        for (int d = 0; d < dim; ++d) x[d] = fp8_bits_to_f32(f, quantize_fp8(f, x[d], s));
+        for (int d = 0; d < dim; ++d) x[d] = fp8_value(f, x[d] / s);  // quantize_fp8's division, then its value
       }
     }
+  });
 }
 
 void quantize_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
@@ -89,7 +97,7 @@ void quantize_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
     float amax = 0.0f;
     for (float x : w.q) amax = std::max(amax, std::fabs(x));
     w.q_scale = c.fp8_attention->q_scale ? scale_as_float(*c.fp8_attention->q_scale) : scale_from_amax(amax, f);
-    for (float& x : w.q) x = fp8_bits_to_f32(f, quantize_fp8(f, x, w.q_scale));
+    for (float& x : w.q) x = fp8_value(f, x / w.q_scale);  // quantize_fp8, then its value
   }
 }
 

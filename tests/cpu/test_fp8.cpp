@@ -456,3 +456,28 @@ TEST(Fp8, InvalidSettingsNameThePathAndTheRule) {
   expect_error(fp8_text("bf16", R"({"dtype": "fp8_e4m3"})", R"(, "fp8_attention": {"q_scale": [1, 2]})"),
                "/fp8_attention/q_scale", "one scale");
 }
+
+// The host quantisers' fast rounding (fp8_value: e4m3 within +-448 on the float's bits) is the conversion's
+// value: every 97th float bit pattern up to 448 (normals, e4m3 subnormals, exact ties whose low bits are
+// zero, both signs), the ties near 2^-6, and for both formats beyond the range, infinities and NaN.
+TEST(Fp8, ValueOnTheFloatsBitsIsTheConversionsValue) {
+  int checked = 0;
+  auto check = [&](Fp8Format f, float y) {
+    const float want = fp8_bits_to_f32(f, f32_to_fp8_bits(f, y));
+    const float got = fp8_value(f, y);
+    ASSERT_EQ(f32_bits(got), f32_bits(want)) << fp8_name(f) << " " << y;
+    ++checked;
+  };
+  for (uint64_t b = 0; b <= 0x43e00000u; b += 97) {  // 0x43e00000 is 448
+    check(Fp8Format::kE4M3, bits_f32(static_cast<uint32_t>(b)));
+    check(Fp8Format::kE4M3, -bits_f32(static_cast<uint32_t>(b)));
+  }
+  for (int k = 0; k < 64; ++k) {  // the ties (k + 1/2) 2^-9 below 2^-6 and 2^-6 (1 + (2k + 1)/16)
+    check(Fp8Format::kE4M3, (k + 0.5f) / 512.0f);
+    check(Fp8Format::kE4M3, std::ldexp(1.0f + (2 * k + 1) / 16.0f, -6 + k % 12));
+  }
+  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2})
+    for (float y : {448.0f, 447.0f, 449.0f, 464.0f, 1e6f, -1e6f, 57344.0f, INFINITY, -INFINITY, 1e-30f, 0.0f, -0.0f}) check(f, y);
+  EXPECT_TRUE(std::isnan(fp8_value(Fp8Format::kE4M3, NAN)));
+  EXPECT_GT(checked, 20000000);
+}

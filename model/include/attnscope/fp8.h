@@ -29,6 +29,14 @@ AS_HD inline float scale_from_amax(float amax, Fp8Format f) {
   return static_cast<float>(static_cast<double>(amax) / static_cast<double>(fp8_max(f)));
 }
 
+// The value FP8 format f stores for y, as a float: fp8_bits_to_f32(f, f32_to_fp8_bits(f, y)). e4m3 within
+// +-448 (every clamped or scaled value of the host's quantisers) is rounded on the float's bits
+// (e4m3_value), the rest through the bits; the same value either way (Fp8.ValueOnTheFloatsBits...).
+float fp8_value(Fp8Format f, float y);
+// y (|y| <= 448, not NaN) rounded to the nearest e4m3 value, ties to even: 3 mantissa bits kept, or a
+// multiple of 2^-9 below 2^-6 (e4m3's subnormals).
+float e4m3_value(float y);
+
 // A given scale as the kernels hold it (float).
 inline float scale_as_float(double s) { return static_cast<float>(s); }
 

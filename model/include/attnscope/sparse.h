@@ -40,9 +40,6 @@ struct IndexerFp8 {
 // One row of x (n <= 128 values, one quantisation block) to e4m3: amax floored at 1e-4, scale
 // 2^ceil(log2(amax / 448)) (ue8m0), stored fp8(clamp(x / scale, -448, 448)). Returns the scale.
 float quantize_block_e4m3(const float* x, int n, float* q8);
-// y (|y| <= 448, not NaN) rounded to the nearest e4m3 value, ties to even, as a float: the value of
-// f32_to_fp8_bits(kE4M3, y), computed on the float's bits (3 mantissa bits; the subnormals' quantum 2^-9).
-float e4m3_value(float y);
 IndexerFp8 quantize_indexer(const IndexerInputs& in);
 
 // Scores of query row q over keys [0, n): fp64 from the bf16 inputs; or the FP8 form (dot products summed
