@@ -42,6 +42,79 @@ Workload dequantised_pools(const CaseSpec& c, const PageTable& pt, const Workloa
   return d;
 }
 
+// Heads h0 .. h0 + nh - 1 (nh <= 8, one KV head's) of token t = query q of request r, each K and V row read
+// once for all of them; a head's arithmetic is that of a head alone (rounded where an eager low-precision
+// implementation rounds: the scaled Q, the scores, each soft-cap step, the probabilities and the output),
+// so its bits do not depend on nh. Only the keys the mask allows are read: a masked key's probability is
+// exactly 0. o: the result's rows, lse: the result's LSE, both at head h0.
+void lowp_heads(const CaseSpec& c, const Plan& p, const Workload& w, const KvAccess& kv, const std::vector<float>& sinks, int r,
+                int q, int64_t t, int h0, int nh, float* o, float* lse) {
+  const DType dt = c.dtype;
+  auto rd = [dt](float x) { return round_to(dt, x); };
+  const int Hq = c.num_qo_heads, Dq = c.head_dim_qk, Dv = c.head_dim_vo, hk = h0 / c.group_size();
+  const float scale = static_cast<float>(c.sm_scale_or_default());
+  const RowMask& m = p.masks[r];
+  const int qa = q_abs_of(m, q);
+  int lo, hi;
+  visible_range(m, qa, &lo, &hi);
+  thread_local std::vector<int> keys;
+  thread_local std::vector<const float*> rows;
+  thread_local std::vector<float> qt, dots, s, acc;
+  keys.clear();
+  for (int k = lo; k < hi; ++k)
+    if (mask_bit(m, qa, k)) keys.push_back(k);  // a mask_mod's holes and a sparse row's dropped tokens: never read
+  const int n = static_cast<int>(keys.size()), L = head_dots_lanes(nh);
+  qt.assign(static_cast<size_t>(Dq) * L, 0.f);
+  for (int i = 0; i < nh; ++i) {
+    const float* qv = w.q_row(t, h0 + i, c);
+    for (int d = 0; d < Dq; ++d) qt[static_cast<size_t>(d) * L + i] = rd(rd(qv[d] * w.q_scale) * scale);  // a dtype tensor
+  }
+  rows.resize(n);
+  for (int j = 0; j < n; ++j) rows[j] = kv.k(r, keys[j], hk);
+  dots.resize(static_cast<size_t>(n) * L);
+  head_dots_any<float>(L, qt.data(), rows.data(), n, Dq, dots.data());
+  s.resize(static_cast<size_t>(nh) * n);  // head i's probabilities (first its scores) at [i * n, (i + 1) * n)
+  float mx[8], den[8];
+  const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
+  for (int i = 0; i < nh; ++i) {
+    const int h = h0 + i;
+    const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
+    const float sink = sinks.empty() ? -INFINITY : rd(sinks[h]);  // the sink column, a dtype value
+    float* si = s.data() + static_cast<size_t>(i) * n;
+    mx[i] = -INFINITY;
+    for (int j = 0; j < n; ++j) {
+      float x = rd(dots[static_cast<size_t>(j) * L + i]);  // score matrix in the dtype
+      if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
+      if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(keys[j] - qa)));
+      if (p.score_mod) x = rd(static_cast<float>(apply_score_mod(c, p, r, h, qa, keys[j], x)));  // a dtype tensor
+      si[j] = x;
+      mx[i] = std::max(mx[i], x);
+    }
+    lse[i] = sink;  // a fully masked row (none visible, or every score -inf): O = 0, LSE the sink (or -inf)
+    if (mx[i] == -INFINITY) continue;
+    mx[i] = std::max(mx[i], sink);
+    den[i] = std::exp(sink - mx[i]);  // the sink column's probability mass (0 without one)
+    for (int j = 0; j < n; ++j) {
+      si[j] = std::exp(si[j] - mx[i]);
+      den[i] += si[j];
+    }
+  }
+  acc.assign(static_cast<size_t>(nh) * Dv, 0.f);
+  for (int j = 0; j < n; ++j) {
+    const float* vr = kv.v(r, keys[j], hk);
+    for (int i = 0; i < nh; ++i) {
+      if (mx[i] == -INFINITY) continue;
+      const float pk = rd(s[static_cast<size_t>(i) * n + j] / den[i]);  // softmax output is a dtype tensor
+      float* ai = acc.data() + static_cast<size_t>(i) * Dv;
+      for (int d = 0; d < Dv; ++d) ai[d] += pk * vr[d];
+    }
+  }
+  for (int i = 0; i < nh; ++i) {
+    for (int d = 0; d < Dv; ++d) o[static_cast<size_t>(i) * Dv + d] = rd(acc[static_cast<size_t>(i) * Dv + d]);
+    if (mx[i] != -INFINITY) lse[i] = mx[i] + std::log(den[i]);
+  }
+}
+
 class Lowp final : public Backend {
  public:
   std::string id() const override { return "cpu.lowp"; }
@@ -50,75 +123,19 @@ class Lowp final : public Backend {
 
   Result run(const CaseSpec& c, const Plan& p, const Workload& w, const RunOptions& opt) override {
     auto [res, tokens, sel] = start_row_run(id(), c, opt);
-    const DType dt = c.dtype;
-    auto rd = [dt](float x) { return round_to(dt, x); };
-    const int Hq = c.num_qo_heads, G = c.group_size(), Dq = c.head_dim_qk, Dv = c.head_dim_vo;
-    const float scale = static_cast<float>(c.sm_scale_or_default());
     const Workload deq = w.has_scales() ? dequantised_pools(c, p.pages, w, opt) : Workload{};
     const KvAccess kv{c, p.pages, w.has_scales() ? deq : w};  // no scales: the pool holds dtype values
     const std::vector<float> sinks = sink_logits(c);
-    parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
-      const int64_t t = i / Hq;
-      const int h = static_cast<int>(i % Hq);
+    // a task per token and block of up to 8 query heads of one KV head: they share its K and V rows
+    const int Hq = c.num_qo_heads, Dv = c.head_dim_vo, G = c.group_size(), per_kv = (G + 7) / 8;
+    const int per_token = c.num_kv_heads * per_kv;
+    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, 2, opt, [&](int64_t i) {
+      const int64_t t = i / per_token;
       if (!sel[t]) return;
+      const int b = static_cast<int>(i % per_token), hk = b / per_kv;
+      const int h0 = hk * G + (b % per_kv) * 8, nh = std::min(8, (hk + 1) * G - h0);
       const auto [r, q] = tokens[t];
-      const RowMask& m = p.masks[r];
-      const int qa = q_abs_of(m, q);
-      int lo, hi;
-      visible_range(m, qa, &lo, &hi);
-      float* o = res.o.data() + (t * Hq + h) * Dv;
-      const float sink = sinks.empty() ? -INFINITY : rd(sinks[h]);  // the sink column, a dtype value
-      auto fully_masked = [&] {  // O = 0, LSE = -inf (FlashAttention and FlashInfer agree), or the sink's logit
-        for (int d = 0; d < Dv; ++d) o[d] = 0.f;
-        res.lse[t * Hq + h] = sink;
-      };
-      if (hi <= lo) return fully_masked();
-      const float* qv = w.q_row(t, h, c);
-      std::vector<float> qs(Dq);
-      for (int d = 0; d < Dq; ++d) qs[d] = rd(rd(qv[d] * w.q_scale) * scale);  // q * sm_scale is a dtype tensor
-      const float slope = c.attention.alibi ? static_cast<float>(alibi_slope(h, Hq)) : 0.f;
-      const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
-      std::vector<float> s(hi - lo, -INFINITY);
-      // only the keys the mask allows are read (a sparse row keeps 2048 of thousands); a masked key's
-      // probability is exactly 0, so skipping it changes no bit. The rows' dot products go together
-      // (dot_rows: the same bits as one at a time)
-      thread_local std::vector<int> keys;
-      thread_local std::vector<const float*> rows;
-      thread_local std::vector<float> dots;
-      keys.clear();
-      rows.clear();
-      for (int k = lo; k < hi; ++k)
-        if (mask_bit(m, qa, k)) keys.push_back(k);  // a mask_mod's holes and a sparse row's dropped tokens stay -inf
-      for (int k : keys) rows.push_back(kv.k(r, k, h / G));
-      dots.resize(rows.size());
-      dot_rows<float>(qs.data(), rows.data(), static_cast<int>(rows.size()), Dq, dots.data());
-      float mx = -INFINITY;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        const int k = keys[i];
-        const float dot = dots[i];
-        float x = rd(dot);  // score matrix in the dtype
-        if (cap > 0) x = rd(rd(std::tanh(rd(x / cap))) * cap);
-        if (c.attention.alibi) x = rd(x + rd(slope * static_cast<float>(k - qa)));
-        if (p.score_mod) x = rd(static_cast<float>(apply_score_mod(c, p, r, h, qa, k, x)));  // a dtype tensor
-        s[k - lo] = x;
-        mx = std::max(mx, x);
-      }
-      if (mx == -INFINITY) return fully_masked();  // every visible key scored -inf (a score_mod)
-      mx = std::max(mx, sink);
-      float den = std::exp(sink - mx);  // the sink column's probability mass (0 without one)
-      for (int k : keys) {
-        float& x = s[k - lo];
-        x = std::exp(x - mx);
-        den += x;
-      }
-      std::vector<float> acc(Dv, 0.f);
-      for (int k : keys) {
-        const float pk = rd(s[k - lo] / den);  // softmax output is a dtype tensor
-        const float* vr = kv.v(r, k, h / G);
-        for (int d = 0; d < Dv; ++d) acc[d] += pk * vr[d];
-      }
-      for (int d = 0; d < Dv; ++d) o[d] = rd(acc[d]);
-      res.lse[t * Hq + h] = mx + std::log(den);
+      lowp_heads(c, p, w, kv, sinks, r, q, t, h0, nh, res.o.data() + (t * Hq + h0) * Dv, res.lse.data() + t * Hq + h0);
     });
     return std::move(res);  // a structured binding: moved out, not copied
   }

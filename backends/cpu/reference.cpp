@@ -1,5 +1,5 @@
-// cpu.reference: ground truth. fp64 arithmetic on the inputs as rounded to the case dtype, one
-// query row at a time over exactly the keys the mask allows (reference_row.h).
+// cpu.reference: ground truth. fp64 arithmetic on the inputs as rounded to the case dtype, each query
+// row over exactly the keys the mask allows (reference_row.h), the heads of one KV head side by side.
 #include <cmath>
 #include <limits>
 
@@ -19,16 +19,24 @@ class Reference final : public Backend {
     const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
     const KvAccess kv{c, p.pages, w};
     const std::vector<float> sinks = sink_logits(c);
-    parallel_for(static_cast<int64_t>(tokens.size()) * Hq, 16, opt, [&](int64_t i) {
-      const int64_t t = i / Hq;
-      const int h = static_cast<int>(i % Hq);
+    // a task per token and block of up to kRefHeads query heads of one KV head: they share its K and V rows
+    const int G = c.group_size(), blocks_per_kv = (G + kRefHeads - 1) / kRefHeads, per_token = c.num_kv_heads * blocks_per_kv;
+    std::vector<double> sink_of(Hq, -INFINITY);
+    for (int h = 0; h < Hq && !sinks.empty(); ++h) sink_of[h] = sinks[h];
+    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, 2, opt, [&](int64_t i) {
+      const int64_t t = i / per_token;
       if (!sel[t]) return;
+      const int b = static_cast<int>(i % per_token), hk = b / blocks_per_kv;
+      const int h0 = hk * G + (b % blocks_per_kv) * kRefHeads, nh = std::min(kRefHeads, (hk + 1) * G - h0);
       const auto [r, q] = tokens[t];
-      std::vector<double> o(Dv);
-      const double lse = reference_row(c, p, w, kv, r, q, t, h, o.data(), nullptr, sinks.empty() ? -INFINITY : sinks[h]);
-      float* out = res.o.data() + (t * Hq + h) * Dv;
-      for (int d = 0; d < Dv; ++d) out[d] = static_cast<float>(o[d]);
-      res.lse[t * Hq + h] = static_cast<float>(lse);
+      std::vector<double> o(static_cast<size_t>(nh) * Dv);
+      double lse[kRefHeads];
+      reference_heads(c, p, w, kv, r, q, t, h0, nh, o.data(), lse, sink_of.data() + h0);
+      for (int j = 0; j < nh; ++j) {
+        float* out = res.o.data() + (t * Hq + h0 + j) * Dv;
+        for (int d = 0; d < Dv; ++d) out[d] = static_cast<float>(o[static_cast<size_t>(j) * Dv + d]);
+        res.lse[t * Hq + h0 + j] = static_cast<float>(lse[j]);
+      }
     });
     return std::move(res);  // a structured binding: moved out, not copied
   }
