@@ -106,7 +106,7 @@ void head_dots(const T* qt, const float* const* rows, int n, int D, T* a) {
 inline int head_dots_lanes(int nh) { return nh <= 1 ? 1 : nh <= 2 ? 2 : nh <= 4 ? 4 : 8; }
 template <class T>
 void head_dots_any(int L, const T* qt, const float* const* rows, int n, int D, T* a) {
-  if (L == 1) head_dots<T, 1>(qt, rows, n, D, a);
+  if (L == 1) dot_rows<T>(qt, rows, n, D, a);  // one head: eight keys side by side instead (the same bits)
   if (L == 2) head_dots<T, 2>(qt, rows, n, D, a);
   if (L == 4) head_dots<T, 4>(qt, rows, n, D, a);
   if (L == 8) head_dots<T, 8>(qt, rows, n, D, a);

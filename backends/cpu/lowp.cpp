@@ -129,7 +129,7 @@ class Lowp final : public Backend {
     // a task per token and block of up to 8 query heads of one KV head: they share its K and V rows
     const int Hq = c.num_qo_heads, Dv = c.head_dim_vo, G = c.group_size(), per_kv = (G + 7) / 8;
     const int per_token = c.num_kv_heads * per_kv;
-    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, 2, opt, [&](int64_t i) {
+    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, std::max(1, 16 / std::min(G, 8)), opt, [&](int64_t i) {
       const int64_t t = i / per_token;
       if (!sel[t]) return;
       const int b = static_cast<int>(i % per_token), hk = b / per_kv;

@@ -23,7 +23,7 @@ class Reference final : public Backend {
     const int G = c.group_size(), blocks_per_kv = (G + kRefHeads - 1) / kRefHeads, per_token = c.num_kv_heads * blocks_per_kv;
     std::vector<double> sink_of(Hq, -INFINITY);
     for (int h = 0; h < Hq && !sinks.empty(); ++h) sink_of[h] = sinks[h];
-    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, 2, opt, [&](int64_t i) {
+    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, std::max(1, 16 / std::min(G, 8)), opt, [&](int64_t i) {
       const int64_t t = i / per_token;
       if (!sel[t]) return;
       const int b = static_cast<int>(i % per_token), hk = b / blocks_per_kv;

@@ -147,23 +147,37 @@ void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
   on_cores(blocks.size(), [&](size_t i) {  // each block writes its own rows: the same bits on any core count
     const Block b = blocks[i];
     if (b.begin < 0) return mla_queries(c, g, wt, b.r, w.q.data() + w.q_indptr[b.r] * c.num_qo_heads * Dq);
-    for (int k = b.begin; k < b.end; ++k) {
-      const int64_t pos = c.key_source.position(k);  // the key's place in the unpartitioned case
-      const std::vector<float> lat = mla_latent_rows(g, c.key_seed(b.r, pos), pos, 1);
-      const int page = pt.page_of(b.r, k), slot = k % ps;
-      for (int h = 0; h < Hk; ++h) {
-        float* kr = w.k_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dq);
-        float* vr = w.v_pool.data() + kv_offset(lay, page, slot, h, 0, ps, Hk, Dv);
-        if (absorbed) {  // one latent head: K is the row, V its ckv part
-          for (int d = 0; d < Dq; ++d) kr[d] = lat[d];
-          for (int d = 0; d < Dv; ++d) vr[d] = lat[d];
-          continue;
+    const int nk = b.end - b.begin, lw = g.latent();
+    std::vector<float> lat(static_cast<size_t>(nk) * lw);  // the block's latent rows, [key][latent]
+    for (int j = 0; j < nk; ++j) {
+      const int64_t pos = c.key_source.position(b.begin + j);  // the key's place in the unpartitioned case
+      const std::vector<float> row = mla_latent_rows(g, c.key_seed(b.r, pos), pos, 1);
+      std::copy(row.begin(), row.end(), lat.begin() + static_cast<ptrdiff_t>(j) * lw);
+    }
+    auto at = [&](std::vector<float>& pool, int j, int h, int dim) {
+      const int k = b.begin + j;
+      return pool.data() + kv_offset(lay, pt.page_of(b.r, k), k % ps, h, 0, ps, Hk, dim);
+    };
+    for (int h = 0; h < Hk; ++h) {
+      if (absorbed) {  // one latent head: K is the row, V its ckv part
+        for (int j = 0; j < nk; ++j) {
+          std::copy_n(lat.data() + static_cast<size_t>(j) * lw, Dq, at(w.k_pool, j, h, Dq));
+          std::copy_n(lat.data() + static_cast<size_t>(j) * lw, Dv, at(w.v_pool, j, h, Dv));
         }
-        for (int n = 0; n < g.nope; ++n)
-          kr[n] = mla_dot(g, g.rank, wt.w_uk.data() + (static_cast<size_t>(h) * g.nope + n) * g.rank, 1, lat.data(), 1);
-        for (int j = 0; j < g.rope; ++j) kr[g.nope + j] = lat[g.rank + j];
-        for (int j = 0; j < g.vdim; ++j)
-          vr[j] = mla_dot(g, g.rank, wt.w_uv.data() + (static_cast<size_t>(h) * g.vdim + j) * g.rank, 1, lat.data(), 1);
+        continue;
+      }
+      // each weight row against the block's keys in turn: W is read once per block, not once per key
+      for (int n = 0; n < g.nope; ++n) {
+        const float* wr = wt.w_uk.data() + (static_cast<size_t>(h) * g.nope + n) * g.rank;
+        for (int j = 0; j < nk; ++j)
+          at(w.k_pool, j, h, Dq)[n] = mla_dot(g, g.rank, wr, 1, lat.data() + static_cast<size_t>(j) * lw, 1);
+      }
+      for (int j = 0; j < nk; ++j)
+        for (int e = 0; e < g.rope; ++e) at(w.k_pool, j, h, Dq)[g.nope + e] = lat[static_cast<size_t>(j) * lw + g.rank + e];
+      for (int v = 0; v < g.vdim; ++v) {
+        const float* wr = wt.w_uv.data() + (static_cast<size_t>(h) * g.vdim + v) * g.rank;
+        for (int j = 0; j < nk; ++j)
+          at(w.v_pool, j, h, Dv)[v] = mla_dot(g, g.rank, wr, 1, lat.data() + static_cast<size_t>(j) * lw, 1);
       }
     }
   });
