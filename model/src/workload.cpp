@@ -149,10 +149,11 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
     if (b.begin < 0) {
       float* q = w.q.data() + w.q_indptr[b.r] * Hq * Dq;
       for (int t = 0; t < c.requests[b.r].q_len; ++t)
-        for (int h = 0; h < Hq; ++h)
-          for (int d = 0; d < Dq; ++d)
-            q[(static_cast<size_t>(t) * Hq + h) * Dq + d] =
-                gen_value(seed, TensorId::kQ, q_index(c, b.r, t, h, d), c.data.mean, c.data.std, 1.0, c.dtype);
+        for (int h = 0; h < Hq; ++h) {
+          float* row = q + (static_cast<size_t>(t) * Hq + h) * Dq;
+          const uint64_t i0 = q_index(c, b.r, t, h, 0);
+          for (int d = 0; d < Dq; ++d) row[d] = gen_value(seed, TensorId::kQ, i0 + d, c.data.mean, c.data.std, 1.0, c.dtype);
+        }
       return;
     }
     for (int k = b.begin; k < b.end; ++k) {
@@ -160,13 +161,12 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
       const int64_t pos = c.key_source.position(k);  // the key's place in the unpartitioned case
       const uint64_t ks = c.key_seed(b.r, pos);
       const int kp = static_cast<int>(pos);
-      for (int h = 0; h < Hk; ++h) {
-        for (int d = 0; d < Dq; ++d)
-          w.k_pool[kv_offset(c.kv_cache.layout, page, slot, h, d, ps, Hk, Dq)] =
-              gen_value(ks, TensorId::kK, kv_index(kp, h, d, Hk, Dq), c.data.mean, c.data.std, k_scale[d], c.dtype);
-        for (int d = 0; d < Dv; ++d)
-          w.v_pool[kv_offset(c.kv_cache.layout, page, slot, h, d, ps, Hk, Dv)] =
-              gen_value(ks, TensorId::kV, kv_index(kp, h, d, Hk, Dv), c.data.mean, c.data.std, 1.0, c.dtype);
+      for (int h = 0; h < Hk; ++h) {  // a row's elements are consecutive in the pool and in the stream
+        float* kr = w.k_pool.data() + kv_offset(c.kv_cache.layout, page, slot, h, 0, ps, Hk, Dq);
+        float* vr = w.v_pool.data() + kv_offset(c.kv_cache.layout, page, slot, h, 0, ps, Hk, Dv);
+        const uint64_t k0 = kv_index(kp, h, 0, Hk, Dq), v0 = kv_index(kp, h, 0, Hk, Dv);
+        for (int d = 0; d < Dq; ++d) kr[d] = gen_value(ks, TensorId::kK, k0 + d, c.data.mean, c.data.std, k_scale[d], c.dtype);
+        for (int d = 0; d < Dv; ++d) vr[d] = gen_value(ks, TensorId::kV, v0 + d, c.data.mean, c.data.std, 1.0, c.dtype);
       }
     }
   };
