@@ -99,6 +99,16 @@ void print_trace(std::ostream& o, const SoftmaxTrace& t) {
       o << "  (recall and the dense twin use the plain logits q.k x sm_scale: the case's score_mod, soft-cap or ALiBi is "
            "not in them, so the LSE identity does not hold here)\n";
     if (k.flips >= 0) o << "  FP8 indexer against its fp64 twin: " << k.flips << " of the " << k.kept << " kept tokens differ\n";
+    if (!k.gpu_top_k_name.empty()) {
+      o << "  " << k.gpu_top_k_name << " on the GPU, on this row's scores as fp32: ";
+      if (k.gpu_top_k_differs < 0)
+        o << "not run: " << k.gpu_top_k_note << "\n";
+      else if (k.gpu_top_k_differs == 0)
+        o << "the same " << k.kept << " kept tokens\n";
+      else
+        o << k.gpu_top_k_differs << " of the " << k.kept << " kept tokens differ"
+          << (k.gpu_top_k_tie ? " (a tie at the top_k-th score: either tied token may be kept)" : "") << "\n";
+    }
   }
 }
 

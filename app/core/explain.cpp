@@ -1,12 +1,16 @@
 // explain_case and trace_to_json (explain.h).
 #include "explain.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
+#include "attnscope/device.h"
 #include "attnscope/registry.h"
+#include "attnscope/sparse.h"
 #include "attnscope/workload.h"
 
 namespace attnscope {
@@ -27,6 +31,41 @@ nlohmann::json nums(const std::vector<float>& v) {
   return a;
 }
 
+// A GPU library's own top-k (BackendFamily::gpu_top_k, the first family offering one) on the explained
+// row's indexer scores, as fp32, beside the plan's selection: docs/dsa.md section 3. Only where the
+// indexer chose (not given indices).
+void gpu_top_k_check(const CaseSpec& c, const Plan& p, SoftmaxTrace& t) {
+  if (!t.sparse || !c.sparse->indices.empty()) return;
+  SoftmaxTrace::SparseCheck& k = *t.sparse;
+  const BackendFamily* fam = nullptr;
+  for (const BackendFamily& f : backend_families())
+    if (f.gpu_top_k && !fam) fam = &f;
+  if (!fam) return;
+  k.gpu_top_k_name = fam->gpu_top_k_name;
+  const IndexerInputs in = indexer_inputs(c, t.request);
+  const int n = in.kv_len - in.q_len + t.query + 1, top_k = c.sparse->top_k;  // causal: keys [0, q_abs]
+  std::vector<double> sc(n);
+  if (c.sparse->scoring == SparseScoring::kFp8)
+    indexer_scores_fp8(in, quantize_indexer(in), t.query, n, sc.data());
+  else
+    indexer_scores_fp64(in, t.query, n, sc.data());
+  std::vector<float> row(sc.begin(), sc.end());  // FP8 scores are fp32 values; fp64 ones round here
+  std::vector<float> sorted = row;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  k.gpu_top_k_tie = n > top_k && sorted[top_k - 1] == sorted[top_k];
+  std::string why;
+  if (fam->compiled && query_devices(&why).empty()) {  // "no CUDA device: ..." rather than a failed allocation
+    k.gpu_top_k_note = why;
+    return;
+  }
+  try {
+    const std::vector<int> got = fam->gpu_top_k(row, {n}, n, top_k);
+    k.gpu_top_k_differs = selection_differs((*p.sparse)[t.request].row(t.query), got.data(), top_k);
+  } catch (const std::exception& e) {
+    k.gpu_top_k_note = e.what();
+  }
+}
+
 }  // namespace
 
 SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head, bool sparse_checks) {
@@ -45,7 +84,9 @@ SoftmaxTrace explain_case(const CaseSpec& c, int request, int query, int head, b
     throw std::invalid_argument("the case's host inputs would need " + std::to_string(bytes >> 20) + " MiB, more than the " +
                                 std::to_string(kMaxExplainBytes >> 20) + " MiB explain generates; use fewer tokens");
   const Workload w = make_workload(c, p.pages);
-  return explain_row(c, p, w, request, query, head, sparse_checks);
+  SoftmaxTrace t = explain_row(c, p, w, request, query, head, sparse_checks);
+  if (sparse_checks) gpu_top_k_check(c, p, t);
+  return t;
 }
 
 std::string logit_formula(const SoftmaxTrace& t) {
@@ -138,6 +179,11 @@ nlohmann::json trace_to_json(const SoftmaxTrace& t) {
                    {"gathered", t.gathered},
                    {"dense_plain_logits", k.plain_logits}};
     if (k.flips >= 0) j["sparse"]["fp8_flips_vs_fp64"] = k.flips;
+    if (!k.gpu_top_k_name.empty())
+      j["sparse"]["gpu_top_k"] =
+          k.gpu_top_k_differs >= 0
+              ? nlohmann::json{{"by", k.gpu_top_k_name}, {"differs", k.gpu_top_k_differs}, {"tie_at_top_k", k.gpu_top_k_tie}}
+              : nlohmann::json{{"by", k.gpu_top_k_name}, {"not_run", k.gpu_top_k_note}};
   }
   return j;
 }

@@ -3,6 +3,7 @@
 #include "attnscope/backend.h"
 #include "fi_library_plan.h"
 #include "fi_script.h"
+#include "fi_topk.h"
 #if ATTNSCOPE_FAMILY_COMPILED
 #include "attnscope/merge.h"
 #include "fi_backends.h"
@@ -78,7 +79,9 @@ BackendFamily flashinfer_family() {
     out->flashinfer = flashinfer_library_plan(c, units);
     out->flashinfer_mla = flashinfer_mla_library_plan(c, units);
   };
-  f.script_part = peers::flashinfer::script_part;  // host code: scripts export from any build
+  f.script_part = peers::flashinfer::script_part;     // host code: scripts export from any build
+  f.gpu_top_k = peers::flashinfer::flashinfer_top_k;  // plan_stub.cpp's says why where not compiled
+  f.gpu_top_k_name = "FlashInfer's top-k (topk.cuh, TopKTieBreak::Small)";
 #if ATTNSCOPE_FAMILY_COMPILED
   f.compiled = true;
   f.note = ATTNSCOPE_FLASHINFER_PIN;  // the pinned flashinfer-python wheel whose headers were compiled

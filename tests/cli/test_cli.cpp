@@ -477,8 +477,16 @@ TEST(Cli, ExplainASparseRowChecksRecallDenseAndFlips) {
   ASSERT_TRUE(s.contains("fp8_flips_vs_fp64"));
   EXPECT_GE(s["fp8_flips_vs_fp64"].get<int>(), 0);
   EXPECT_LT(s["fp8_flips_vs_fp64"].get<int>(), 2048);
+  // FlashInfer's top-k on the row: where it runs (a GPU), the same tokens; else not run, saying why
+  ASSERT_TRUE(s.contains("gpu_top_k")) << fp8.out.substr(0, 400);
+  EXPECT_NE(s["gpu_top_k"]["by"].get<std::string>().find("FlashInfer"), std::string::npos);
+  if (s["gpu_top_k"].contains("differs"))
+    EXPECT_EQ(s["gpu_top_k"]["differs"], 0);
+  else
+    EXPECT_FALSE(s["gpu_top_k"]["not_run"].get<std::string>().empty());
   const Out text = cli("explain " + src("examples/deepseek-v32-dsa-decode.json") + " --request 0 --row 0 --head 3");
   EXPECT_NE(text.out.find("  FP8 indexer against its fp64 twin: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("on the GPU, on this row's scores as fp32: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("(sparse LSE = dense LSE + ln recall = "), std::string::npos) << text.out;
 }
 

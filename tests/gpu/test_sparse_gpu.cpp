@@ -21,6 +21,8 @@
 #include "attnscope/rng.h"
 #include "attnscope/sparse.h"
 #include "attnscope/workload.h"
+#include "case_json.h"
+#include "explain.h"
 #include "fi_topk.h"
 #include "gpu_test_util.h"
 
@@ -184,4 +186,18 @@ TEST(SparseGpu, FlashInferTopKSelectsAsTheReference) {
   }
   EXPECT_GT(rows_checked, 6);
   std::cout << "[ top-k    ] " << rows_checked << " rows, " << tied_rows << " with a tie at the k-th score\n";
+}
+
+// explain's check of a GPU library's own top-k (BackendFamily::gpu_top_k) runs on the GPU: FlashInfer's
+// top-k keeps the plan's tokens on every row of the FP8-indexer example (4 decodes, 2048 of 4096 to 8192).
+TEST(SparseGpu, ExplainRunsFlashInfersTopKBesideThePlans) {
+  REQUIRE_GPU();
+  const CaseSpec c = read_case_file(std::string(ATTNSCOPE_SOURCE_DIR) + "/examples/deepseek-v32-dsa-decode.json").spec;
+  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
+    const SoftmaxTrace t = explain_case(c, r, 0, 3, /*sparse_checks=*/true);
+    ASSERT_TRUE(t.sparse.has_value());
+    if (t.sparse->gpu_top_k_note.find("not compiled") != std::string::npos) GTEST_SKIP() << t.sparse->gpu_top_k_note;
+    EXPECT_EQ(t.sparse->gpu_top_k_note, "") << "request " << r;
+    EXPECT_EQ(t.sparse->gpu_top_k_differs, 0) << "request " << r;
+  }
 }

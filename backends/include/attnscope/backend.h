@@ -165,6 +165,12 @@ struct BackendFamily {
   std::string (*user_code_file)(const std::string& id) = nullptr;
   // Optional: the family's merge kernels for partials (attnscope/merge.h; compiled families only).
   std::vector<Merger> (*mergers)() = nullptr;
+  // Optional: the family's own top-k selection on the GPU, run beside DeepSeek sparse attention's
+  // (sparse.h select_top_k, ties to the smaller index) by `explain`: rows [n][stride] fp32 scores, row
+  // i's candidates its first lengths[i]; returns [n][top_k] positions, then -1. Throws std::runtime_error
+  // saying why it cannot run (not compiled, no GPU, a limit of the library). gpu_top_k_name says whose.
+  std::vector<int> (*gpu_top_k)(const std::vector<float>& rows, const std::vector<int>& lengths, int stride, int top_k) = nullptr;
+  std::string gpu_top_k_name;
 };
 
 // A backend that only reports "not compiled: <why>" (families absent from this build).

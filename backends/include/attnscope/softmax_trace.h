@@ -61,6 +61,11 @@ struct SoftmaxTrace {
     // the case modifies the logits (score_mod, soft-cap, ALiBi): recall and the dense twin use the plain
     // q.k x sm_scale (recall_of_mass's), so LSE_sparse = LSE_dense + ln recall does not hold
     bool plain_logits = false;
+    // a GPU library's own top-k on this row's indexer scores (BackendFamily::gpu_top_k; the app's explain
+    // fills it): whose, and how many of the kept tokens differ (-1: not run, gpu_top_k_note says why)
+    std::string gpu_top_k_name, gpu_top_k_note;
+    int gpu_top_k_differs = -1;
+    bool gpu_top_k_tie = false;  // a tie at the top_k-th fp32 score: which of the tied tokens is kept may differ
   };
   std::optional<SparseCheck> sparse;
 };
