@@ -1,6 +1,7 @@
 // python.sgl_dsa and python.vllm_dsa (backends/python/worker_dsa.py): what attnscope refuses before the
 // worker (check()), and, where the engine's package is missing (CI, this project's machines), the worker's
-// "not installed: <package>", unsupported and never an error. The adapters' calls run on the GPU against stand-ins (test_python_gpu.cpp).
+// "not installed: <package>", unsupported and never an error. The adapters' calls run on the GPU against stand-ins
+// (test_python_gpu.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdlib>

@@ -15,8 +15,8 @@
 
 #include "attnscope/compare.h"
 #include "attnscope/registry.h"
-#include "case_json.h"
 #include "case_gen.h"
+#include "case_json.h"
 #include "fa3_case_gen.h"
 #include "gpu_test_util.h"
 
