@@ -102,6 +102,22 @@ void head_dots(const T* qt, const float* const* rows, int n, int D, T* a) {
   }
 }
 
+// The row backends' tasks (cpu.reference, cpu.lowp): per token, the query heads in blocks of up to
+// kHeadBlock, each block within one KV head, so a block's heads read the same K and V rows.
+constexpr int kHeadBlock = 8;
+struct HeadBlocks {
+  int G, per_kv, per_token;
+  explicit HeadBlocks(const CaseSpec& c)
+      : G(c.group_size()), per_kv((G + kHeadBlock - 1) / kHeadBlock), per_token(c.num_kv_heads * per_kv) {}
+  // block b of a token: its first head and head count
+  std::pair<int, int> heads(int b) const {
+    const int hk = b / per_kv, h0 = hk * G + (b % per_kv) * kHeadBlock;
+    return {h0, std::min(kHeadBlock, (hk + 1) * G - h0)};
+  }
+  // parallel_for's grain: about 16 heads per grab, as one head per task had
+  int64_t grain() const { return std::max(1, 16 / std::min(G, kHeadBlock)); }
+};
+
 // head_dots at lanes L = the next power of two of nh (at most 8).
 inline int head_dots_lanes(int nh) { return nh <= 1 ? 1 : nh <= 2 ? 2 : nh <= 4 ? 4 : 8; }
 template <class T>

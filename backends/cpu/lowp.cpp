@@ -42,7 +42,7 @@ Workload dequantised_pools(const CaseSpec& c, const PageTable& pt, const Workloa
   return d;
 }
 
-// Heads h0 .. h0 + nh - 1 (nh <= 8, one KV head's) of token t = query q of request r, each K and V row read
+// Heads h0 .. h0 + nh - 1 (nh <= kHeadBlock, one KV head's) of token t = query q of request r, each K and V row read
 // once for all of them; a head's arithmetic is that of a head alone (rounded where an eager low-precision
 // implementation rounds: the scaled Q, the scores, each soft-cap step, the probabilities and the output),
 // so its bits do not depend on nh. Only the keys the mask allows are read: a masked key's probability is
@@ -74,7 +74,7 @@ void lowp_heads(const CaseSpec& c, const Plan& p, const Workload& w, const KvAcc
   dots.resize(static_cast<size_t>(n) * L);
   head_dots_any<float>(L, qt.data(), rows.data(), n, Dq, dots.data());
   s.resize(static_cast<size_t>(nh) * n);  // head i's probabilities (first its scores) at [i * n, (i + 1) * n)
-  float mx[8], den[8];
+  float mx[kHeadBlock], den[kHeadBlock];
   const float cap = c.attention.soft_cap ? static_cast<float>(*c.attention.soft_cap) : 0.f;
   for (int i = 0; i < nh; ++i) {
     const int h = h0 + i;
@@ -126,14 +126,12 @@ class Lowp final : public Backend {
     const Workload deq = w.has_scales() ? dequantised_pools(c, p.pages, w, opt) : Workload{};
     const KvAccess kv{c, p.pages, w.has_scales() ? deq : w};  // no scales: the pool holds dtype values
     const std::vector<float> sinks = sink_logits(c);
-    // a task per token and block of up to 8 query heads of one KV head: they share its K and V rows
-    const int Hq = c.num_qo_heads, Dv = c.head_dim_vo, G = c.group_size(), per_kv = (G + 7) / 8;
-    const int per_token = c.num_kv_heads * per_kv;
-    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, std::max(1, 16 / std::min(G, 8)), opt, [&](int64_t i) {
-      const int64_t t = i / per_token;
+    const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
+    const HeadBlocks hb(c);  // a task per token and block of heads of one KV head
+    parallel_for(static_cast<int64_t>(tokens.size()) * hb.per_token, hb.grain(), opt, [&](int64_t i) {
+      const int64_t t = i / hb.per_token;
       if (!sel[t]) return;
-      const int b = static_cast<int>(i % per_token), hk = b / per_kv;
-      const int h0 = hk * G + (b % per_kv) * 8, nh = std::min(8, (hk + 1) * G - h0);
+      const auto [h0, nh] = hb.heads(static_cast<int>(i % hb.per_token));
       const auto [r, q] = tokens[t];
       lowp_heads(c, p, w, kv, sinks, r, q, t, h0, nh, res.o.data() + (t * Hq + h0) * Dv, res.lse.data() + t * Hq + h0);
     });

@@ -19,18 +19,16 @@ class Reference final : public Backend {
     const int Hq = c.num_qo_heads, Dv = c.head_dim_vo;
     const KvAccess kv{c, p.pages, w};
     const std::vector<float> sinks = sink_logits(c);
-    // a task per token and block of up to kRefHeads query heads of one KV head: they share its K and V rows
-    const int G = c.group_size(), blocks_per_kv = (G + kRefHeads - 1) / kRefHeads, per_token = c.num_kv_heads * blocks_per_kv;
+    const HeadBlocks hb(c);  // a task per token and block of heads of one KV head
     std::vector<double> sink_of(Hq, -INFINITY);
     for (int h = 0; h < Hq && !sinks.empty(); ++h) sink_of[h] = sinks[h];
-    parallel_for(static_cast<int64_t>(tokens.size()) * per_token, std::max(1, 16 / std::min(G, 8)), opt, [&](int64_t i) {
-      const int64_t t = i / per_token;
+    parallel_for(static_cast<int64_t>(tokens.size()) * hb.per_token, hb.grain(), opt, [&](int64_t i) {
+      const int64_t t = i / hb.per_token;
       if (!sel[t]) return;
-      const int b = static_cast<int>(i % per_token), hk = b / blocks_per_kv;
-      const int h0 = hk * G + (b % blocks_per_kv) * kRefHeads, nh = std::min(kRefHeads, (hk + 1) * G - h0);
+      const auto [h0, nh] = hb.heads(static_cast<int>(i % hb.per_token));
       const auto [r, q] = tokens[t];
       std::vector<double> o(static_cast<size_t>(nh) * Dv);
-      double lse[kRefHeads];
+      double lse[kHeadBlock];
       reference_heads(c, p, w, kv, r, q, t, h0, nh, o.data(), lse, sink_of.data() + h0);
       for (int j = 0; j < nh; ++j) {
         float* out = res.o.data() + (t * Hq + h0 + j) * Dv;

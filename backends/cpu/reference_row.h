@@ -12,9 +12,7 @@
 
 namespace attnscope::cpu {
 
-constexpr int kRefHeads = 8;  // query heads of one KV head computed together (they read the same K and V rows)
-
-// Heads h0 .. h0 + nh - 1 (1 <= nh <= kRefHeads, all of one KV head) of token t = query q of request r.
+// Heads h0 .. h0 + nh - 1 (1 <= nh <= kHeadBlock, all of one KV head) of token t = query q of request r.
 // Each K and V row is read once for all of them; each head's arithmetic is that of a head alone (its dot
 // products summed over d in order, then its max, its sum and P.V in key order), so a head's bits do not
 // depend on nh. o: nh x Dv values; lse[i]: head h0 + i's natural-log LSE (-inf for a fully masked row,
@@ -58,7 +56,7 @@ inline void reference_heads(const CaseSpec& c, const Plan& p, const Workload& w,
     const double ks = static_cast<double>(w.q_scale) * kv.k_scale(r, keys[j], hk);  // FP8: scales factor out
     for (int i = 0; i < nh; ++i) s[static_cast<size_t>(i) * n + j] = dots[static_cast<size_t>(j) * L + i] * ks * scale;
   }
-  double mx[kRefHeads], den[kRefHeads];
+  double mx[kHeadBlock], den[kHeadBlock];
   for (int i = 0; i < nh; ++i) {
     const int h = h0 + i;
     const double slope = c.attention.alibi ? alibi_slope(h, Hq) : 0.0;
@@ -72,7 +70,8 @@ inline void reference_heads(const CaseSpec& c, const Plan& p, const Workload& w,
       mx[i] = std::max(mx[i], x);
     }
     // every visible key scored -inf (a score_mod), or none is visible: fully masked (O 0, LSE the sink)
-    if (mx[i] != -INFINITY) mx[i] = std::max(mx[i], sink(i));
+    if (mx[i] == -INFINITY) continue;
+    mx[i] = std::max(mx[i], sink(i));
     den[i] = std::exp(sink(i) - mx[i]);  // the sink's term (0 without one); it adds nothing to O
   }
   thread_local std::vector<double> acc;

@@ -134,18 +134,9 @@ void make_mla_workload(const CaseSpec& c, const PageTable& pt, Workload& w) {
   const MlaWeights wt = mla_weights(g, true, !absorbed);  // the absorbed form's Q needs W_uk; its pool neither
   const int Hk = c.num_kv_heads, Dq = c.head_dim_qk, Dv = c.head_dim_vo, ps = pt.page_size;
   const KvLayout lay = c.kv_cache.layout;
-  struct Block {
-    int r, begin, end;  // keys [begin, end) of request r; begin -1: its query rows
-  };
-  std::vector<Block> blocks;
-  constexpr int kKeysPerBlock = 64;
-  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r) {
-    blocks.push_back({r, -1, 0});
-    for (int k = 0; k < c.requests[r].kv_len; k += kKeysPerBlock)
-      blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + kKeysPerBlock)});
-  }
+  const std::vector<KeyBlock> blocks = key_blocks(c, 64, true);
   on_cores(blocks.size(), [&](size_t i) {  // each block writes its own rows: the same bits on any core count
-    const Block b = blocks[i];
+    const KeyBlock b = blocks[i];
     if (b.begin < 0) return mla_queries(c, g, wt, b.r, w.q.data() + w.q_indptr[b.r] * c.num_qo_heads * Dq);
     const int nk = b.end - b.begin, lw = g.latent();
     std::vector<float> lat(static_cast<size_t>(nk) * lw);  // the block's latent rows, [key][latent]

@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "attnscope/fp8.h"
 #include "attnscope/gen.h"
 #include "attnscope/workload.h"
+#include "on_cores.h"
 
 namespace attnscope {
 
@@ -17,21 +17,6 @@ namespace {
 
 void require(bool ok, const std::string& path, const std::string& rule) {
   if (!ok) throw CaseError(path, rule);
-}
-
-// Runs f(a, b) over [0, n) in blocks on up to 16 threads when `work` is large (a block per thread).
-template <class F>
-void parallel_blocks(int n, int64_t work, F f) {
-  const int threads =
-      work < (int64_t{1} << 22) ? 1 : static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
-  if (threads == 1 || n < 2 * threads) return f(0, n);
-  std::vector<std::thread> pool;
-  const int per = (n + threads - 1) / threads;
-  for (int t = 0; t < threads; ++t) {
-    const int a = t * per, b = std::min(n, a + per);
-    if (a < b) pool.emplace_back(f, a, b);
-  }
-  for (auto& th : pool) th.join();
 }
 
 }  // namespace

@@ -64,14 +64,9 @@ void quantize_pool(const CaseSpec& c, const PageTable& pt, std::vector<float>& p
   const auto g = c.kv_cache.scales.granularity;
   const Fp8Format f = *c.kv_cache.fp8;
   const int Hk = c.num_kv_heads, ps = pt.page_size;
-  struct Block {
-    int r, begin, end;  // keys [begin, end) of request r: each writes its own slots
-  };
-  std::vector<Block> blocks;
-  for (int r = 0; r < static_cast<int>(c.requests.size()); ++r)
-    for (int k = 0; k < c.requests[r].kv_len; k += 256) blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + 256)});
+  const std::vector<KeyBlock> blocks = key_blocks(c, 256, false);  // each writes its own slots
   on_cores(blocks.size(), [&](size_t i) {
-    const Block b = blocks[i];
+    const KeyBlock b = blocks[i];
     for (int k = b.begin; k < b.end; ++k) {
       const int page = pt.page_of(b.r, k), slot = k % ps;
       for (int h = 0; h < Hk; ++h) {
@@ -134,17 +129,8 @@ Workload make_workload(const CaseSpec& c, const PageTable& pt) {
 
   // every element is a pure function of its index (the counter-based generator), so requests and
   // blocks of keys are generated on all cores, each writing its own elements: the same bits
-  struct Block {
-    int r, begin, end;  // keys [begin, end) of request r; begin -1: its query rows
-  };
-  std::vector<Block> blocks;
-  constexpr int kKeysPerBlock = 256;
-  for (int r = 0; r < R; ++r) {
-    blocks.push_back({r, -1, 0});
-    for (int k = 0; k < c.requests[r].kv_len; k += kKeysPerBlock)
-      blocks.push_back({r, k, std::min(c.requests[r].kv_len, k + kKeysPerBlock)});
-  }
-  auto generate = [&](const Block& b) {
+  const std::vector<KeyBlock> blocks = key_blocks(c, 256, true);
+  auto generate = [&](const KeyBlock& b) {
     const uint64_t seed = c.request_seed(b.r);  // Q's stream; a key's is c.key_seed (cascade)
     if (b.begin < 0) {
       float* q = w.q.data() + w.q_indptr[b.r] * Hq * Dq;

@@ -25,4 +25,17 @@ inline Result run_id(const std::string& id, const CaseSpec& c, const Plan& p, co
   return run_backend(*b, c, p, w, o);
 }
 
+// An absorbed MLA case of DeepSeek's dims (latent 512 + rope 64, one KV head), the MLA tests' start.
+inline CaseSpec absorbed_mla_case(const std::string& name, int heads, DType dt) {
+  CaseSpec c;
+  c.name = name;
+  c.mla = MlaSpec{};
+  c.num_qo_heads = heads;
+  c.num_kv_heads = 1;
+  c.head_dim_qk = c.mla->qk_dim();
+  c.head_dim_vo = c.mla->vo_dim();
+  c.dtype = dt;
+  return c;
+}
+
 }  // namespace attnscope::testing

@@ -25,15 +25,10 @@ namespace {
 
 CaseSpec mla_gpu_case(uint64_t seed) {
   SplitMix64 g(seed * 6151 + 11);
-  CaseSpec c;
-  c.name = "fi-mla-" + std::to_string(seed);
-  c.mla = MlaSpec{};
   const int heads[] = {16, 32, 64, 128};
-  c.num_qo_heads = heads[g.range(0, 3)];
-  c.num_kv_heads = 1;
-  c.head_dim_qk = 576;
-  c.head_dim_vo = 512;
-  c.dtype = g.range(0, 3) == 0 ? DType::kFp16 : DType::kBf16;
+  const int h = heads[g.range(0, 3)];  // drawn before the dtype, as the cases were recorded
+  const DType dt = g.range(0, 3) == 0 ? DType::kFp16 : DType::kBf16;
+  CaseSpec c = attnscope::testing::absorbed_mla_case("fi-mla-" + std::to_string(seed), h, dt);
   const int pages[] = {1, 16, 64};
   c.kv_cache.page_size = pages[seed % 3];
   c.kv_cache.allocation = PageAlloc::kShuffled;

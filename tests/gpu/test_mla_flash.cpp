@@ -31,15 +31,9 @@ namespace {
 // An absorbed MLA case of DeepSeek's dims. Under ATTNSCOPE_GPU_QUICK (compute-sanitizer) at most 600 keys.
 CaseSpec mla_flash_case(uint64_t seed) {
   SplitMix64 g(seed * 7919 + 23);
-  CaseSpec c;
-  c.name = "mla-flash-" + std::to_string(seed);
-  c.mla = MlaSpec{};
   const int heads[] = {16, 64, 128};
-  c.num_qo_heads = heads[seed % 3];
-  c.num_kv_heads = 1;
-  c.head_dim_qk = c.mla->qk_dim();
-  c.head_dim_vo = c.mla->vo_dim();
-  c.dtype = g.coin() ? DType::kBf16 : DType::kFp16;
+  const DType dt = g.coin() ? DType::kBf16 : DType::kFp16;
+  CaseSpec c = attnscope::testing::absorbed_mla_case("mla-flash-" + std::to_string(seed), heads[seed % 3], dt);
   const int pss[] = {1, 16, 64};
   if (g.range(0, 5) == 0) {
     c.kv_cache.storage = KvStorage::kRagged;

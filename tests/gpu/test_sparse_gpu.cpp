@@ -34,15 +34,9 @@ namespace {
 
 CaseSpec sparse_gpu_case(uint64_t seed) {
   SplitMix64 g(seed * 6151 + 46);
-  CaseSpec c;
-  c.name = "dsa-gpu-" + std::to_string(seed);
-  c.mla = MlaSpec{};
   const int heads[] = {16, 64, 128};
-  c.num_qo_heads = heads[seed % 3];
-  c.num_kv_heads = 1;
-  c.head_dim_qk = c.mla->qk_dim();
-  c.head_dim_vo = c.mla->vo_dim();
-  c.dtype = g.coin() ? DType::kBf16 : DType::kFp16;
+  const DType dt = g.coin() ? DType::kBf16 : DType::kFp16;
+  CaseSpec c = attnscope::testing::absorbed_mla_case("dsa-gpu-" + std::to_string(seed), heads[seed % 3], dt);
   const int pss[] = {1, 16, 64};
   c.kv_cache.page_size = pss[g.range(0, 2)];
   c.kv_cache.allocation = static_cast<PageAlloc>(g.range(0, 2));
